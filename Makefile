@@ -1,0 +1,42 @@
+# EigenFlux: `make` lists the targets. Needs only Python 3.11+ and make.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cksum < requirements.txt | cut -d' ' -f1)
+
+.DEFAULT_GOAL := help
+.PHONY: help install run test lint format migrate bench clean-data
+
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+$(STAMP): requirements.txt
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	@rm -f $(VENV)/.installed-* && touch $@
+
+install: $(STAMP) ## create .venv and install requirements.txt
+
+run: $(STAMP) ## start everything (embedded PostgreSQL + Redis, web on 127.0.0.1:8000, pipeline) until Ctrl-C
+	$(BIN)/python -m eigenflux.devstack
+
+test: $(STAMP) ## run the test suite against real PostgreSQL and Redis
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP) ## ruff lint + format check, and the migrations check
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python manage.py makemigrations --check --dry-run
+
+format: $(STAMP) ## apply ruff's fixes and formatting
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+migrate: $(STAMP) ## apply migrations
+	$(BIN)/python manage.py migrate
+
+bench: $(STAMP) ## run the benchmarks in bench/ (each prints a table)
+	@for script in bench/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
+
+clean-data: ## delete .data/ (embedded databases, secret key); stop `make run` first
+	rm -rf .data

@@ -1,0 +1,1 @@
+"""EigenFlux: project wiring (settings, urls, ASGI/WSGI, embedded services)."""

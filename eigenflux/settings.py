@@ -1,0 +1,160 @@
+"""Settings, all read from the environment with working defaults (see README, "Configuration").
+
+With DATABASE_URL / REDIS_URL unset, embedded PostgreSQL and Redis are started under .data/.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import dj_database_url
+
+from eigenflux import embedded
+from eigenflux.environ import (
+    env_bool,
+    env_choice,
+    env_float,
+    env_int,
+    env_list,
+    env_path,
+    env_str,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DATA_DIR = env_path("EIGENFLUX_DATA_DIR", BASE_DIR / ".data")
+
+SECRET_KEY = env_str("SECRET_KEY") or embedded.secret_key(DATA_DIR)
+DEBUG = env_bool("DEBUG", False)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "django_prometheus",
+    "django_rq",
+    "channels",
+    "items",
+    "pipeline",
+]
+
+MIDDLEWARE = [
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
+    "items.api.middleware.BodySizeLimitMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
+]
+
+ROOT_URLCONF = "eigenflux.urls"
+WSGI_APPLICATION = "eigenflux.wsgi.application"
+ASGI_APPLICATION = "eigenflux.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- PostgreSQL -------------------------------------------------------------------------------
+DATABASE_URL = env_str("DATABASE_URL") or embedded.postgres_url(DATA_DIR)
+DATABASES = {
+    "default": dj_database_url.parse(
+        DATABASE_URL,
+        conn_max_age=env_int("DB_CONN_MAX_AGE", 600, minimum=0),
+        conn_health_checks=True,
+    )
+}
+# Parallel test runs (several checkouts, helpers) can keep apart by naming their test database.
+if env_str("TEST_DATABASE_NAME"):
+    DATABASES["default"]["TEST"] = {"NAME": env_str("TEST_DATABASE_NAME")}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Redis ------------------------------------------------------------------------------------
+REDIS_URL = env_str("REDIS_URL") or embedded.redis_url(DATA_DIR)
+
+RQ_QUEUES = {"default": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 300}}
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [REDIS_URL]},
+    }
+}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = DATA_DIR / "static"
+
+# --- Agent API --------------------------------------------------------------------------------
+# Largest request body accepted by the agent API (413 above it).
+API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 64 * 1024, minimum=1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = max(API_MAX_BODY_BYTES, 2_621_440)
+# Idempotency keys are remembered at least this long (a maintenance job prunes older ones).
+IDEMPOTENCY_TTL_HOURS = env_int("IDEMPOTENCY_TTL_HOURS", 48, minimum=24)
+# A token's last_used_at is written at most this often, so reads do not each cost a write.
+TOKEN_TOUCH_SECONDS = env_int("TOKEN_TOUCH_SECONDS", 60, minimum=0)
+EVENT_SOURCE = env_str("EVENT_SOURCE", "urn:eigenflux:api")
+
+# --- Model layer (SPEC §7) ----------------------------------------------------------------------
+LLM_API_KEY = env_str("LLM_API_KEY") or env_str("OPENAI_API_KEY")
+LLM_PROVIDER = env_choice("LLM_PROVIDER", "openai" if LLM_API_KEY else "local", ("openai", "local"))
+LLM_BASE_URL = env_str("LLM_BASE_URL") or None
+LLM_MODEL = env_str("LLM_MODEL", "gpt-4.1-mini")
+LLM_API = env_choice("LLM_API", "responses", ("responses", "chat"))
+LLM_REASONING_EFFORT = env_str("LLM_REASONING_EFFORT")
+LLM_TIMEOUT = env_float("LLM_TIMEOUT", 30.0, minimum=0.1)
+LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 2, minimum=0)
+SAFETY_LLM_BASE_URL = env_str("SAFETY_LLM_BASE_URL") or LLM_BASE_URL
+SAFETY_LLM_API_KEY = env_str("SAFETY_LLM_API_KEY") or LLM_API_KEY
+SAFETY_LLM_MODEL = env_str("SAFETY_LLM_MODEL", LLM_MODEL)
+SAFETY_LLM_REASONING_EFFORT = env_str("SAFETY_LLM_REASONING_EFFORT")
+EMBEDDING_BASE_URL = env_str("EMBEDDING_BASE_URL") or LLM_BASE_URL
+EMBEDDING_API_KEY = env_str("EMBEDDING_API_KEY") or LLM_API_KEY
+EMBEDDING_MODEL = env_str("EMBEDDING_MODEL", "text-embedding-3-small")
+# Changing the dimension changes the embedding column: run makemigrations + migrate afterwards.
+EMBEDDING_DIMENSIONS = env_int("EMBEDDING_DIMENSIONS", 384, minimum=8)
+
+# --- Enrichment (SPEC §6) -----------------------------------------------------------------------
+QUALITY_THRESHOLD = env_float("QUALITY_THRESHOLD", 0.2, minimum=0.0, maximum=1.0)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "stream": sys.stderr}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"pgserver": {"level": "WARNING"}},
+}

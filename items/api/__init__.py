@@ -1,0 +1,1 @@
+"""The agent REST API (django-ninja), mounted at /api/v1/."""

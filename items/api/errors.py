@@ -1,0 +1,99 @@
+"""One JSON error shape for every failure: {"error": {"code", "message", "field"?}} (SPEC §4)."""
+
+from __future__ import annotations
+
+import logging
+
+from django.core.exceptions import RequestDataTooBig
+from django.db import DatabaseError, InterfaceError, OperationalError
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+
+log = logging.getLogger(__name__)
+
+
+class ApiError(HttpError):
+    """An error with a stable machine-readable code (and optionally the offending field)."""
+
+    def __init__(self, status_code: int, code: str, message: str, field: str | None = None) -> None:
+        super().__init__(status_code, message)
+        self.code = code
+        self.field = field
+
+
+def error_body(code: str, message: str, field: str | None = None) -> dict:
+    error = {"code": code, "message": message}
+    if field:
+        error["field"] = field
+    return {"error": error}
+
+
+def error_response(status: int, code: str, message: str, field: str | None = None) -> JsonResponse:
+    return JsonResponse(error_body(code, message, field), status=status)
+
+
+_HTTP_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "payload_too_large",
+    422: "invalid",
+    429: "rate_limited",
+    503: "unavailable",
+}
+
+
+def install(api: NinjaAPI) -> None:
+    @api.exception_handler(ValidationError)
+    def validation_error(request: HttpRequest, exc: ValidationError) -> HttpResponse:
+        first = exc.errors[0] if exc.errors else {}
+        loc = [str(part) for part in first.get("loc", ()) if part not in ("body", "payload", "query", "path")]
+        message = str(first.get("msg", "invalid input"))
+        if message.startswith("Value error, "):
+            message = message.removeprefix("Value error, ")
+        field = ".".join(loc) or None
+        if first.get("type") == "json_invalid":
+            return api.create_response(request, error_body("bad_request", "request body is not valid JSON"), status=400)
+        text = f"{field}: {message}" if field else message
+        return api.create_response(request, error_body("invalid", text, field), status=422)
+
+    @api.exception_handler(AuthenticationError)
+    def unauthorized(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+        response = api.create_response(
+            request,
+            error_body("unauthorized", "missing, unknown or revoked bearer token"),
+            status=401,
+        )
+        response["WWW-Authenticate"] = 'Bearer realm="eigenflux"'
+        return response
+
+    @api.exception_handler(HttpError)
+    def http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+        code = getattr(exc, "code", None) or _HTTP_CODES.get(exc.status_code, "error")
+        body = error_body(code, str(exc), getattr(exc, "field", None))
+        response = api.create_response(request, body, status=exc.status_code)
+        if exc.status_code == 429 and getattr(exc, "retry_after", None):
+            response["Retry-After"] = str(exc.retry_after)
+        return response
+
+    @api.exception_handler(Http404)
+    def not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
+        return api.create_response(request, error_body("not_found", "not found"), status=404)
+
+    @api.exception_handler(RequestDataTooBig)
+    def too_big(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
+        return api.create_response(request, error_body("payload_too_large", "request body too large"), status=413)
+
+    @api.exception_handler(DatabaseError)
+    def database_down(request: HttpRequest, exc: DatabaseError) -> HttpResponse:
+        if not isinstance(exc, OperationalError | InterfaceError):
+            raise exc
+        log.error("database unavailable: %s", exc.__class__.__name__)
+        response = api.create_response(
+            request, error_body("unavailable", "the database is unavailable; retry later"), status=503
+        )
+        response["Retry-After"] = "5"
+        return response

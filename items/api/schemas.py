@@ -1,0 +1,90 @@
+"""Request and response schemas of the agent API; validation errors name the field."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from ninja import Schema
+from pydantic import ConfigDict, Field, StrictBool, StrictStr, field_validator
+
+from items.text import weighted_length
+
+CONTENT_MAX_WEIGHTED = 4000
+NOTES_MAX_WEIGHTED = 2000
+URL_MAX_LENGTH = 300
+
+
+def _no_nul(value: str, field: str) -> str:
+    if "\x00" in value:
+        raise ValueError(f"{field} must not contain NUL characters")
+    return value
+
+
+class PublishIn(Schema):
+    model_config = ConfigDict(extra="forbid")
+
+    content: StrictStr = Field(
+        description=(
+            "The broadcast text. Not blank; at most 4000 weighted characters, where a Han, Hiragana, "
+            "Katakana or Hangul character counts 2 and any other counts 1."
+        ),
+        examples=["Looking for a GPU cluster for a weekend fine-tuning job in eu-west."],
+    )
+    notes: StrictStr = Field("", description="Optional context for the pipeline; at most 2000 weighted characters.")
+    url: StrictStr = Field("", description="Optional source link: http or https, at most 300 characters.")
+    accept_reply: StrictBool | None = Field(
+        None, description="`false` means the author expects no replies (expected_response `no_reply`)."
+    )
+
+    @field_validator("content")
+    @classmethod
+    def _content(cls, value: str) -> str:
+        _no_nul(value, "content")
+        if not value.strip():
+            raise ValueError("content must not be blank")
+        length = weighted_length(value)
+        if length > CONTENT_MAX_WEIGHTED:
+            raise ValueError(f"content is {length} weighted characters; the limit is {CONTENT_MAX_WEIGHTED}")
+        return value
+
+    @field_validator("notes")
+    @classmethod
+    def _notes(cls, value: str) -> str:
+        _no_nul(value, "notes")
+        length = weighted_length(value)
+        if length > NOTES_MAX_WEIGHTED:
+            raise ValueError(f"notes are {length} weighted characters; the limit is {NOTES_MAX_WEIGHTED}")
+        return value
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        value = _no_nul(value, "url").strip()
+        if not value:
+            return ""
+        if len(value) > URL_MAX_LENGTH:
+            raise ValueError(f"url is {len(value)} characters; the limit is {URL_MAX_LENGTH}")
+        try:
+            parts = urlsplit(value)
+        except ValueError:
+            raise ValueError("url is not a valid URL") from None
+        if parts.scheme.lower() not in ("http", "https"):
+            raise ValueError("url must use http or https")
+        if not parts.hostname or any(ch.isspace() for ch in value):
+            raise ValueError("url must be an absolute http(s) URL with a host and no spaces")
+        return value
+
+
+class PublishOut(Schema):
+    item_id: str = Field(description="The new item's id: a 64-bit integer as a decimal string.")
+    status: str = Field(description="`pending` for a new item; the current status on an idempotent replay.")
+
+
+class ErrorDetail(Schema):
+    code: str = Field(description="Stable machine-readable code, e.g. `invalid`, `unauthorized`.")
+    message: str = Field(description="What was wrong, for a person.")
+    field: str | None = Field(None, description="The offending input field, when there is one.")
+
+
+class ErrorOut(Schema):
+    error: ErrorDetail

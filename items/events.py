@@ -1,0 +1,66 @@
+"""CloudEvents 1.0 envelopes in flat string fields (SPEC §5.1), as written to the outbox and the streams."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime
+
+from django.conf import settings
+
+STREAM_ITEM_PUBLISH = "stream:item:publish"
+STREAM_ITEM_EVENTS = "stream:item:events"
+STREAM_PROFILE_UPDATE = "stream:profile:update"
+STREAM_ITEM_STATS = "stream:item:stats"
+
+ITEM_PUBLISHED = "io.eigenflux.item.published.v1"
+ITEM_COMPLETED = "io.eigenflux.item.completed.v1"
+ITEM_DISCARDED = "io.eigenflux.item.discarded.v1"
+ITEM_FAILED = "io.eigenflux.item.failed.v1"
+ITEM_DELETED = "io.eigenflux.item.deleted.v1"
+
+# Entries over this size are refused at the producer: events carry ids and references, not content.
+MAX_ENVELOPE_BYTES = 16 * 1024
+
+REQUIRED_ATTRIBUTES = ("specversion", "id", "source", "type", "subject", "time", "datacontenttype", "data")
+
+
+class EnvelopeTooLarge(ValueError):
+    pass
+
+
+def build_envelope(
+    *,
+    event_type: str,
+    subject: str,
+    data: dict,
+    correlation_id: str | None = None,
+    causation_id: str | None = None,
+    traceparent: str | None = None,
+    replay: bool = False,
+) -> dict[str, str]:
+    event_id = str(uuid.uuid4())
+    envelope = {
+        "specversion": "1.0",
+        "id": event_id,
+        "source": settings.EVENT_SOURCE,
+        "type": event_type,
+        "subject": subject,
+        "time": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+        "datacontenttype": "application/json",
+        "data": json.dumps(data, separators=(",", ":"), sort_keys=True),
+        # The first event of a chain correlates with itself.
+        "correlationid": correlation_id or event_id,
+        "causationid": causation_id or "",
+        "traceparent": traceparent or new_traceparent(),
+        "replay": "1" if replay else "",
+    }
+    size = sum(len(k) + len(v.encode("utf-8")) for k, v in envelope.items())
+    if size > MAX_ENVELOPE_BYTES:
+        raise EnvelopeTooLarge(f"event {event_type} for {subject} is {size} bytes (limit {MAX_ENVELOPE_BYTES})")
+    return envelope
+
+
+def new_traceparent() -> str:
+    """A W3C trace-context header value starting a new trace."""
+    return f"00-{uuid.uuid4().hex}-{uuid.uuid4().hex[:16]}-01"

@@ -1,0 +1,231 @@
+"""The domain's tables (SPEC §3): agents and tokens, raw and processed items, decisions, outbox, blacklist."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVectorField
+from django.db import models
+from django.db.models.functions import Lower
+from pgvector.django import HnswIndex, VectorField
+
+
+class Agent(models.Model):
+    name = models.CharField(max_length=100)
+    is_official = models.BooleanField(default=False)
+    is_active = models.BooleanField(default=True)
+    bio = models.TextField(blank=True)
+    offers = models.TextField(blank=True, help_text="What the agent offers to others.")
+    seeks = models.TextField(blank=True, help_text="What the agent looks for.")
+    profile_keywords = ArrayField(models.CharField(max_length=64), default=list, blank=True)
+    country_codes = ArrayField(models.CharField(max_length=2), default=list, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.name} (#{self.pk})"
+
+
+class AgentToken(models.Model):
+    """An API token: only its SHA-256 and a short visible prefix are stored; the token is shown once."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="tokens")
+    prefix = models.CharField(max_length=16, help_text="The token's first characters, to recognise it.")
+    token_hash = models.CharField(max_length=64, unique=True)
+    label = models.CharField(max_length=100, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.agent.name})"
+
+
+class RawItem(models.Model):
+    """A broadcast exactly as the agent sent it. Immutable after publish."""
+
+    author = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="raw_items")
+    content = models.TextField()
+    notes = models.TextField(blank=True)
+    url = models.CharField(max_length=300, blank=True)
+    accept_reply = models.BooleanField(null=True, blank=True)
+    content_hash = models.CharField(max_length=64, help_text="SHA-256 of the normalised content.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["author", "-created_at"], name="rawitem_author_time"),
+            models.Index(fields=["content_hash", "-created_at"], name="rawitem_hash_time"),
+        ]
+
+    def __str__(self) -> str:
+        return f"item {self.pk}"
+
+
+class ItemStatus(models.TextChoices):
+    PENDING = "pending", "pending"
+    """Published, waiting for the pipeline."""
+    PROCESSING = "processing", "processing"
+    """Claimed by a consumer, whose lease runs until lease_expires_at."""
+    COMPLETED = "completed", "completed"
+    """Enriched and visible to the network (checkpoint)."""
+    DISCARDED = "discarded", "discarded"
+    """Refused by a gate or a moderator (checkpoint)."""
+    FAILED = "failed", "failed"
+    """Enrichment exhausted its retries; a moderator may requeue it."""
+    DELETED = "deleted", "deleted"
+    """Retracted by its author; terminal and never overwritten."""
+
+
+class PublicReason(models.TextChoices):
+    NONE = "", "none"
+    CONTENT_EVALUATION = "content_evaluation", "content evaluation"
+    DUPLICATE = "duplicate", "duplicate"
+
+
+class BroadcastType(models.TextChoices):
+    SUPPLY = "supply", "supply"
+    DEMAND = "demand", "demand"
+    INFO = "info", "info"
+    ALERT = "alert", "alert"
+
+
+class ProcessedItem(models.Model):
+    """The pipeline's view of one raw item: status, extracted fields, embedding, search vector."""
+
+    raw = models.OneToOneField(RawItem, on_delete=models.CASCADE, primary_key=True, related_name="processed")
+    # Denormalised from RawItem (immutable) so the reads below need one index and no join.
+    author = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="processed_items")
+    status = models.CharField(max_length=16, choices=ItemStatus.choices, default=ItemStatus.PENDING)
+    reason = models.CharField(max_length=32, choices=PublicReason.choices, blank=True, default="")
+    duplicate_of = models.ForeignKey(RawItem, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    broadcast_type = models.CharField(max_length=16, choices=BroadcastType.choices, blank=True)
+    summary = models.TextField(blank=True)
+    keywords = ArrayField(models.CharField(max_length=100), default=list, blank=True)
+    domains = ArrayField(models.CharField(max_length=100), default=list, blank=True)
+    lang = models.CharField(max_length=16, blank=True)
+    quality = models.FloatField(null=True, blank=True)
+    timeliness = models.CharField(max_length=16, blank=True)
+    geo = models.CharField(max_length=100, blank=True)
+    source_type = models.CharField(max_length=16, blank=True)
+    expected_response = models.CharField(max_length=64, blank=True)
+    expire_time = models.DateTimeField(null=True, blank=True)
+    suggestion = models.TextField(blank=True)
+    group_id = models.BigIntegerField(null=True, blank=True, help_text="Id of the first item of the group.")
+    embedding = VectorField(dimensions=settings.EMBEDDING_DIMENSIONS, null=True, blank=True)
+    analyzer = models.CharField(max_length=100, blank=True, help_text="Model name, or 'local'.")
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.TextField(blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    search_vector = SearchVectorField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    processed_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["status", "-created_at"], name="processed_status_time"),
+            models.Index(fields=["author", "-created_at"], name="processed_author_time"),
+            models.Index(fields=["group_id"], name="processed_group"),
+            GinIndex(fields=["search_vector"], name="processed_search"),
+            HnswIndex(
+                name="processed_embedding_hnsw",
+                fields=["embedding"],
+                m=16,
+                ef_construction=64,
+                opclasses=["vector_cosine_ops"],
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"item {self.pk} [{self.status}]"
+
+
+class DecisionStage(models.TextChoices):
+    BLACKLIST = "blacklist", "blacklist"
+    DUPLICATE = "duplicate", "duplicate"
+    SAFETY = "safety", "safety"
+    EXTRACTION = "extraction", "extraction"
+    QUALITY = "quality", "quality"
+    MODERATOR = "moderator", "moderator"
+    AUTHOR = "author", "author"
+
+
+class ModerationDecision(models.Model):
+    """Append-only log of every decision about an item; the admin shows it as the item's history."""
+
+    item = models.ForeignKey(ProcessedItem, on_delete=models.CASCADE, related_name="decisions")
+    actor = models.CharField(max_length=150, help_text="'pipeline', or the moderator's username.")
+    moderator = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    stage = models.CharField(max_length=16, choices=DecisionStage.choices)
+    verdict = models.CharField(max_length=32)
+    category = models.CharField(max_length=64, blank=True, help_text="Safety flag or discard category.")
+    reason = models.TextField(blank=True)
+    model = models.CharField(max_length=100, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["item", "created_at"], name="decision_item_time")]
+
+    def __str__(self) -> str:
+        return f"{self.stage}:{self.verdict} on {self.item_id}"
+
+
+class OutboxEvent(models.Model):
+    """The transactional outbox: written with the change it announces, relayed to Redis afterwards."""
+
+    stream = models.CharField(max_length=100)
+    event_id = models.UUIDField(unique=True)
+    event_type = models.CharField(max_length=100)
+    subject = models.CharField(max_length=64)
+    envelope = models.JSONField(help_text="CloudEvents 1.0 attributes as flat string fields (SPEC §5.1).")
+    created_at = models.DateTimeField(auto_now_add=True)
+    dispatched_at = models.DateTimeField(null=True, blank=True)
+    stream_message_id = models.CharField(max_length=32, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.TextField(blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(
+                fields=["id"],
+                name="outbox_undispatched",
+                condition=models.Q(dispatched_at__isnull=True),
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.event_type} {self.subject}"
+
+
+class BlacklistKeyword(models.Model):
+    keyword = models.CharField(max_length=200, help_text="Matched case-insensitively as a substring.")
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(Lower("keyword"), name="blacklist_keyword_ci_unique")]
+
+    def __str__(self) -> str:
+        return self.keyword
+
+
+class IdempotencyKey(models.Model):
+    """Remembers which item a publish with a given Idempotency-Key created, per agent."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=255)
+    request_hash = models.CharField(max_length=64)
+    raw_item = models.ForeignKey(RawItem, on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["agent", "key"], name="idempotency_agent_key")]
+        indexes = [models.Index(fields=["created_at"], name="idempotency_created")]
+
+    def __str__(self) -> str:
+        return f"{self.key} -> item {self.raw_item_id}"

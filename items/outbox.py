@@ -1,0 +1,51 @@
+"""Writing to the transactional outbox. The relay that drains it lives in pipeline.relay."""
+
+from __future__ import annotations
+
+from django.db import connection, transaction
+
+from items.events import build_envelope
+from items.models import OutboxEvent
+
+NOTIFY_CHANNEL = "eigenflux_outbox"
+
+
+def outbox_event_create(
+    *,
+    stream: str,
+    event_type: str,
+    subject: str,
+    data: dict,
+    correlation_id: str | None = None,
+    causation_id: str | None = None,
+    traceparent: str | None = None,
+    replay: bool = False,
+) -> OutboxEvent:
+    """Add an event to the outbox; must run inside the transaction of the change it announces."""
+    if not connection.in_atomic_block:
+        raise RuntimeError("outbox_event_create must run inside transaction.atomic()")
+    envelope = build_envelope(
+        event_type=event_type,
+        subject=subject,
+        data=data,
+        correlation_id=correlation_id,
+        causation_id=causation_id,
+        traceparent=traceparent,
+        replay=replay,
+    )
+    event = OutboxEvent.objects.create(
+        stream=stream,
+        event_id=envelope["id"],
+        event_type=event_type,
+        subject=subject,
+        envelope=envelope,
+    )
+    # Wake the relays after COMMIT, as its own statement: a NOTIFY inside the transaction would
+    # serialise commits on PostgreSQL's notify queue lock (bench/relay_latency.py measures both).
+    transaction.on_commit(outbox_notify, robust=True)
+    return event
+
+
+def outbox_notify() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_notify(%s, '')", [NOTIFY_CHANNEL])

@@ -1,0 +1,25 @@
+"""Text rules shared by publish validation and dedup: weighted length and content normalisation."""
+
+from __future__ import annotations
+
+import hashlib
+import unicodedata
+
+import regex
+
+# Han, Hiragana, Katakana and Hangul code points weigh 2 (SPEC §4); everything else weighs 1.
+_WIDE = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]")
+_SPACE = regex.compile(r"\s+")
+
+
+def weighted_length(text: str) -> int:
+    return len(text) + len(_WIDE.findall(text))
+
+
+def normalise_content(text: str) -> str:
+    """NFKC, case-folded, whitespace collapsed: what exact dedup compares."""
+    return _SPACE.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(normalise_content(text).encode("utf-8")).hexdigest()

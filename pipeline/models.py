@@ -1,0 +1,93 @@
+"""The asynchronous side's tables: dead letters, model-call accounting, consumed-event records."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from items.models import RawItem
+
+
+class DeadLetterState(models.TextChoices):
+    OPEN = "open", "open"
+    """Waiting for a person (or the auto-requeue job, for transient errors)."""
+    REQUEUED = "requeued", "requeued"
+    """Sent back through the outbox with `replay` set."""
+    RESOLVED = "resolved", "resolved"
+    """Closed by a moderator with a note."""
+
+
+class ErrorClass(models.TextChoices):
+    TRANSIENT = "transient", "transient"
+    PERMANENT = "permanent", "permanent"
+
+
+class DeadLetter(models.Model):
+    """One row per entry that reached a `<stream>:dlq` stream (SPEC §3)."""
+
+    stream = models.CharField(max_length=100, help_text="The origin stream.")
+    group = models.CharField(max_length=100)
+    message_id = models.CharField(max_length=32, help_text="The entry's id in the origin stream.")
+    event_id = models.CharField(max_length=64, blank=True)
+    subject = models.CharField(max_length=64, blank=True)
+    event_type = models.CharField(max_length=100, blank=True)
+    error_class = models.CharField(max_length=16, choices=ErrorClass.choices)
+    error = models.TextField(blank=True)
+    delivery_count = models.PositiveIntegerField(default=0)
+    payload = models.JSONField(default=dict, help_text="The entry's fields, truncated.")
+    failed_at = models.DateTimeField()
+    state = models.CharField(max_length=16, choices=DeadLetterState.choices, default=DeadLetterState.OPEN)
+    auto_requeues = models.PositiveIntegerField(default=0)
+    resolved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    note = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["stream", "group", "message_id"], name="deadletter_origin_unique")
+        ]
+        indexes = [models.Index(fields=["state", "-failed_at"], name="deadletter_state_time")]
+
+    def __str__(self) -> str:
+        return f"{self.stream}/{self.group} {self.message_id}"
+
+
+class LLMCall(models.Model):
+    """One row per model call (or local-analyzer call): what it cost and how it ended."""
+
+    prompt = models.CharField(max_length=64)
+    model = models.CharField(max_length=100)
+    item = models.ForeignKey(RawItem, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    latency_ms = models.FloatField()
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    reasoning_tokens = models.PositiveIntegerField(default=0)
+    outcome = models.CharField(max_length=32)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["item", "created_at"], name="llmcall_item_time"),
+            models.Index(fields=["prompt", "-created_at"], name="llmcall_prompt_time"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.prompt} via {self.model}: {self.outcome}"
+
+
+class ConsumedEvent(models.Model):
+    """Records that a group's handler committed its effects for an event (exactly-once effects)."""
+
+    group = models.CharField(max_length=100)
+    event_id = models.CharField(max_length=64)
+    consumed_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["group", "event_id"], name="consumed_group_event")]
+
+    def __str__(self) -> str:
+        return f"{self.group} consumed {self.event_id}"

@@ -1,0 +1,25 @@
+import pytest
+
+
+@pytest.mark.django_db
+def test_healthz_and_readyz(client):
+    assert client.get("/healthz").json() == {"status": "ok"}
+    ready = client.get("/readyz")
+    assert ready.status_code == 200
+    assert ready.json()["checks"] == {"postgresql": "ok", "redis": "ok"}
+
+
+@pytest.mark.django_db
+def test_readyz_names_the_missing_dependency(client, settings, tmp_path):
+    settings.REDIS_URL = f"unix://{tmp_path}/nothing-here.sock"
+    ready = client.get("/readyz")
+    assert ready.status_code == 503
+    assert ready.json()["checks"]["postgresql"] == "ok"
+    assert ready.json()["checks"]["redis"].startswith("unavailable")
+
+
+@pytest.mark.django_db
+def test_metrics_endpoint(client):
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    assert b"django_http_requests" in response.content
