@@ -11,6 +11,9 @@ from django.test import Client
 
 from eigenflux.redis import get_redis
 
+# Shared fixtures live beside the fakes they drive (e.g. the OpenAI-compatible fake server).
+pytest_plugins = ["tests.fakes.fixtures"]
+
 # Redis logical database for tests; parallel runs against one server can choose different ones.
 TEST_REDIS_DB = int(os.environ.get("TEST_REDIS_DB", "15"))
 

@@ -1,0 +1,1 @@
+"""Fixtures for the fakes in this package (the OpenAI-compatible server is added by the model layer)."""
