@@ -48,6 +48,7 @@ MIDDLEWARE = [
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "items.api.middleware.BodySizeLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -115,6 +116,11 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = DATA_DIR / "static"
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise warns about a missing root before collectstatic
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
 
 # --- Agent API --------------------------------------------------------------------------------
 # Largest request body accepted by the agent API (413 above it).
@@ -144,6 +150,19 @@ EMBEDDING_API_KEY = env_str("EMBEDDING_API_KEY") or LLM_API_KEY
 EMBEDDING_MODEL = env_str("EMBEDDING_MODEL", "text-embedding-3-small")
 # Changing the dimension changes the embedding column: run makemigrations + migrate afterwards.
 EMBEDDING_DIMENSIONS = env_int("EMBEDDING_DIMENSIONS", 384, minimum=8)
+# Send `dimensions` with embedding requests (turn off for servers/models that reject the parameter).
+EMBEDDING_SEND_DIMENSIONS = env_bool("EMBEDDING_SEND_DIMENSIONS", True)
+# Per-prompt reasoning effort, e.g. "process_item=low,suggest_action=minimal"; wins over LLM_REASONING_EFFORT.
+LLM_REASONING_EFFORT_BY_PROMPT = dict(
+    part.split("=", 1) for part in env_list("LLM_REASONING_EFFORT_BY_PROMPT", []) if "=" in part
+)
+# Ask for a JSON object reply (response_format / text.format json_object); off for servers lacking it.
+LLM_JSON_MODE = env_bool("LLM_JSON_MODE", True)
+# Per-call retry backoff for 429/5xx/timeouts: base * 2**attempt, capped, with full jitter.
+LLM_RETRY_BASE_DELAY = env_float("LLM_RETRY_BASE_DELAY", 0.5, minimum=0.0)
+LLM_RETRY_MAX_DELAY = env_float("LLM_RETRY_MAX_DELAY", 8.0, minimum=0.0)
+# Prompt templates (one file per task, SPEC §7.2), checked at start-up against the result schemas.
+PROMPTS_DIR = env_path("PROMPTS_DIR", BASE_DIR / "prompts")
 
 # --- Enrichment (SPEC §6) -----------------------------------------------------------------------
 QUALITY_THRESHOLD = env_float("QUALITY_THRESHOLD", 0.2, minimum=0.0, maximum=1.0)

@@ -1,0 +1,122 @@
+"""`make run`: embedded services, migrations, demo credentials, then the web server and the pipeline
+as child processes until Ctrl-C, after which everything this started is stopped."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import django
+from django.core.management import call_command
+
+HOST = os.environ.get("HOST", "127.0.0.1")
+PORT = os.environ.get("PORT", "8000")
+
+
+def main() -> int:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "eigenflux.settings")
+    django.setup()  # starts the embedded PostgreSQL / Redis when their URLs are unset
+    from django.conf import settings
+
+    call_command("migrate", interactive=False, verbosity=0)
+    call_command("collectstatic", interactive=False, verbosity=0)
+    password = _demo_superuser(settings.DATA_DIR)
+    token = _demo_agent_token()
+
+    # Children get explicit URLs, so they use the servers this process owns and stops.
+    env = os.environ | {
+        "DATABASE_URL": settings.DATABASE_URL,
+        "REDIS_URL": settings.REDIS_URL,
+        "SECRET_KEY": settings.SECRET_KEY,
+        "PYTHONUNBUFFERED": "1",
+    }
+    base = Path(settings.BASE_DIR)
+    commands = {
+        "web": [sys.executable, "-m", "uvicorn", "eigenflux.asgi:application", "--host", HOST, "--port", PORT],
+        "pipeline": [sys.executable, str(base / "manage.py"), "run_pipeline"],
+    }
+    children = {name: subprocess.Popen(cmd, env=env, cwd=base) for name, cmd in commands.items()}
+    _banner(settings, password, token)
+
+    stopping = False
+
+    def stop(signum, frame):
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    exit_code = 0
+    while not stopping:
+        for name, proc in children.items():
+            if proc.poll() is not None:
+                print(f"\n{name} exited with status {proc.returncode}; stopping everything.", file=sys.stderr)
+                stopping, exit_code = True, 1
+        time.sleep(0.2)
+    _stop(children)
+    return exit_code
+
+
+def _stop(children: dict[str, subprocess.Popen]) -> None:
+    for proc in children.values():
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + 15
+    for proc in children.values():
+        try:
+            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    print("stopped web and pipeline; embedded servers stop as this process exits.", file=sys.stderr)
+
+
+def _demo_superuser(data_dir: Path) -> str:
+    from django.contrib.auth import get_user_model
+
+    secret = data_dir / "demo-admin-password"
+    if not secret.exists():
+        fd = os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(secrets.token_urlsafe(12))
+    password = secret.read_text().strip()
+    user_model = get_user_model()
+    user = user_model.objects.filter(username="admin").first()
+    if user is None:
+        user_model.objects.create_superuser("admin", "admin@example.invalid", password)
+    return password
+
+
+def _demo_agent_token() -> str:
+    from items.models import Agent
+    from items.services.agents import agent_create, agent_token_create
+
+    agent = Agent.objects.filter(name="demo-agent").first() or agent_create(name="demo-agent")
+    return agent_token_create(agent=agent, label="make run").token
+
+
+def _banner(settings, password: str, token: str) -> None:
+    url = f"http://{HOST}:{PORT}"
+    print(
+        f"""
+EigenFlux is running (Ctrl-C stops everything).
+  API docs   {url}/api/v1/docs
+  admin      {url}/admin/   user: admin   password: {password}
+  metrics    {url}/metrics
+  analyzer   {settings.LLM_PROVIDER}  (set LLM_API_KEY to use a model)
+  demo agent token (new each start): {token}
+
+  curl -s -X POST {url}/api/v1/items/publish -H 'Authorization: Bearer {token}' \\
+       -H 'Content-Type: application/json' -d '{{"content": "Looking for a Rust reviewer this week"}}'
+""",
+        flush=True,
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

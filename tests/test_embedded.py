@@ -1,0 +1,133 @@
+"""The embedded servers: shared by several processes, started once, stopped by the last user, and not
+blocked by files a crashed run left behind. Each test uses its own data directory."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# A user process: joins (or starts) the server, prints its URL and the server's pid, then waits for stdin to close.
+REDIS_USER = """
+import sys
+from pathlib import Path
+import redis
+from eigenflux import embedded
+url = embedded.redis_url(Path(sys.argv[1]))
+print(url, redis.Redis.from_url(url).info("server")["process_id"], flush=True)
+sys.stdin.read()
+"""
+
+PG_USER = """
+import sys
+from pathlib import Path
+import psycopg
+from eigenflux import embedded
+url = embedded.postgres_url(Path(sys.argv[1]))
+with psycopg.connect(url) as conn:
+    started = conn.execute("select pg_postmaster_start_time()").fetchone()[0]
+    ext = conn.execute("select count(*) from pg_available_extensions where name='vector'").fetchone()[0]
+print(url, started.isoformat(), ext, flush=True)
+sys.stdin.read()
+"""
+
+
+def start_user(script: str, data_dir: Path) -> tuple[subprocess.Popen, list[str]]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, str(data_dir)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd=ROOT,
+        text=True,
+    )
+    line = proc.stdout.readline().split()
+    assert line, "the user process printed nothing"
+    return proc, line
+
+
+def finish(proc: subprocess.Popen) -> None:
+    proc.stdin.close()
+    assert proc.wait(timeout=30) == 0
+
+
+def wait_until(predicate, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def redis_alive(url: str) -> bool:
+    try:
+        return redis.Redis.from_url(url, socket_timeout=1).ping()
+    except (redis.RedisError, OSError):
+        return False
+
+
+def test_redis_is_shared_and_stopped_by_the_last_user(tmp_path):
+    first, (url, server_pid) = start_user(REDIS_USER, tmp_path)
+    second, (url2, server_pid2) = start_user(REDIS_USER, tmp_path)
+    assert (url2, server_pid2) == (url, server_pid), "a second process must join, not start another server"
+    finish(first)
+    assert redis_alive(url), "the server must outlive a user while another still uses it"
+    finish(second)
+    assert wait_until(lambda: not redis_alive(url)), "the last user must stop the server"
+
+
+def test_redis_starts_despite_stale_files_and_crashed_users(tmp_path):
+    root = tmp_path / "redis"
+    root.mkdir()
+    (root / "redis.pid").write_text("999999\n")  # a pid that is not running
+    (root / "redis.sock").write_text("")  # a socket file nobody listens on
+    (root / "users.json").write_text("[999998]")  # a user that crashed
+    crashed, (url, server_pid) = start_user(REDIS_USER, tmp_path)
+    assert redis_alive(url)
+    crashed.send_signal(signal.SIGKILL)
+    crashed.wait()
+    # The server survives the crash; the next user joins it and, as the last live user, stops it.
+    survivor, (url2, server_pid2) = start_user(REDIS_USER, tmp_path)
+    assert server_pid2 == server_pid
+    finish(survivor)
+    assert wait_until(lambda: not redis_alive(url2))
+
+
+@pytest.mark.slow
+def test_postgres_is_shared_has_pgvector_and_recovers_from_a_killed_server(tmp_path):
+    first, (url, started, has_vector) = start_user(PG_USER, tmp_path)
+    assert has_vector == "1"
+    second, (url2, started2, _) = start_user(PG_USER, tmp_path)
+    assert (url2, started2) == (url, started), "a second process must join the running server"
+    finish(first)
+    finish(second)
+    pid_file = tmp_path / "pg" / "postmaster.pid"
+    assert wait_until(lambda: not pid_file.exists(), 15), "the last user must stop PostgreSQL"
+
+    # A crash of the server itself leaves postmaster.pid behind; the next start must not be blocked.
+    third, _ = start_user(PG_USER, tmp_path)
+    postmaster = int(pid_file.read_text().split()[0])
+    os.kill(postmaster, signal.SIGKILL)
+    assert wait_until(lambda: not _alive(postmaster))
+    third.kill()
+    third.wait()
+    assert pid_file.exists()
+    fourth, (_, started4, _) = start_user(PG_USER, tmp_path)
+    assert started4 != started
+    finish(fourth)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
