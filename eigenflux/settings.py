@@ -166,6 +166,13 @@ PROMPTS_DIR = env_path("PROMPTS_DIR", BASE_DIR / "prompts")
 
 # --- Enrichment (SPEC §6) -----------------------------------------------------------------------
 QUALITY_THRESHOLD = env_float("QUALITY_THRESHOLD", 0.2, minimum=0.0, maximum=1.0)
+DUPLICATE_WINDOW_DAYS = env_int("DUPLICATE_WINDOW_DAYS", 30, minimum=1)
+# Cosine similarity at which a new item joins the nearest item's group; alerts need more, and recency.
+SIMILARITY_THRESHOLD = env_float("SIMILARITY_THRESHOLD", 0.80, minimum=0.0, maximum=1.0)
+ALERT_SIMILARITY_THRESHOLD = env_float("ALERT_SIMILARITY_THRESHOLD", 0.85, minimum=0.0, maximum=1.0)
+ALERT_GROUP_WINDOW_HOURS = env_float("ALERT_GROUP_WINDOW_HOURS", 6.0, minimum=0.0)
+# How long an item's claim lasts without progress; every step renews it (a crashed consumer's claim lapses).
+ENRICHMENT_LEASE_SECONDS = env_float("ENRICHMENT_LEASE_SECONDS", 120.0, minimum=1.0)
 
 LOGGING = {
     "version": 1,

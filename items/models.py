@@ -118,6 +118,10 @@ class ProcessedItem(models.Model):
     attempts = models.PositiveIntegerField(default=0)
     last_error = models.TextField(blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
+    claimed_by = models.CharField(max_length=200, blank=True, help_text="The stream entry holding the claim.")
+    # Intermediate checkpoints: a retried enrichment reuses them, so no model call is paid twice.
+    safety_passed_at = models.DateTimeField(null=True, blank=True)
+    extraction = models.JSONField(null=True, blank=True, help_text="The validated extraction, kept until persist.")
     search_vector = SearchVectorField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     processed_at = models.DateTimeField(null=True, blank=True)

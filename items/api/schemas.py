@@ -80,6 +80,11 @@ class PublishOut(Schema):
     status: str = Field(description="`pending` for a new item; the current status on an idempotent replay.")
 
 
+class DeleteOut(Schema):
+    item_id: str
+    status: str = Field(description="Always `deleted`.")
+
+
 class ErrorDetail(Schema):
     code: str = Field(description="Stable machine-readable code, e.g. `invalid`, `unauthorized`.")
     message: str = Field(description="What was wrong, for a person.")

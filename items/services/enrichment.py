@@ -1,0 +1,257 @@
+"""State transitions the enrichment pipeline makes on an item (SPEC §6), each a conditional update.
+
+Every write after the claim is guarded by `status=processing` and the claim token (the stream entry
+holding the claim), so a deleted item is never overwritten and a consumer that lost its claim
+commits nothing. Terminal writes add the ModerationDecisions and the outcome event in one transaction.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from django.contrib.postgres.search import SearchVector
+from django.db import transaction
+from django.db.models import F, Q, Value
+from django.utils import timezone
+
+from items.events import ITEM_COMPLETED, ITEM_DISCARDED, ITEM_FAILED, STREAM_ITEM_EVENTS
+from items.models import ItemStatus, ModerationDecision, ProcessedItem, PublicReason, RawItem
+from items.outbox import outbox_event_create
+
+CHECKPOINTS = (ItemStatus.COMPLETED, ItemStatus.DISCARDED, ItemStatus.DELETED)
+
+
+class Claim(enum.StrEnum):
+    CLAIMED = "claimed"
+    CHECKPOINT = "checkpoint"  # completed / discarded / deleted: nothing to do
+    BUSY = "busy"  # another live claim holds it
+    MISSING = "missing"
+
+
+@dataclass(frozen=True)
+class Decision:
+    stage: str
+    verdict: str
+    category: str = ""
+    reason: str = ""
+    model: str = ""
+
+
+@dataclass(frozen=True)
+class Cause:
+    """The event being handled, so outcome events chain to it."""
+
+    event_id: str
+    correlation_id: str
+    traceparent: str
+    replay: bool = False
+
+
+def claim_token(*, message_id: str, holder: str) -> str:
+    """Claims are held by a stream entry *and* a holder (process), so a holder that lost the entry to a
+    reclaim can no longer write, while the reclaimer takes the item over at once."""
+    return f"{message_id}@{holder}"
+
+
+def item_claim(*, item_id: int, token: str, lease_seconds: float) -> tuple[Claim, ProcessedItem | None]:
+    """Atomically take the item for enrichment: pending/failed, an expired claim, or a claim held for the
+    same stream entry (which this consumer now owns: the previous owner crashed or lost its lease)."""
+    now = timezone.now()
+    message_id = token.split("@", 1)[0]
+    claimable = Q(status__in=[ItemStatus.PENDING, ItemStatus.FAILED]) | Q(
+        Q(lease_expires_at__lt=now) | Q(claimed_by__startswith=f"{message_id}@"), status=ItemStatus.PROCESSING
+    )
+    updated = (
+        ProcessedItem.objects.filter(claimable, pk=item_id)
+        .exclude(status=ItemStatus.DELETED)
+        .update(
+            status=ItemStatus.PROCESSING,
+            claimed_by=token,
+            lease_expires_at=now + timedelta(seconds=lease_seconds),
+            attempts=F("attempts") + 1,
+            updated_at=now,
+        )
+    )
+    item = ProcessedItem.objects.select_related("raw").filter(pk=item_id).first()
+    if item is None:
+        return Claim.MISSING, None
+    if updated:
+        return Claim.CLAIMED, item
+    if item.status in CHECKPOINTS:
+        return Claim.CHECKPOINT, item
+    return Claim.BUSY, item
+
+
+def _mine(item: ProcessedItem, token: str):
+    return ProcessedItem.objects.filter(pk=item.pk, status=ItemStatus.PROCESSING, claimed_by=token)
+
+
+def item_lease_extend(*, item: ProcessedItem, token: str, lease_seconds: float) -> bool:
+    now = timezone.now()
+    return bool(_mine(item, token).update(lease_expires_at=now + timedelta(seconds=lease_seconds), updated_at=now))
+
+
+def item_checkpoint(*, item: ProcessedItem, token: str, decision: Decision | None = None, **fields) -> bool:
+    """Store an intermediate result (embedding, safety pass, extraction) so a retry reuses it."""
+    allowed = {"embedding", "safety_passed_at", "extraction", "analyzer"}
+    if not set(fields) <= allowed:
+        raise ValueError(f"not a checkpoint field: {sorted(set(fields) - allowed)}")
+    with transaction.atomic():
+        ok = bool(_mine(item, token).update(**fields, updated_at=timezone.now()))
+        if ok and decision:
+            _record(item, [decision])
+    if ok:
+        for name, value in fields.items():
+            setattr(item, name, value)
+    return ok
+
+
+def item_release(*, item: ProcessedItem, token: str, error: str, decision: Decision | None = None) -> bool:
+    """Give the claim back after a transient failure; the entry will be retried."""
+    with transaction.atomic():
+        ok = bool(
+            _mine(item, token).update(
+                status=ItemStatus.PENDING,
+                claimed_by="",
+                lease_expires_at=None,
+                last_error=error[:2000],
+                updated_at=timezone.now(),
+            )
+        )
+        if ok and decision:
+            _record(item, [decision])
+    return ok
+
+
+def item_discard(
+    *,
+    item: ProcessedItem,
+    token: str,
+    decisions: list[Decision],
+    reason: str = PublicReason.CONTENT_EVALUATION,
+    duplicate_of: RawItem | None = None,
+    cause: Cause,
+    **fields,
+) -> bool:
+    return _finish(
+        item=item,
+        token=token,
+        status=ItemStatus.DISCARDED,
+        event_type=ITEM_DISCARDED,
+        decisions=decisions,
+        cause=cause,
+        reason=reason,
+        duplicate_of=duplicate_of,
+        **fields,
+    )
+
+
+def item_fail(*, item: ProcessedItem, token: str, decisions: list[Decision], error: str, cause: Cause) -> bool:
+    return _finish(
+        item=item,
+        token=token,
+        status=ItemStatus.FAILED,
+        event_type=ITEM_FAILED,
+        decisions=decisions,
+        cause=cause,
+        last_error=error[:2000],
+    )
+
+
+def item_complete(
+    *,
+    item: ProcessedItem,
+    token: str,
+    decisions: list[Decision],
+    cause: Cause,
+    fields: dict,
+) -> bool:
+    """Persist the enriched item as `completed` (the checkpoint), with its search vector."""
+    search = (
+        SearchVector(Value(fields.get("summary", "")), weight="A", config="simple")
+        + SearchVector(Value(" ".join(fields.get("keywords", []))), weight="A", config="simple")
+        + SearchVector(Value(item.raw.content), weight="B", config="simple")
+    )
+    return _finish(
+        item=item,
+        token=token,
+        status=ItemStatus.COMPLETED,
+        event_type=ITEM_COMPLETED,
+        decisions=decisions,
+        cause=cause,
+        search_vector=search,
+        **fields,
+    )
+
+
+def _finish(
+    *,
+    item: ProcessedItem,
+    token: str,
+    status: str,
+    event_type: str,
+    decisions: list[Decision],
+    cause: Cause,
+    **fields,
+) -> bool:
+    now = timezone.now()
+    with transaction.atomic():
+        updated = _mine(item, token).update(
+            status=status,
+            claimed_by="",
+            lease_expires_at=None,
+            extraction=None,
+            processed_at=now,
+            updated_at=now,
+            **fields,
+        )
+        if not updated:
+            return False  # deleted meanwhile, or the claim was taken over: commit nothing
+        _record(item, decisions)
+        outbox_event_create(
+            stream=STREAM_ITEM_EVENTS,
+            event_type=event_type,
+            subject=str(item.pk),
+            data={
+                "item_id": str(item.pk),
+                "author_id": str(item.author_id),
+                "status": status,
+                "reason": fields.get("reason", ""),
+            },
+            correlation_id=cause.correlation_id,
+            causation_id=cause.event_id,
+            traceparent=cause.traceparent,
+            replay=cause.replay,
+        )
+    item.status = status
+    return True
+
+
+def _record(item: ProcessedItem, decisions: list[Decision]) -> None:
+    ModerationDecision.objects.bulk_create(
+        ModerationDecision(
+            item=item,
+            actor="pipeline",
+            stage=d.stage,
+            verdict=d.verdict,
+            category=d.category,
+            reason=d.reason[:4000],
+            model=d.model,
+        )
+        for d in decisions
+    )
+
+
+def parse_expire_time(value: str) -> datetime | None:
+    """The model's ISO 8601 expire_time, or None when empty or unparseable (never a database error)."""
+    if not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if timezone.is_naive(parsed):
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed
