@@ -131,6 +131,9 @@ IDEMPOTENCY_TTL_HOURS = env_int("IDEMPOTENCY_TTL_HOURS", 48, minimum=24)
 # A token's last_used_at is written at most this often, so reads do not each cost a write.
 TOKEN_TOUCH_SECONDS = env_int("TOKEN_TOUCH_SECONDS", 60, minimum=0)
 EVENT_SOURCE = env_str("EVENT_SOURCE", "urn:eigenflux:api")
+# Per-agent requests per minute (0 disables): publishing and everything else are counted separately.
+RATE_LIMIT_PUBLISH_PER_MINUTE = env_int("RATE_LIMIT_PUBLISH_PER_MINUTE", 120, minimum=0)
+RATE_LIMIT_READ_PER_MINUTE = env_int("RATE_LIMIT_READ_PER_MINUTE", 1200, minimum=0)
 
 # --- Model layer (SPEC §7) ----------------------------------------------------------------------
 LLM_API_KEY = env_str("LLM_API_KEY") or env_str("OPENAI_API_KEY")
@@ -174,6 +177,18 @@ ALERT_GROUP_WINDOW_HOURS = env_float("ALERT_GROUP_WINDOW_HOURS", 6.0, minimum=0.
 # How long an item's claim lasts without progress; every step renews it (a crashed consumer's claim lapses).
 ENRICHMENT_LEASE_SECONDS = env_float("ENRICHMENT_LEASE_SECONDS", 120.0, minimum=1.0)
 
+# --- Moderation (SPEC §8) ---------------------------------------------------------------------
+# Transient dead letters are requeued automatically at most this many times per chain (0 = never), and
+# only once they are this old (a passing outage is over); permanent ones always wait for a person.
+DEAD_LETTER_AUTO_REQUEUE_MAX = env_int("DEAD_LETTER_AUTO_REQUEUE_MAX", 3, minimum=0)
+DEAD_LETTER_AUTO_REQUEUE_MIN_AGE_SECONDS = env_float("DEAD_LETTER_AUTO_REQUEUE_MIN_AGE_SECONDS", 300.0, minimum=0.0)
+# How often the scheduled django-rq job runs, and how many letters one run requeues at most.
+DEAD_LETTER_AUTO_REQUEUE_INTERVAL_SECONDS = env_int("DEAD_LETTER_AUTO_REQUEUE_INTERVAL_SECONDS", 300, minimum=10)
+DEAD_LETTER_AUTO_REQUEUE_BATCH = env_int("DEAD_LETTER_AUTO_REQUEUE_BATCH", 100, minimum=1)
+# The admin's pipeline health page: WebSocket push interval and the throughput window.
+ADMIN_HEALTH_PUSH_SECONDS = env_float("ADMIN_HEALTH_PUSH_SECONDS", 2.0, minimum=0.2)
+ADMIN_HEALTH_THROUGHPUT_MINUTES = env_int("ADMIN_HEALTH_THROUGHPUT_MINUTES", 10, minimum=1)
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -184,3 +199,32 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {"pgserver": {"level": "WARNING"}},
 }
+
+# --- Stream runtime (SPEC §5) -------------------------------------------------------------------
+# Handler threads per consumer in each run_pipeline process (overridden by --concurrency).
+PIPELINE_CONCURRENCY = env_int("PIPELINE_CONCURRENCY", 8, minimum=1)
+# A handler's lease: heartbeats renew it every third of this; entries idle longer are reclaimed.
+PIPELINE_LEASE_SECONDS = env_float("PIPELINE_LEASE_SECONDS", 30.0, minimum=0.1)
+# Deliveries of an entry before a transient failure is dead-lettered, and the backoff between them.
+PIPELINE_MAX_RETRIES = env_int("PIPELINE_MAX_RETRIES", 3, minimum=1)
+PIPELINE_RETRY_BASE_SECONDS = env_float("PIPELINE_RETRY_BASE_SECONDS", 2.0, minimum=0.0)
+PIPELINE_RETRY_MAX_SECONDS = env_float("PIPELINE_RETRY_MAX_SECONDS", 300.0, minimum=0.0)
+# XREADGROUP BLOCK; also bounds how long a stop request waits for the reader.
+PIPELINE_BLOCK_MS = env_int("PIPELINE_BLOCK_MS", 2000, minimum=1)
+# On SIGTERM/SIGINT, running handlers get this long to finish before they are cancelled.
+PIPELINE_GRACE_SECONDS = env_float("PIPELINE_GRACE_SECONDS", 20.0, minimum=0.0)
+# --burst waits for retries due within this many seconds; later ones stay pending for the next run.
+PIPELINE_BURST_RETRY_HORIZON_SECONDS = env_float("PIPELINE_BURST_RETRY_HORIZON_SECONDS", 30.0, minimum=0.0)
+# Outbox relay: rows per SKIP LOCKED batch, poll fallback to LISTEN/NOTIFY, lifetime of the once-mark.
+PIPELINE_RELAY_BATCH = env_int("PIPELINE_RELAY_BATCH", 100, minimum=1)
+PIPELINE_RELAY_POLL_SECONDS = env_float("PIPELINE_RELAY_POLL_SECONDS", 1.0, minimum=0.01)
+PIPELINE_RELAY_MARK_TTL_SECONDS = env_int("PIPELINE_RELAY_MARK_TTL_SECONDS", 7 * 24 * 3600, minimum=60)
+# Housekeeping: items pending/processing longer than the deadline are re-published (replay set).
+PIPELINE_SWEEPER_DEADLINE_SECONDS = env_float("PIPELINE_SWEEPER_DEADLINE_SECONDS", 900.0, minimum=1.0)
+PIPELINE_SWEEPER_INTERVAL_SECONDS = env_float("PIPELINE_SWEEPER_INTERVAL_SECONDS", 60.0, minimum=1.0)
+PIPELINE_TRIM_INTERVAL_SECONDS = env_float("PIPELINE_TRIM_INTERVAL_SECONDS", 60.0, minimum=1.0)
+PIPELINE_LAG_POLL_SECONDS = env_float("PIPELINE_LAG_POLL_SECONDS", 10.0, minimum=0.1)
+# Prometheus endpoint of each run_pipeline process (0 = off; a busy port is logged and skipped).
+PIPELINE_METRICS_PORT = env_int("PIPELINE_METRICS_PORT", 9108, minimum=0)
+# Extra consumer modules to import (comma-separated), e.g. test consumers; the product's are in pipeline.consumers.
+PIPELINE_EXTRA_CONSUMER_MODULES = env_list("PIPELINE_EXTRA_CONSUMER_MODULES", [])

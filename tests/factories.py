@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from items.models import Agent, RawItem
+from items.models import Agent, ItemStatus, ProcessedItem, RawItem
 from items.services.agents import agent_create, agent_token_create
 from items.services.publish import item_publish
 
@@ -23,3 +23,37 @@ def make_item(author: Agent | None = None, content: str | None = None, **fields)
         author, _ = make_agent()
     content = content or f"Broadcast number {next(_seq)}: offering spare GPU hours this weekend."
     return item_publish(author=author, content=content, **fields).item
+
+
+def make_completed_item(
+    author: Agent | None = None,
+    content: str | None = None,
+    *,
+    group_id: int | None = None,
+    embedding: list[float] | None = None,
+    **fields,
+) -> ProcessedItem:
+    """A completed item, as the enrichment pipeline would leave it (fields given or plausible defaults)."""
+    from django.contrib.postgres.search import SearchVector
+    from django.db.models import Value
+    from django.utils import timezone
+
+    raw = make_item(author, content)
+    values = {
+        "status": ItemStatus.COMPLETED,
+        "summary": fields.pop("summary", raw.content[:80]),
+        "broadcast_type": fields.pop("broadcast_type", "info"),
+        "keywords": fields.pop("keywords", ["gpu"]),
+        "domains": fields.pop("domains", ["compute"]),
+        "quality": fields.pop("quality", 0.7),
+        "analyzer": fields.pop("analyzer", "local"),
+        "group_id": group_id or raw.pk,
+        "embedding": embedding,
+        "processed_at": timezone.now(),
+        **fields,
+    }
+    ProcessedItem.objects.filter(pk=raw.pk).update(
+        **values,
+        search_vector=SearchVector(Value(values["summary"] + " " + raw.content), config="simple"),
+    )
+    return ProcessedItem.objects.select_related("raw").get(pk=raw.pk)

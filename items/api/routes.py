@@ -2,12 +2,31 @@
 
 from __future__ import annotations
 
-from django.http import HttpRequest
-from ninja import Header, Router, Status
+from typing import Literal
 
+from django.http import HttpRequest
+from ninja import Header, Query, Router, Schema, Status
+from pydantic import Field
+
+from items import selectors
 from items.api.errors import ApiError
-from items.api.schemas import DeleteOut, ErrorOut, PublishIn, PublishOut
-from items.models import ItemStatus, ProcessedItem
+from items.api.presenters import item_payload
+from items.api.schemas import (
+    DeleteOut,
+    ErrorOut,
+    FeedbackIn,
+    FeedbackOut,
+    ItemOut,
+    ItemPage,
+    PublishIn,
+    PublishOut,
+    SearchOut,
+)
+from items.feed import feed_cached
+from items.models import BroadcastType, ItemStatus, ProcessedItem
+from items.pagination import DEFAULT_LIMIT, MAX_LIMIT, BadCursor, decode_cursor, page
+from items.search import SemanticSearchUnavailable, embed_query
+from items.services.feedback import item_feedback_submit
 from items.services.publish import IdempotencyConflict, item_publish
 from items.services.retract import item_delete
 
@@ -77,3 +96,126 @@ def delete_item(request: HttpRequest, item_id: str):
         raise ApiError(403, "forbidden", "only the author may delete an item")
     item_delete(item=item, actor=request.auth)
     return Status(200, {"item_id": str(item.pk), "status": ItemStatus.DELETED})
+
+
+_READ_ERRORS = {400: ErrorOut, 401: ErrorOut, 404: ErrorOut, 422: ErrorOut, 429: ErrorOut, 503: ErrorOut}
+
+
+def _cursor(cursor: str | None) -> int | None:
+    try:
+        return decode_cursor(cursor)
+    except BadCursor as exc:
+        raise ApiError(422, "invalid", str(exc), "cursor") from exc
+
+
+@router.get(
+    "/items/{item_id}",
+    response={200: ItemOut, **_READ_ERRORS},
+    summary="One item",
+    description="Your own items in any status (with the public discard reason); other agents' only when completed.",
+)
+def get_item(request: HttpRequest, item_id: str):
+    item = selectors.item_for_reader(item_id=_item_id(item_id), reader=request.auth)
+    if item is None:
+        raise ApiError(404, "not_found", f"no item {item_id}")
+    return item_payload(item, request.auth)
+
+
+class OwnItemsQuery(Schema):
+    status: ItemStatus | None = Field(None, description="Only items in this status.")
+    cursor: str | None = Field(None, description="From the previous page's `next_cursor`.")
+    limit: int = Field(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT)
+
+
+@router.get(
+    "/items",
+    response={200: ItemPage, **_READ_ERRORS},
+    summary="Your own items, newest first",
+    description="Keyset pagination: pages stay stable while new items arrive.",
+)
+def list_own_items(request: HttpRequest, filters: Query[OwnItemsQuery]):
+    rows = selectors.own_items(
+        author=request.auth, status=filters.status, below_id=_cursor(filters.cursor), limit=filters.limit
+    )
+    rows, next_cursor = page(rows, filters.limit)
+    return {"items": [item_payload(item, request.auth) for item in rows], "next_cursor": next_cursor}
+
+
+class FeedQuery(Schema):
+    broadcast_type: BroadcastType | None = Field(None, description="supply, demand, info or alert.")
+    domain: str | None = Field(None, max_length=100, description="Only items tagged with this domain.")
+    cursor: str | None = None
+    limit: int = Field(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT)
+
+
+@router.get(
+    "/feed",
+    response={200: ItemPage, **_READ_ERRORS},
+    summary="The network's latest completed items",
+    description="Completed, non-expired items, newest first, one per similarity group.",
+)
+def feed(request: HttpRequest, filters: Query[FeedQuery]):
+    below_id = _cursor(filters.cursor)
+
+    def build() -> dict:
+        rows = selectors.feed_items(
+            broadcast_type=filters.broadcast_type, domain=filters.domain, below_id=below_id, limit=filters.limit
+        )
+        rows, next_cursor = page(rows, filters.limit)
+        # Cached pages are shared between readers, so they hold only what every reader may see.
+        items = [ItemOut(**item_payload(item, request.auth)).model_dump(mode="json") for item in rows]
+        for item in items:
+            item["reason"], item["duplicate_of"] = "", None
+        return {"items": items, "next_cursor": next_cursor}
+
+    if below_id is None:
+        return feed_cached(f"{filters.broadcast_type or ''}|{filters.domain or ''}|{filters.limit}", build)
+    return build()
+
+
+class SearchQueryIn(Schema):
+    q: str = Field(min_length=1, max_length=500, description="Words to look for (web-search syntax in keyword mode).")
+    mode: Literal["keyword", "semantic", "hybrid"] = "hybrid"
+    broadcast_type: BroadcastType | None = None
+    domain: str | None = Field(None, max_length=100)
+    limit: int = Field(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT)
+
+
+@router.get(
+    "/search",
+    response={200: SearchOut, **_READ_ERRORS},
+    summary="Search completed items",
+    description=(
+        "`keyword`: PostgreSQL full-text search; `semantic`: nearest items by embedding (pgvector); "
+        "`hybrid` (default): both rankings merged by reciprocal rank fusion."
+    ),
+)
+def search(request: HttpRequest, params: Query[SearchQueryIn]):
+    if not params.q.strip() or "\x00" in params.q:
+        raise ApiError(422, "invalid", "q must contain words", "q")
+    common = {"broadcast_type": params.broadcast_type, "domain": params.domain, "limit": params.limit}
+    rankings = []
+    if params.mode in ("keyword", "hybrid"):
+        rankings.append(selectors.search_keyword(q=params.q, **common))
+    if params.mode in ("semantic", "hybrid"):
+        try:
+            embedding = embed_query(params.q)
+        except SemanticSearchUnavailable as exc:
+            raise ApiError(503, "unavailable", f"semantic search is unavailable: {exc}") from exc
+        rankings.append(selectors.search_semantic(embedding=embedding, **common))
+    rows = rankings[0] if len(rankings) == 1 else selectors.reciprocal_rank_fusion(rankings, limit=params.limit)
+    return {"mode": params.mode, "items": [item_payload(item, request.auth) for item in rows]}
+
+
+@router.post(
+    "/items/{item_id}/feedback",
+    response={202: FeedbackOut, **_READ_ERRORS},
+    summary="Score an item you can see",
+    description="Scores: -1, 0, 1, 2. Each reader counts once per item; a later score replaces the earlier one.",
+)
+def feedback(request: HttpRequest, item_id: str, payload: FeedbackIn):
+    item = selectors.item_for_reader(item_id=_item_id(item_id), reader=request.auth)
+    if item is None:
+        raise ApiError(404, "not_found", f"no item {item_id}")
+    item_feedback_submit(reader=request.auth, item=item, score=payload.score)
+    return Status(202, {"item_id": str(item.pk), "score": payload.score, "accepted": True})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Literal
 from urllib.parse import urlsplit
 
 from ninja import Schema
@@ -93,3 +95,59 @@ class ErrorDetail(Schema):
 
 class ErrorOut(Schema):
     error: ErrorDetail
+
+
+class AuthorOut(Schema):
+    id: str
+    name: str
+
+
+class ItemOut(Schema):
+    item_id: str
+    status: str = Field(description="pending, processing, completed, discarded, failed or deleted.")
+    reason: str = Field(
+        "", description="For discarded items, to their author only: `content_evaluation` or `duplicate`."
+    )
+    duplicate_of: str | None = Field(None, description="Only when the earlier item is the caller's own.")
+    author: AuthorOut
+    content: str
+    notes: str
+    url: str
+    created_at: datetime
+    processed_at: datetime | None
+    broadcast_type: str
+    summary: str
+    keywords: list[str]
+    domains: list[str]
+    lang: str
+    quality: float | None
+    timeliness: str
+    geo: str
+    source_type: str
+    expected_response: str
+    expire_time: datetime | None
+    suggestion: str
+    group_id: str | None
+    analyzer: str = Field(description="The model that enriched the item, or `local` for the offline analyzer.")
+
+
+class ItemPage(Schema):
+    items: list[ItemOut]
+    next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null on the last page.")
+
+
+class SearchOut(Schema):
+    mode: str
+    items: list[ItemOut]
+
+
+class FeedbackIn(Schema):
+    model_config = ConfigDict(extra="forbid")
+
+    score: Literal[-1, 0, 1, 2] = Field(description="-1 harmful or spam, 0 not useful, 1 useful, 2 very useful.")
+
+
+class FeedbackOut(Schema):
+    item_id: str
+    score: int
+    accepted: bool = True

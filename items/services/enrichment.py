@@ -17,6 +17,7 @@ from django.db.models import F, Q, Value
 from django.utils import timezone
 
 from items.events import ITEM_COMPLETED, ITEM_DISCARDED, ITEM_FAILED, STREAM_ITEM_EVENTS
+from items.feed import feed_invalidate_on_commit
 from items.models import ItemStatus, ModerationDecision, ProcessedItem, PublicReason, RawItem
 from items.outbox import outbox_event_create
 
@@ -225,6 +226,8 @@ def _finish(
             traceparent=cause.traceparent,
             replay=cause.replay,
         )
+        if status == ItemStatus.COMPLETED:
+            feed_invalidate_on_commit()
     item.status = status
     return True
 

@@ -6,6 +6,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from items.events import ITEM_DELETED, STREAM_ITEM_EVENTS
+from items.feed import feed_invalidate_on_commit
 from items.models import Agent, DecisionStage, ItemStatus, ModerationDecision, ProcessedItem
 from items.outbox import outbox_event_create
 
@@ -37,5 +38,6 @@ def item_delete(*, item: ProcessedItem, actor: Agent) -> bool:
             subject=str(item.pk),
             data={"item_id": str(item.pk), "author_id": str(item.author_id), "status": ItemStatus.DELETED},
         )
+        feed_invalidate_on_commit()
     item.status = ItemStatus.DELETED
     return True

@@ -1,0 +1,39 @@
+"""How an item looks to a given reader: public fields for everyone, discard details for the author only."""
+
+from __future__ import annotations
+
+from items.models import Agent, ItemStatus, ProcessedItem
+
+
+def item_payload(item: ProcessedItem, reader: Agent) -> dict:
+    own = item.author_id == reader.pk
+    duplicate_of = None
+    # Shown only to the author, and only when the earlier item is the author's own too (SPEC §4).
+    if own and item.duplicate_of_id is not None and item.duplicate_of.author_id == reader.pk:
+        duplicate_of = str(item.duplicate_of_id)
+    return {
+        "item_id": str(item.pk),
+        "status": item.status,
+        "reason": item.reason if own and item.status == ItemStatus.DISCARDED else "",
+        "duplicate_of": duplicate_of,
+        "author": {"id": str(item.author_id), "name": item.author.name},
+        "content": item.raw.content,
+        "notes": item.raw.notes,
+        "url": item.raw.url,
+        "created_at": item.created_at,
+        "processed_at": item.processed_at,
+        "broadcast_type": item.broadcast_type,
+        "summary": item.summary,
+        "keywords": item.keywords,
+        "domains": item.domains,
+        "lang": item.lang,
+        "quality": item.quality,
+        "timeliness": item.timeliness,
+        "geo": item.geo,
+        "source_type": item.source_type,
+        "expected_response": item.expected_response,
+        "expire_time": item.expire_time,
+        "suggestion": item.suggestion,
+        "group_id": str(item.group_id) if item.group_id else None,
+        "analyzer": item.analyzer,
+    }

@@ -1,0 +1,173 @@
+"""A moderator's overrides on one item (SPEC §8): requeue, approve, take down.
+
+Each is one transaction: a conditional update (so two moderators, or a moderator and a consumer, cannot
+both win), a ModerationDecision carrying the moderator's name, and the outbox event that announces it.
+"""
+
+from __future__ import annotations
+
+from django.contrib.postgres.search import SearchVector
+from django.db import transaction
+from django.db.models import Value
+from django.utils import timezone
+
+from items.events import (
+    ITEM_COMPLETED,
+    ITEM_DISCARDED,
+    ITEM_PUBLISHED,
+    STREAM_ITEM_EVENTS,
+    STREAM_ITEM_PUBLISH,
+)
+from items.models import DecisionStage, ItemStatus, ModerationDecision, ProcessedItem, PublicReason
+from items.outbox import outbox_event_create
+
+# Which states each action starts from. Pending and processing items are the pipeline's: requeueing or
+# approving them would race the consumer; a deleted item belongs to its author and nobody changes it.
+REQUEUE_FROM = (ItemStatus.COMPLETED, ItemStatus.DISCARDED, ItemStatus.FAILED)
+APPROVE_FROM = (ItemStatus.DISCARDED, ItemStatus.FAILED)
+TAKEDOWN_FROM = (ItemStatus.PENDING, ItemStatus.PROCESSING, ItemStatus.COMPLETED, ItemStatus.FAILED)
+
+# Sent with the publish event of an approved item whose extraction never ran: the enrichment consumer
+# skips the gates (blacklist, duplicate, safety, discard, quality) and only extracts.
+OVERRIDE_APPROVE = "approve"
+
+
+class ActionRefused(Exception):
+    """The action makes no sense for the item in its current state; the message says why."""
+
+
+def _refuse(action: str, item_id: int, allowed: tuple[str, ...]) -> ActionRefused:
+    status = ProcessedItem.objects.filter(pk=item_id).values_list("status", flat=True).first()
+    if status is None:
+        return ActionRefused(f"item {item_id} does not exist")
+    if status == ItemStatus.DELETED:
+        return ActionRefused(f"item {item_id} was deleted by its author; it cannot be changed")
+    return ActionRefused(
+        f"cannot {action} item {item_id}: it is {status} (only {', '.join(str(s) for s in allowed)} items)"
+    )
+
+
+def _decide(item: ProcessedItem, moderator, verdict: str, reason: str = "", category: str = "") -> None:
+    ModerationDecision.objects.create(
+        item=item,
+        actor=moderator.get_username(),
+        moderator=moderator,
+        stage=DecisionStage.MODERATOR,
+        verdict=verdict,
+        category=category,
+        reason=reason[:4000],
+    )
+
+
+def _publish(item: ProcessedItem, **extra: str) -> None:
+    outbox_event_create(
+        stream=STREAM_ITEM_PUBLISH,
+        event_type=ITEM_PUBLISHED,
+        subject=str(item.pk),
+        data={"item_id": str(item.pk), "author_id": str(item.author_id), **extra},
+        replay=True,
+    )
+
+
+def _outcome(item: ProcessedItem, event_type: str, status: str, reason: str = "") -> None:
+    outbox_event_create(
+        stream=STREAM_ITEM_EVENTS,
+        event_type=event_type,
+        subject=str(item.pk),
+        data={"item_id": str(item.pk), "author_id": str(item.author_id), "status": status, "reason": reason},
+    )
+
+
+def item_requeue(*, item: ProcessedItem, moderator, note: str = "") -> ProcessedItem:
+    """Run enrichment again from scratch: back to pending without checkpoints, republished with replay set."""
+    now = timezone.now()
+    with transaction.atomic():
+        updated = ProcessedItem.objects.filter(pk=item.pk, status__in=REQUEUE_FROM).update(
+            status=ItemStatus.PENDING,
+            reason=PublicReason.NONE,
+            duplicate_of=None,
+            embedding=None,
+            safety_passed_at=None,
+            extraction=None,
+            claimed_by="",
+            lease_expires_at=None,
+            attempts=0,
+            last_error="",
+            updated_at=now,
+        )
+        if not updated:
+            raise _refuse("requeue", item.pk, REQUEUE_FROM)
+        _decide(item, moderator, "requeued", reason=note)
+        _publish(item)
+    item.refresh_from_db()
+    return item
+
+
+def item_approve(*, item: ProcessedItem, moderator, note: str = "") -> ProcessedItem:
+    """Override a discard (or a failure). With extracted fields the item completes at once; without, it goes
+    back to the pipeline with `override=approve`, which runs extraction only and completes it."""
+    now = timezone.now()
+    with transaction.atomic():
+        # Lock the row so the choice between the two paths is made on the state the update will see.
+        current = ProcessedItem.objects.select_for_update().select_related("raw").filter(pk=item.pk).first()
+        if current is None or current.status not in APPROVE_FROM:
+            raise _refuse("approve", item.pk, APPROVE_FROM)
+        extracted = bool(current.summary or current.analyzer)
+        if extracted:
+            search = (
+                SearchVector(Value(current.summary), weight="A", config="simple")
+                + SearchVector(Value(" ".join(current.keywords)), weight="A", config="simple")
+                + SearchVector(Value(current.raw.content), weight="B", config="simple")
+            )
+            ProcessedItem.objects.filter(pk=item.pk).update(
+                status=ItemStatus.COMPLETED,
+                reason=PublicReason.NONE,
+                duplicate_of=None,
+                claimed_by="",
+                lease_expires_at=None,
+                last_error="",
+                search_vector=search,
+                processed_at=now,
+                updated_at=now,
+            )
+            _decide(item, moderator, "approved", reason=note, category="completed")
+            _outcome(item, ITEM_COMPLETED, ItemStatus.COMPLETED)
+        else:
+            ProcessedItem.objects.filter(pk=item.pk).update(
+                status=ItemStatus.PENDING,
+                reason=PublicReason.NONE,
+                duplicate_of=None,
+                claimed_by="",
+                lease_expires_at=None,
+                attempts=0,
+                last_error="",
+                updated_at=now,
+            )
+            _decide(item, moderator, "approved", reason=note, category="extraction_pending")
+            _publish(item, override=OVERRIDE_APPROVE)
+    item.refresh_from_db()
+    return item
+
+
+def item_takedown(*, item: ProcessedItem, moderator, reason: str) -> ProcessedItem:
+    """A moderator's discard: the author sees the public reason `content_evaluation`, moderators the text."""
+    reason = reason.strip()
+    if not reason:
+        raise ActionRefused("a take-down needs a reason")
+    now = timezone.now()
+    with transaction.atomic():
+        updated = ProcessedItem.objects.filter(pk=item.pk, status__in=TAKEDOWN_FROM).update(
+            status=ItemStatus.DISCARDED,
+            reason=PublicReason.CONTENT_EVALUATION,
+            claimed_by="",
+            lease_expires_at=None,
+            extraction=None,
+            processed_at=now,
+            updated_at=now,
+        )
+        if not updated:
+            raise _refuse("take down", item.pk, TAKEDOWN_FROM)
+        _decide(item, moderator, "taken_down", reason=reason, category="takedown")
+        _outcome(item, ITEM_DISCARDED, ItemStatus.DISCARDED, PublicReason.CONTENT_EVALUATION)
+    item.refresh_from_db()
+    return item
