@@ -197,7 +197,8 @@ LOGGING = {
     },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "stream": sys.stderr}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"pgserver": {"level": "WARNING"}},
+    # The HTTP clients log every request at INFO; one line per model call is already in LLMCall.
+    "loggers": {name: {"level": "WARNING"} for name in ("pgserver", "httpx", "httpx2", "httpcore", "openai")},
 }
 
 # --- Stream runtime (SPEC §5) -------------------------------------------------------------------
@@ -218,7 +219,7 @@ PIPELINE_BURST_RETRY_HORIZON_SECONDS = env_float("PIPELINE_BURST_RETRY_HORIZON_S
 # Outbox relay: rows per SKIP LOCKED batch, poll fallback to LISTEN/NOTIFY, lifetime of the once-mark.
 PIPELINE_RELAY_BATCH = env_int("PIPELINE_RELAY_BATCH", 100, minimum=1)
 PIPELINE_RELAY_POLL_SECONDS = env_float("PIPELINE_RELAY_POLL_SECONDS", 1.0, minimum=0.01)
-PIPELINE_RELAY_MARK_TTL_SECONDS = env_int("PIPELINE_RELAY_MARK_TTL_SECONDS", 7 * 24 * 3600, minimum=60)
+PIPELINE_RELAY_MARK_TTL_SECONDS = env_int("PIPELINE_RELAY_MARK_TTL_SECONDS", 24 * 3600, minimum=60)
 # Housekeeping: items pending/processing longer than the deadline are re-published (replay set).
 PIPELINE_SWEEPER_DEADLINE_SECONDS = env_float("PIPELINE_SWEEPER_DEADLINE_SECONDS", 900.0, minimum=1.0)
 PIPELINE_SWEEPER_INTERVAL_SECONDS = env_float("PIPELINE_SWEEPER_INTERVAL_SECONDS", 60.0, minimum=1.0)

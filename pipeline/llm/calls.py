@@ -1,0 +1,281 @@
+"""One model call with explicit retries, backoff, cancellation and accounting (SPEC §7.1).
+
+Per attempt: check the cancel event, send the request (in a worker thread so a cancel interrupts the wait
+at once), classify the result, record an LLMCall row. Transient failures (429, 5xx, timeouts, connection
+errors) are retried with exponential backoff and full jitter, honouring Retry-After; the backoff sleeps on
+the cancel event. A reply that fails parsing or validation is NOT retried here: it raises
+ModelOutputInvalid and the pipeline retries the message later.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import openai
+from django.conf import settings
+from pydantic import BaseModel, ValidationError
+
+from pipeline.llm.accounting import Outcome, Usage, record_call
+from pipeline.llm.clients import ClientConfig, openai_client
+from pipeline.llm.errors import CallCancelled, ModelOutputInvalid, ModelRequestRejected, ModelUnavailable
+from pipeline.llm.jsonparse import JSONExtractionError, extract_json_object
+from pipeline.llm.prompts import RenderedPrompt
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+S = TypeVar("S", bound=BaseModel)
+
+_RETRYABLE_STATUS = frozenset({408, 409, 429}) | frozenset(range(500, 600))
+_CANCEL_POLL_SECONDS = 0.05
+# Requests run here so that the calling thread can watch its cancel event while waiting. An abandoned
+# request finishes (or times out) in the background; its result is dropped. Sized well above a pipeline
+# process's concurrency so calls never queue behind each other (the threads mostly wait on sockets).
+_EXECUTOR = ThreadPoolExecutor(max_workers=64, thread_name_prefix="llm-call")
+
+
+@dataclass(frozen=True)
+class Reply:
+    text: str
+    usage: Usage
+    vectors: list[list[float]] | None = None  # embeddings replies only
+
+
+class _Transient(Exception):
+    def __init__(self, message: str, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def _retry_after(exc: openai.APIStatusError) -> float | None:
+    raw = exc.response.headers.get("retry-after") if exc.response is not None else None
+    try:
+        return max(0.0, float(raw)) if raw else None
+    except ValueError:
+        return None
+
+
+def backoff_delay(attempt: int, retry_after: float | None = None) -> float:
+    """Full-jitter exponential backoff; a server's Retry-After is a floor (both capped by the maximum)."""
+    cap = float(settings.LLM_RETRY_MAX_DELAY)
+    delay = random.uniform(0, min(cap, float(settings.LLM_RETRY_BASE_DELAY) * (2**attempt)))
+    if retry_after is not None:
+        delay = max(delay, min(cap, retry_after))
+    return delay
+
+
+def _run(fn: Callable[[], T], cancel: threading.Event | None) -> T:
+    if cancel is None:
+        return fn()
+    future = _EXECUTOR.submit(fn)
+    while True:
+        done, _ = wait([future], timeout=_CANCEL_POLL_SECONDS, return_when=FIRST_COMPLETED)
+        if done:
+            return future.result()
+        if cancel.is_set():
+            future.cancel()
+            raise CallCancelled("cancelled while waiting for the model")
+
+
+def _classify(exc: Exception) -> Exception:
+    """Map an SDK exception to _Transient, ModelRequestRejected or ModelOutputInvalid."""
+    if isinstance(exc, openai.APIStatusError):
+        if exc.status_code in _RETRYABLE_STATUS:
+            return _Transient(f"HTTP {exc.status_code}", _retry_after(exc))
+        return ModelRequestRejected(f"HTTP {exc.status_code}: {exc.message}"[:500])
+    if isinstance(exc, openai.APITimeoutError):
+        return _Transient("timeout")
+    if isinstance(exc, openai.APIConnectionError):
+        return _Transient(f"connection error: {exc.__cause__ or exc}"[:300])
+    if isinstance(exc, (openai.APIResponseValidationError, ValueError)):
+        # An empty or non-JSON HTTP body: the server answered, but with nothing usable.
+        return ModelOutputInvalid(f"unreadable response body: {exc}"[:300])
+    return exc
+
+
+def _attempts(
+    *,
+    prompt: str,
+    config: ClientConfig,
+    item_id: int | None,
+    cancel: threading.Event | None,
+    send: Callable[[], Reply],
+    accept: Callable[[Reply], T],
+) -> T:
+    """Run `send` with retries; `accept` turns a reply into the result or raises ModelOutputInvalid."""
+    last_error = ""
+
+    def record(started: float, outcome: str, usage: Usage | None = None, error: str = "") -> None:
+        latency = time.monotonic() - started
+        record_call(
+            prompt=prompt,
+            model=config.model,
+            item_id=item_id,
+            latency_s=latency,
+            outcome=outcome,
+            usage=usage,
+            error=error,
+        )
+
+    for attempt in range(config.max_retries + 1):
+        if cancel is not None and cancel.is_set():
+            raise CallCancelled(f"{prompt}: cancelled before attempt {attempt + 1}")
+        started = time.monotonic()
+        usage: Usage | None = None
+
+        try:
+            try:
+                reply = _run(send, cancel)
+            except CallCancelled:
+                raise
+            except Exception as exc:
+                classified = _classify(exc)
+                if classified is exc:
+                    raise
+                raise classified from exc
+            usage = reply.usage
+            result = accept(reply)
+        except CallCancelled as exc:
+            record(started, Outcome.CANCELLED, error=str(exc))
+            raise
+        except _Transient as exc:
+            last_error = str(exc)
+            record(started, Outcome.UNAVAILABLE, error=last_error)
+            if attempt >= config.max_retries:
+                break
+            delay = backoff_delay(attempt, exc.retry_after)
+            logger.info("model call %s attempt %d failed (%s); retrying in %.2fs", prompt, attempt + 1, exc, delay)
+            if cancel is None:
+                time.sleep(delay)
+            elif cancel.wait(delay):
+                raise CallCancelled(f"{prompt}: cancelled during backoff") from None
+            continue
+        except ModelOutputInvalid as exc:
+            record(started, Outcome.INVALID_OUTPUT, usage, str(exc))
+            raise
+        except ModelRequestRejected as exc:
+            record(started, Outcome.REJECTED, error=str(exc))
+            raise
+        record(started, Outcome.OK, usage)
+        return result
+    raise ModelUnavailable(
+        f"{prompt}: {config.model} unavailable after {config.max_retries + 1} attempts: {last_error}"
+    )
+
+
+def _responses_reply(response: Any) -> Reply:
+    usage = getattr(response, "usage", None)
+    details = getattr(usage, "output_tokens_details", None)
+    return Reply(
+        text=response.output_text or "",
+        usage=Usage(
+            input_tokens=getattr(usage, "input_tokens", 0) or 0,
+            output_tokens=getattr(usage, "output_tokens", 0) or 0,
+            reasoning_tokens=getattr(details, "reasoning_tokens", 0) or 0,
+        ),
+    )
+
+
+def _chat_reply(completion: Any) -> Reply:
+    usage = getattr(completion, "usage", None)
+    details = getattr(usage, "completion_tokens_details", None)
+    choices = getattr(completion, "choices", None) or []
+    text = (choices[0].message.content or "") if choices else ""
+    return Reply(
+        text=text,
+        usage=Usage(
+            input_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+            output_tokens=getattr(usage, "completion_tokens", 0) or 0,
+            reasoning_tokens=getattr(details, "reasoning_tokens", 0) or 0,
+        ),
+    )
+
+
+def _sender(config: ClientConfig, rendered: RenderedPrompt) -> Callable[[], Reply]:
+    client = openai_client(config)
+    if config.api == "chat":
+        kwargs: dict[str, Any] = {
+            "model": config.model,
+            "messages": [
+                {"role": "system", "content": rendered.instructions},
+                {"role": "user", "content": rendered.input},
+            ],
+        }
+        if config.reasoning_effort:
+            kwargs["reasoning_effort"] = config.reasoning_effort
+        if config.json_mode:
+            kwargs["response_format"] = {"type": "json_object"}
+        return lambda: _chat_reply(client.chat.completions.create(**kwargs))
+    kwargs = {"model": config.model, "instructions": rendered.instructions, "input": rendered.input, "store": False}
+    if config.reasoning_effort:
+        kwargs["reasoning"] = {"effort": config.reasoning_effort}
+    if config.json_mode:
+        kwargs["text"] = {"format": {"type": "json_object"}}
+    return lambda: _responses_reply(client.responses.create(**kwargs))
+
+
+def parse_reply(text: str, schema: type[S]) -> S:
+    """Pure: model text -> validated schema instance, or ModelOutputInvalid."""
+    try:
+        data = extract_json_object(text)
+    except JSONExtractionError as exc:
+        raise ModelOutputInvalid(str(exc)) from None
+    try:
+        return schema.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, err['loc'])) or '<root>'}: {err['msg']}" for err in exc.errors())
+        raise ModelOutputInvalid(f"{schema.__name__} invalid: {problems}"[:1000]) from None
+
+
+def complete(
+    *,
+    config: ClientConfig,
+    rendered: RenderedPrompt,
+    schema: type[S],
+    item_id: int | None,
+    cancel: threading.Event | None,
+) -> S:
+    return _attempts(
+        prompt=rendered.name,
+        config=config,
+        item_id=item_id,
+        cancel=cancel,
+        send=_sender(config, rendered),
+        accept=lambda reply: parse_reply(reply.text, schema),
+    )
+
+
+def embed_remote(
+    *, config: ClientConfig, texts: list[str], dimensions: int, item_id: int | None, cancel: threading.Event | None
+) -> list[list[float]]:
+    client = openai_client(config)
+    kwargs: dict[str, Any] = {"model": config.model, "input": texts, "encoding_format": "float"}
+    if settings.EMBEDDING_SEND_DIMENSIONS:
+        kwargs["dimensions"] = dimensions
+
+    def send() -> Reply:
+        response = client.embeddings.create(**kwargs)
+        ordered = sorted(response.data or [], key=lambda item: item.index)
+        usage = getattr(response, "usage", None)
+        return Reply(
+            text="",
+            usage=Usage(input_tokens=getattr(usage, "prompt_tokens", 0) or 0),
+            vectors=[list(item.embedding) for item in ordered],
+        )
+
+    def accept(reply: Reply) -> list[list[float]]:
+        vectors = reply.vectors or []
+        if len(vectors) != len(texts):
+            raise ModelOutputInvalid(f"{len(vectors)} embeddings for {len(texts)} inputs")
+        for vector in vectors:
+            if len(vector) != dimensions:
+                raise ModelOutputInvalid(f"embedding has {len(vector)} dimensions, expected {dimensions}")
+        return vectors
+
+    return _attempts(prompt="embedding", config=config, item_id=item_id, cancel=cancel, send=send, accept=accept)

@@ -1,0 +1,79 @@
+"""OpenAI-compatible clients built from settings at call time (SPEC §7.1): main, safety and embeddings.
+
+Clients are cached per settings tuple, so changing settings (tests, reconfiguration) gets a new client.
+The SDK's own retries are off (max_retries=0): the call layer retries itself so a cancel can cut the backoff.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Literal
+
+import openai
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+ClientKind = Literal["main", "safety", "embedding"]
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    kind: ClientKind
+    base_url: str | None
+    api_key: str
+    model: str
+    timeout: float
+    max_retries: int
+    api: str
+    reasoning_effort: str  # "" means: do not send any reasoning parameter
+    json_mode: bool
+
+    def __repr__(self) -> str:  # never show the key, in logs or tracebacks
+        return f"ClientConfig(kind={self.kind!r}, base_url={self.base_url!r}, model={self.model!r}, api={self.api!r})"
+
+
+def provider() -> str:
+    return settings.LLM_PROVIDER
+
+
+def client_config(kind: ClientKind, prompt: str = "") -> ClientConfig:
+    """Resolve a client's settings now. Safety and embedding settings fall back to the main ones."""
+    main_key = settings.LLM_API_KEY
+    if kind == "safety":
+        base_url = settings.SAFETY_LLM_BASE_URL or settings.LLM_BASE_URL
+        api_key, key_name = settings.SAFETY_LLM_API_KEY or main_key, "SAFETY_LLM_API_KEY"
+        model = settings.SAFETY_LLM_MODEL or settings.LLM_MODEL
+        effort = settings.SAFETY_LLM_REASONING_EFFORT  # reasoning off unless explicitly set for safety
+    elif kind == "embedding":
+        base_url = settings.EMBEDDING_BASE_URL or settings.LLM_BASE_URL
+        api_key, key_name = settings.EMBEDDING_API_KEY or main_key, "EMBEDDING_API_KEY"
+        model = settings.EMBEDDING_MODEL
+        effort = ""
+    else:
+        base_url = settings.LLM_BASE_URL
+        api_key, key_name = main_key, "LLM_API_KEY"
+        model = settings.LLM_MODEL
+        effort = settings.LLM_REASONING_EFFORT_BY_PROMPT.get(prompt, settings.LLM_REASONING_EFFORT)
+    if not api_key:
+        raise ImproperlyConfigured(f"LLM_PROVIDER=openai needs {key_name} (or LLM_API_KEY / OPENAI_API_KEY)")
+    return ClientConfig(
+        kind=kind,
+        base_url=base_url or None,
+        api_key=api_key,
+        model=model,
+        timeout=float(settings.LLM_TIMEOUT),
+        max_retries=int(settings.LLM_MAX_RETRIES),
+        api=settings.LLM_API,
+        reasoning_effort=(effort or "").strip(),
+        json_mode=bool(settings.LLM_JSON_MODE),
+    )
+
+
+@functools.lru_cache(maxsize=16)
+def _client(base_url: str | None, api_key: str, timeout: float) -> openai.OpenAI:
+    return openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0)
+
+
+def openai_client(config: ClientConfig) -> openai.OpenAI:
+    return _client(config.base_url, config.api_key, config.timeout)

@@ -1,0 +1,22 @@
+"""The local analyzer (SPEC §7.4): deterministic, offline stand-in for every model task.
+
+It answers the same schemas as the model, is labelled "local" wherever it shows, and never touches the
+network. What it does, task by task:
+
+- safety: regular expressions for prompt injection and phishing plus the shipped lexicon
+  (data/lexicon.json: malware, fraud, extremism, harassment terms); the most severe match wins.
+- process_item: discard heuristics (malicious patterns, runtime-log line shapes, error/paywall pages,
+  gibberish and unfilled templates, spam score), lead-sentence summary, YAKE keywords, domain lexicon,
+  broadcast-type cue words, language (langdetect with a fixed seed; script count for short text), a
+  quality heuristic for ranking, timeliness, geo and source-type cues.
+- suggest_action / official_reply: fixed templates filled with keywords (never with copied text).
+- extract_keywords: YAKE over the profile, country codes from the lexicon.
+- embedding: signed feature hashing of words and character trigrams, L2-normalised.
+"""
+
+from pipeline.llm.local.embedding import embed_texts
+from pipeline.llm.local.extraction import extract
+from pipeline.llm.local.replies import official_reply, profile_keywords, suggestion
+from pipeline.llm.local.safety import safety_verdict
+
+__all__ = ["embed_texts", "extract", "official_reply", "profile_keywords", "safety_verdict", "suggestion"]

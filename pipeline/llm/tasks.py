@@ -1,0 +1,178 @@
+"""The model tasks the pipeline calls (SPEC §6, §7). Each builds its input from a prompt file, calls the
+client chosen by settings (or the local analyzer) and returns a validated ModelAnswer.
+
+All arguments are keyword-only; `item_id` attributes the LLMCall rows, `cancel` aborts promptly.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Generic, Literal, TypeVar
+
+from django.conf import settings
+from django.utils import timezone
+from pydantic import ValidationError
+
+from pipeline.llm import local
+from pipeline.llm.accounting import Outcome, record_call
+from pipeline.llm.calls import complete, embed_remote
+from pipeline.llm.clients import client_config, provider
+from pipeline.llm.errors import CallCancelled, ModelOutputInvalid
+from pipeline.llm.prompts import render
+from pipeline.llm.schemas import Extraction, OfficialReply, ProfileKeywords, SafetyVerdict, Suggestion
+
+T = TypeVar("T")
+LOCAL_MODEL = "local"  # how the local analyzer shows in LLMCall rows, metrics and ProcessedItem.analyzer
+
+
+@dataclass(frozen=True)
+class ModelAnswer(Generic[T]):
+    value: T
+    model: str  # the model that answered, or "local"
+
+
+def _local(prompt: str, item_id: int | None, cancel: threading.Event | None, answer: Callable[[], T]) -> ModelAnswer[T]:
+    if cancel is not None and cancel.is_set():
+        raise CallCancelled(f"{prompt}: cancelled before the local analyzer ran")
+    started = time.monotonic()
+    try:
+        value = answer()
+    except ValidationError as exc:  # a local-analyzer bug must look like any other invalid answer
+        record_call(
+            prompt=prompt,
+            model=LOCAL_MODEL,
+            item_id=item_id,
+            latency_s=time.monotonic() - started,
+            outcome=Outcome.INVALID_OUTPUT,
+            error=str(exc)[:1000],
+        )
+        raise ModelOutputInvalid(f"local analyzer produced an invalid {prompt} answer") from exc
+    record_call(
+        prompt=prompt, model=LOCAL_MODEL, item_id=item_id, latency_s=time.monotonic() - started, outcome=Outcome.OK
+    )
+    return ModelAnswer(value=value, model=LOCAL_MODEL)
+
+
+def safety_check(
+    *, content: str, notes: str = "", url: str = "", item_id: int | None = None, cancel: threading.Event | None = None
+) -> ModelAnswer[SafetyVerdict]:
+    if provider() == "local":
+        return _local("safety", item_id, cancel, lambda: local.safety_verdict(content=content, notes=notes, url=url))
+    config = client_config("safety", "safety")
+    rendered = render("safety", content=content, notes=notes, url=url)
+    value = complete(config=config, rendered=rendered, schema=SafetyVerdict, item_id=item_id, cancel=cancel)
+    return ModelAnswer(value=value, model=config.model)
+
+
+def extract_item(
+    *,
+    content: str,
+    notes: str = "",
+    url: str = "",
+    accept_reply: bool | None = None,
+    item_id: int | None = None,
+    cancel: threading.Event | None = None,
+) -> ModelAnswer[Extraction]:
+    if provider() == "local":
+        answer = _local("process_item", item_id, cancel, lambda: local.extract(content=content, notes=notes, url=url))
+    else:
+        config = client_config("main", "process_item")
+        rendered = render(
+            "process_item",
+            content=content,
+            notes=notes,
+            url=url,
+            accept_reply=accept_reply,
+            today=timezone.now().date().isoformat(),
+        )
+        value = complete(config=config, rendered=rendered, schema=Extraction, item_id=item_id, cancel=cancel)
+        answer = ModelAnswer(value=value, model=config.model)
+    if accept_reply is False and answer.value.expected_response != "no_reply":
+        # The author's choice wins over the model's reading (SPEC §4), applied after validation.
+        answer = ModelAnswer(
+            value=answer.value.model_copy(update={"expected_response": "no_reply"}), model=answer.model
+        )
+    return answer
+
+
+def suggest_action(
+    *,
+    content: str,
+    summary: str,
+    broadcast_type: str,
+    item_id: int | None = None,
+    cancel: threading.Event | None = None,
+) -> ModelAnswer[Suggestion]:
+    if provider() == "local":
+        return _local(
+            "suggest_action",
+            item_id,
+            cancel,
+            lambda: local.suggestion(content=content, summary=summary, broadcast_type=broadcast_type),
+        )
+    config = client_config("main", "suggest_action")
+    rendered = render("suggest_action", content=content, summary=summary, broadcast_type=broadcast_type)
+    value = complete(config=config, rendered=rendered, schema=Suggestion, item_id=item_id, cancel=cancel)
+    return ModelAnswer(value=value, model=config.model)
+
+
+def extract_keywords(
+    *,
+    name: str,
+    bio: str,
+    offers: str,
+    seeks: str,
+    agent_id: int | None = None,
+    cancel: threading.Event | None = None,
+) -> ModelAnswer[ProfileKeywords]:
+    # LLMCall rows reference items only; profile calls are recorded without one (agent_id is for callers' logs).
+    del agent_id
+    if provider() == "local":
+        return _local(
+            "extract_keywords",
+            None,
+            cancel,
+            lambda: local.profile_keywords(name=name, bio=bio, offers=offers, seeks=seeks),
+        )
+    config = client_config("main", "extract_keywords")
+    rendered = render("extract_keywords", name=name, bio=bio, offers=offers, seeks=seeks)
+    value = complete(config=config, rendered=rendered, schema=ProfileKeywords, item_id=None, cancel=cancel)
+    return ModelAnswer(value=value, model=config.model)
+
+
+def official_reply(
+    *,
+    kind: Literal["welcome", "first_broadcast"],
+    agent_name: str,
+    content: str = "",
+    cancel: threading.Event | None = None,
+) -> ModelAnswer[OfficialReply]:
+    if kind not in ("welcome", "first_broadcast"):
+        raise ValueError(f"unknown official reply kind {kind!r}")
+    if provider() == "local":
+        return _local(
+            "official_reply",
+            None,
+            cancel,
+            lambda: local.official_reply(kind=kind, agent_name=agent_name, content=content),
+        )
+    config = client_config("main", "official_reply")
+    rendered = render("official_reply", kind=kind, agent_name=agent_name, content=content)
+    value = complete(config=config, rendered=rendered, schema=OfficialReply, item_id=None, cancel=cancel)
+    return ModelAnswer(value=value, model=config.model)
+
+
+def embed(
+    texts: list[str], *, item_id: int | None = None, cancel: threading.Event | None = None
+) -> ModelAnswer[list[list[float]]]:
+    dimensions = int(settings.EMBEDDING_DIMENSIONS)
+    if provider() == "local":
+        return _local("embedding", item_id, cancel, lambda: local.embed_texts(list(texts), dimensions))
+    config = client_config("embedding")
+    if not texts:
+        return ModelAnswer(value=[], model=config.model)
+    vectors = embed_remote(config=config, texts=list(texts), dimensions=dimensions, item_id=item_id, cancel=cancel)
+    return ModelAnswer(value=vectors, model=config.model)
