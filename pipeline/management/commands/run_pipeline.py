@@ -1,0 +1,98 @@
+"""`manage.py run_pipeline`: run consumers by name, the outbox relay and housekeeping until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from pipeline import metrics
+from pipeline.runtime import load_consumers
+from pipeline.runtime.supervisor import Supervisor
+
+_SECRET_NAME = re.compile(r"KEY|SECRET|PASSWORD|TOKEN", re.IGNORECASE)
+_SHOWN_PREFIXES = ("PIPELINE_", "LLM_", "SAFETY_LLM_", "EMBEDDING_")
+_URL_PASSWORD = re.compile(r"(://[^:/@]*:)([^@]*)(@)")
+
+
+def mask(name: str, value) -> str:
+    """A setting's value for the start-up banner: secrets hidden, passwords in URLs hidden."""
+    if _SECRET_NAME.search(name) and isinstance(value, str) and value:
+        return "****"
+    return _URL_PASSWORD.sub(r"\1****\3", str(value))
+
+
+class Command(BaseCommand):
+    help = "Run the stream consumers (default: all registered), the outbox relay and housekeeping."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--consumer", action="append", default=[], metavar="NAME", help="repeatable")
+        parser.add_argument("--concurrency", type=int, default=None, help="handler threads per consumer")
+        parser.add_argument("--burst", action="store_true", help="process what is there (incl. the outbox), exit 0")
+        parser.add_argument("--no-relay", action="store_true", help="do not run the outbox relay here")
+        parser.add_argument("--relay-only", action="store_true", help="run only the outbox relay (no consumers)")
+        parser.add_argument("--no-housekeeping", action="store_true", help="no trimming, sweeper or lag poller")
+        parser.add_argument("--metrics-port", type=int, default=None, help="Prometheus port (0 = off)")
+
+    def handle(self, *args, **options):
+        available = load_consumers()
+        if options["relay_only"]:
+            if options["no_relay"] or options["consumer"]:
+                raise CommandError("--relay-only excludes --no-relay and --consumer")
+            names = []
+        else:
+            names = options["consumer"] or sorted(available)
+            unknown = [name for name in names if name not in available]
+            if unknown:
+                valid = ", ".join(sorted(available)) or "(none registered)"
+                raise CommandError(f"unknown consumer(s): {', '.join(unknown)}. Valid: {valid}")
+        if options["concurrency"] is not None and options["concurrency"] < 1:
+            raise CommandError("--concurrency must be >= 1")
+        relay = not options["no_relay"]
+        if not names and not relay:
+            raise CommandError("nothing to run: no consumers and --no-relay")
+
+        port = settings.PIPELINE_METRICS_PORT if options["metrics_port"] is None else options["metrics_port"]
+        self._banner(names, options, relay, port)
+        metrics.serve(port)
+
+        supervisor = Supervisor(
+            [available[name] for name in names],
+            concurrency=options["concurrency"],
+            relay=relay,
+            housekeeping=not options["no_housekeeping"],
+            burst=options["burst"],
+        )
+
+        def on_signal(signum, frame):
+            if supervisor.stop_requested.is_set():
+                self.stderr.write("second signal: exiting now; unfinished entries stay pending for reclaim")
+                self.stderr.flush()
+                os._exit(0)
+            self.stderr.write(f"{signal.Signals(signum).name}: stopping gracefully")
+            supervisor.request_stop()
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+        supervisor.run()
+
+    def _banner(self, names, options, relay, port) -> None:
+        shown = {
+            "consumers": ", ".join(names) or "(none)",
+            "relay": relay,
+            "burst": options["burst"],
+            "metrics_port": port,
+            "DATABASE_URL": settings.DATABASE_URL,
+            "REDIS_URL": settings.REDIS_URL,
+        }
+        for name in dir(settings):
+            value = getattr(settings, name, None)
+            if name.startswith(_SHOWN_PREFIXES) or (name == "SECRET_KEY"):
+                shown[name] = value
+        self.stdout.write("run_pipeline settings:")
+        for name, value in shown.items():
+            self.stdout.write(f"  {name} = {mask(name, value)}")
+        self.stdout.flush()

@@ -1,0 +1,199 @@
+"""Outbox relay (SPEC §5.4): undispatched OutboxEvents -> their Redis stream, once each, in id order per batch.
+
+Safe in many processes: rows are claimed with SELECT … FOR UPDATE SKIP LOCKED. The XADD runs in a Lua script
+with a once-mark keyed by the event id, so when the SQL update after it is lost (crash, rollback) the next
+relay gets the existing stream id back instead of adding the event a second time.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime
+
+import psycopg
+import redis
+from django.conf import settings
+from django.db import close_old_connections, connection, transaction
+from django.utils import timezone
+
+from eigenflux.redis import get_redis
+from items.events import STREAM_ITEM_EVENTS, STREAM_ITEM_STATS
+from items.models import OutboxEvent
+from items.outbox import NOTIFY_CHANNEL
+from pipeline import metrics
+from pipeline.runtime.scripts import Scripts
+
+log = logging.getLogger(__name__)
+
+# SPEC §5.2: trimming by length only for these; the ingest streams are trimmed by MINID (housekeeping).
+STREAM_MAXLEN = {STREAM_ITEM_EVENTS: 20_000, STREAM_ITEM_STATS: 20_000}
+DLQ_MAXLEN = 10_000
+
+
+def stream_maxlen(stream: str) -> int:
+    """Approximate MAXLEN for XADD to `stream`; 0 = never trim by length."""
+    if stream.endswith(":dlq"):
+        return DLQ_MAXLEN
+    return STREAM_MAXLEN.get(stream, 0)
+
+
+def once_mark_key(event_id: str) -> str:
+    return f"eigenflux:outbox:sent:{event_id}"
+
+
+class OutboxRelay:
+    def __init__(self, *, batch_size: int | None = None, client: redis.Redis | None = None):
+        self.batch_size = batch_size or settings.PIPELINE_RELAY_BATCH
+        self.client = client or get_redis()
+        self.scripts = Scripts(self.client)
+        self.mark_ttl = settings.PIPELINE_RELAY_MARK_TTL_SECONDS
+        self.poll_seconds = settings.PIPELINE_RELAY_POLL_SECONDS
+        # A row that failed this often is left for a person (it shows in the outbox backlog and age gauges)
+        # instead of being retried every second forever and crowding the head of every batch.
+        self.max_attempts = settings.PIPELINE_RELAY_MAX_ATTEMPTS
+        # For --burst: progress counters the supervisor compares between two looks.
+        self.activity = 0
+        self.empty_rounds = 0
+        self.busy = False
+        table = OutboxEvent._meta.db_table
+        self._select = (
+            f"SELECT id, stream, event_id, envelope, created_at FROM {table} "  # noqa: S608 - table name from meta
+            "WHERE dispatched_at IS NULL AND attempts < %s ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED"
+        )
+        self._mark_sent = (
+            f"UPDATE {table} AS o SET dispatched_at = now(), stream_message_id = v.sid, attempts = o.attempts + 1, "  # noqa: S608
+            "last_error = '' FROM unnest(%s::bigint[], %s::text[]) AS v(id, sid) WHERE o.id = v.id"
+        )
+        self._mark_failed = (
+            f"UPDATE {table} AS o SET attempts = o.attempts + 1, last_error = v.err "  # noqa: S608
+            "FROM unnest(%s::bigint[], %s::text[]) AS v(id, err) WHERE o.id = v.id"
+        )
+
+    def relay_batch(self, *, after_xadd: Callable[[list], None] | None = None) -> int:
+        """Claim one batch, XADD it (one pipelined round trip), mark it dispatched; returns rows handled.
+
+        `after_xadd` runs between the XADD and the SQL update (tests use it to simulate a crash there).
+        """
+        marks = []
+        with transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute(self._select, [self.max_attempts, self.batch_size])
+                rows = cursor.fetchall()
+            if not rows:
+                return 0
+            pipe = self.client.pipeline(transaction=False)
+            for _, stream, event_id, envelope, _ in rows:
+                if isinstance(envelope, str):
+                    envelope = json.loads(envelope)
+                flat = [str(part) for pair in envelope.items() for part in pair]
+                self.scripts.xadd_once(
+                    keys=[stream, once_mark_key(str(event_id))],
+                    args=[self.mark_ttl, stream_maxlen(stream), *flat],
+                    client=pipe,
+                )
+            results = pipe.execute(raise_on_error=False)
+            if after_xadd is not None:
+                after_xadd(rows)
+            sent_ids, sent_sids, failed_ids, failed_errors = [], [], [], []
+            now = timezone.now()
+            for (row_id, stream, event_id, _, created_at), result in zip(rows, results, strict=True):
+                if isinstance(result, Exception):
+                    failed_ids.append(row_id)
+                    failed_errors.append(f"{type(result).__name__}: {result}"[:1000])
+                    log.error("relay: outbox event %s to %s failed: %s", row_id, stream, result)
+                    continue
+                sent_ids.append(row_id)
+                sent_sids.append(result)
+                marks.append(once_mark_key(str(event_id)))
+                metrics.RELAY_DISPATCHED.labels(stream).inc()
+                if isinstance(created_at, datetime):
+                    metrics.RELAY_DELAY.observe(max(0.0, (now - created_at).total_seconds()))
+            with connection.cursor() as cursor:
+                if sent_ids:
+                    cursor.execute(self._mark_sent, [sent_ids, sent_sids])
+                if failed_ids:
+                    cursor.execute(self._mark_failed, [failed_ids, failed_errors])
+                    metrics.RELAY_ERRORS.inc(len(failed_ids))
+        # Committed: the rows are dispatched and no relay will pick them again, so the marks have done their job.
+        # (Only a crash between XADD and COMMIT leaves marks behind; they expire after the TTL.)
+        if marks:
+            try:
+                self.client.unlink(*marks)
+            except redis.RedisError:
+                log.warning("relay: could not remove %d once-marks; they expire by themselves", len(marks))
+        return len(rows)
+
+    def drain(self) -> int:
+        """Relay batches until none is full (rows locked by other relays are theirs)."""
+        total = 0
+        while True:
+            count = self.relay_batch()
+            total += count
+            if count < self.batch_size:
+                return total
+
+    def run(self, stop: threading.Event, *, poll_seconds: float | None = None) -> None:
+        """Drain on every NOTIFY (LISTEN on a dedicated connection) and at least every poll interval."""
+        poll = poll_seconds or self.poll_seconds
+        listener = None
+        try:
+            while not stop.is_set():
+                if listener is None:
+                    listener = self._listen()
+                self.busy = True
+                try:
+                    close_old_connections()
+                    count = self.drain()
+                except Exception:
+                    log.exception("relay: batch failed; retrying")
+                    close_old_connections()
+                    count = 0
+                    stop.wait(min(poll, 1.0))
+                finally:
+                    self.busy = False
+                if count:
+                    self.activity += 1
+                    continue
+                self.empty_rounds += 1
+                listener = self._wait(listener, stop, poll)
+        finally:
+            if listener is not None:
+                listener.close()
+            connection.close()
+
+    def _listen(self) -> psycopg.Connection | None:
+        params = connection.settings_dict
+        try:
+            conn = psycopg.connect(
+                dbname=params["NAME"],
+                user=params.get("USER") or None,
+                password=params.get("PASSWORD") or None,
+                host=params.get("HOST") or None,
+                port=params.get("PORT") or None,
+                autocommit=True,
+                connect_timeout=5,
+            )
+            conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+        except psycopg.Error:
+            log.exception("relay: LISTEN failed; polling only")
+            return None
+        return conn
+
+    def _wait(self, listener: psycopg.Connection | None, stop: threading.Event, poll: float):
+        if listener is None:
+            stop.wait(poll)
+            return None
+        try:
+            # Up to `poll` s for one notification; any already queued return at once.
+            for _ in listener.notifies(timeout=poll, stop_after=1):
+                pass
+        except psycopg.Error:
+            log.exception("relay: LISTEN connection lost; reconnecting")
+            listener.close()
+            time.sleep(min(poll, 1.0))
+            return None
+        return listener

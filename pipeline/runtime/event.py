@@ -1,0 +1,137 @@
+"""What a handler receives: the parsed envelope of one stream entry, and the lease on it."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from django.db import connection
+
+from items.events import MAX_ENVELOPE_BYTES, REQUIRED_ATTRIBUTES
+from pipeline.models import ConsumedEvent
+from pipeline.runtime.errors import LeaseLost
+
+
+class Lease:
+    """This process's ownership of one pending entry, kept alive by the runtime's heartbeats.
+
+    `cancelled` is set when ownership is lost (or on hard shutdown): pass it to long calls so they stop.
+    """
+
+    def __init__(self, verify: Callable[[], bool] | None = None):
+        self.lost = False
+        self._verify = verify
+
+    @property
+    def cancelled(self) -> threading.Event:
+        # Made on first use: most handlers never look, and an Event costs more than the rest of dispatch.
+        # dict.setdefault is atomic, so concurrent first uses still share one Event.
+        event = self.__dict__.get("_cancelled")
+        if event is None:
+            event = self.__dict__.setdefault("_cancelled", threading.Event())
+        return event
+
+    def lose(self) -> None:
+        self.lost = True
+        self.cancelled.set()
+
+    def check(self) -> None:
+        """Raise LeaseLost unless this process still owns the entry; call right before committing.
+
+        Besides the heartbeat's verdict this asks Redis once more, so a steal since the last beat counts.
+        """
+        if not self.cancelled.is_set() and self._verify is not None and not self._verify():
+            self.lose()
+        if self.cancelled.is_set():
+            raise LeaseLost("lease lost" if self.lost else "shutting down")
+
+
+@dataclass
+class Event:
+    stream: str
+    group: str
+    message_id: str
+    delivery_count: int
+    envelope: dict[str, str]
+    id: str
+    type: str
+    subject: str
+    data: dict
+    replay: bool
+    correlation_id: str
+    causation_id: str
+    traceparent: str
+    lease: Lease = field(default_factory=Lease, repr=False, compare=False)
+
+
+class MalformedEntry(ValueError):
+    """The stream entry is not a valid envelope for this consumer (dead-lettered as permanent)."""
+
+
+def parse_entry(
+    *,
+    stream: str,
+    group: str,
+    message_id: str,
+    fields: dict[str, str],
+    delivery_count: int,
+    event_types: frozenset[str],
+    lease: Lease,
+) -> Event:
+    size = sum(map(len, fields)) + sum(map(len, map(str.encode, fields.values())))
+    if size > MAX_ENVELOPE_BYTES:
+        raise MalformedEntry(f"oversize entry: {size} bytes (limit {MAX_ENVELOPE_BYTES})")
+    missing = [name for name in REQUIRED_ATTRIBUTES if not fields.get(name)]
+    if missing:
+        raise MalformedEntry(f"missing required field(s): {', '.join(missing)}")
+    try:
+        data = json.loads(fields["data"])
+    except (ValueError, RecursionError) as exc:  # RecursionError: hostile nesting within the size limit
+        raise MalformedEntry(f"bad JSON in data: {type(exc).__name__}: {exc}"[:500]) from None
+    if not isinstance(data, dict):
+        raise MalformedEntry(f"data must be a JSON object, got {type(data).__name__}")
+    if fields["type"] not in event_types:
+        raise MalformedEntry(f"unknown type {fields['type']!r} for group {group}")
+    return Event(
+        stream=stream,
+        group=group,
+        message_id=message_id,
+        delivery_count=delivery_count,
+        envelope=fields,
+        id=fields["id"],
+        type=fields["type"],
+        subject=fields["subject"],
+        data=data,
+        replay=fields.get("replay", "") not in ("", "0", "false"),
+        correlation_id=fields.get("correlationid", ""),
+        causation_id=fields.get("causationid", ""),
+        traceparent=fields.get("traceparent", ""),
+        lease=lease,
+    )
+
+
+_CONSUMED_SQL = None
+
+
+def consume_once(event: Event) -> bool:
+    """Record that event.group consumed event.id; False if it already had (then do nothing).
+
+    Must run inside the handler's transaction.atomic(), so the record commits with the effects: a
+    concurrent duplicate waits on the unique key and then sees the conflict.
+    """
+    global _CONSUMED_SQL
+    if not connection.in_atomic_block:
+        raise RuntimeError("consume_once must run inside transaction.atomic() with the handler's effects")
+    if _CONSUMED_SQL is None:
+        meta = ConsumedEvent._meta
+        qn = connection.ops.quote_name
+        cols = {f.name: qn(f.column) for f in meta.concrete_fields}
+        _CONSUMED_SQL = (
+            f"INSERT INTO {qn(meta.db_table)} ({cols['group']}, {cols['event_id']}, {cols['consumed_at']}) "  # noqa: S608
+            f"VALUES (%s, %s, now()) ON CONFLICT ({cols['group']}, {cols['event_id']}) DO NOTHING RETURNING 1"
+        )
+    with connection.cursor() as cursor:
+        cursor.execute(_CONSUMED_SQL, [event.group, event.id])
+        return cursor.fetchone() is not None

@@ -1,0 +1,37 @@
+"""Retry policy: a pure object deciding the next delay from the delivery attempt, or None to dead-letter."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff with jitter.
+
+    `attempt` is the delivery that just failed (1 = first delivery). A handler runs at most `max_retries`
+    times: once delivery `max_retries` has failed, `next_delay` returns None (dead-letter), matching
+    SPEC §5.3's "more than max_retries deliveries -> dead-letter".
+    The jitter only ever shortens a delay by at most `jitter` of it, so with factor >= 2 and jitter < 0.5
+    successive delays still strictly grow.
+    """
+
+    max_retries: int = 3
+    base: float = 1.0
+    factor: float = 2.0
+    max_delay: float = 300.0
+    jitter: float = 0.25
+
+    def __post_init__(self):
+        if self.max_retries < 1 or self.base < 0 or self.factor < 1 or not 0 <= self.jitter < 1:
+            raise ValueError(f"invalid retry policy {self!r}")
+
+    def next_delay(self, attempt: int, error: BaseException | None = None) -> float | None:
+        if attempt >= self.max_retries:
+            return None
+        hint = getattr(error, "delay", None)
+        if isinstance(hint, int | float) and hint >= 0:
+            return min(float(hint), self.max_delay)
+        delay = min(self.base * self.factor ** max(attempt - 1, 0), self.max_delay)
+        return delay * (1 - self.jitter * random.random())

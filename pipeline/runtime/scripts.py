@@ -1,0 +1,92 @@
+"""Lua scripts that make the runtime's ownership-sensitive steps atomic in Redis (SPEC §5.3).
+
+Ownership = the entry is in the group's pending list under this consumer's name (XPENDING for its id).
+"""
+
+from __future__ import annotations
+
+import redis
+
+# Heartbeat: for each id still owned by ARGV[2], reset its idle time without counting a delivery.
+# KEYS[1] stream; ARGV: group, consumer, ids... -> the ids no longer owned.
+HEARTBEAT = """
+local lost = {}
+for i = 3, #ARGV do
+  local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1)
+  if p[1] and p[1][2] == ARGV[2] then
+    redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[i], 'JUSTID')
+  else
+    lost[#lost + 1] = ARGV[i]
+  end
+end
+return lost
+"""
+
+# ACK the ids still owned by ARGV[2], in one XACK. KEYS[1] stream; ARGV: group, consumer, ids...
+# -> the ids that were not acknowledged (ownership lost).
+ACK = """
+local owned, lost = {}, {}
+for i = 3, #ARGV do
+  local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1)
+  if p[1] and p[1][2] == ARGV[2] then owned[#owned + 1] = ARGV[i] else lost[#lost + 1] = ARGV[i] end
+end
+if #owned > 0 then redis.call('XACK', KEYS[1], ARGV[1], unpack(owned)) end
+return lost
+"""
+
+# Redeliver an owned entry whose retry delay has passed: XCLAIM (counting a delivery) to the same owner.
+# KEYS[1] stream; ARGV: group, consumer, id -> {delivery_count, {field, value, ...}} or false when lost;
+# {delivery_count, false} when the entry was deleted from the stream.
+REDELIVER = """
+local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1)
+if not (p[1] and p[1][2] == ARGV[2]) then return false end
+local claimed = redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[3])
+local q = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1)
+local count = (q[1] and q[1][4]) or (p[1][4] + 1)
+if claimed[1] and claimed[1][2] then return {count, claimed[1][2]} end
+return {count, false}
+"""
+
+# Dead-letter: once per (group, id), append to the DLQ stream and ACK, only if ARGV[2] still owns it.
+# KEYS[1] origin stream, KEYS[2] dlq stream, KEYS[3] seen set; ARGV: group, consumer, id, maxlen, fields...
+# -> the DLQ entry id; 0 if already dead-lettered (no second entry); -1 if not owned (nothing written).
+DEAD_LETTER = """
+local member = ARGV[1] .. '|' .. ARGV[3]
+if redis.call('SISMEMBER', KEYS[3], member) == 1 then return 0 end
+local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1)
+if not (p[1] and p[1][2] == ARGV[2]) then return -1 end
+local fields = {}
+for i = 5, #ARGV do fields[#fields + 1] = ARGV[i] end
+local dlq_id = redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], '*', unpack(fields))
+redis.call('SADD', KEYS[3], member)
+redis.call('XACK', KEYS[1], ARGV[1], ARGV[3])
+return dlq_id
+"""
+
+# Outbox relay: XADD an outbox event once. KEYS[1] stream, KEYS[2] once-mark; ARGV: ttl, maxlen (0 = none),
+# fields... -> the stream id (the existing one when the mark was already set).
+XADD_ONCE = """
+local existing = redis.call('GET', KEYS[2])
+if existing then return existing end
+local fields = {}
+for i = 3, #ARGV do fields[#fields + 1] = ARGV[i] end
+local id
+if tonumber(ARGV[2]) > 0 then
+  id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', unpack(fields))
+else
+  id = redis.call('XADD', KEYS[1], '*', unpack(fields))
+end
+redis.call('SET', KEYS[2], id, 'EX', ARGV[1])
+return id
+"""
+
+
+class Scripts:
+    """The scripts registered on one client (EVALSHA, loading on NOSCRIPT)."""
+
+    def __init__(self, client: redis.Redis):
+        self.heartbeat = client.register_script(HEARTBEAT)
+        self.ack = client.register_script(ACK)
+        self.redeliver = client.register_script(REDELIVER)
+        self.dead_letter = client.register_script(DEAD_LETTER)
+        self.xadd_once = client.register_script(XADD_ONCE)
