@@ -1,9 +1,23 @@
 from django.apps import AppConfig
 
 
+def _query_embedding(text: str) -> list[float]:
+    """items.search's port, served by the model layer (items may not import pipeline)."""
+    from items.search import SemanticSearchUnavailable
+    from pipeline.llm import ModelError, embed
+
+    try:
+        return embed([text]).value[0]
+    except ModelError as exc:
+        raise SemanticSearchUnavailable(f"the embedding model failed: {exc.__class__.__name__}") from exc
+
+
 class PipelineConfig(AppConfig):
     name = "pipeline"
     verbose_name = "Pipeline"
 
     def ready(self) -> None:
+        from items.search import set_query_embedder
         from pipeline import checks  # noqa: F401  (registers the prompt system check)
+
+        set_query_embedder(_query_embedding)

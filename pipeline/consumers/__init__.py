@@ -1,0 +1,12 @@
+"""The pipeline's consumers, one module each; run_pipeline imports every module listed here."""
+
+CONSUMER_MODULES: list[str] = [
+    "pipeline.consumers.item_publish",  # cg:item:publish — enrichment (SPEC §6)
+    "pipeline.consumers.official_firstbroadcast",  # cg:official:firstbroadcast
+    "pipeline.consumers.item_notify",  # cg:item:notify — WebSocket push
+    "pipeline.consumers.audit",  # cg:audit
+    "pipeline.consumers.profile_update",  # cg:profile:update
+    "pipeline.consumers.official_welcome",  # cg:official:welcome
+    "pipeline.consumers.item_stats",  # cg:item:stats
+    "pipeline.consumers.dlq_archive",  # cg:dlq:archive on every <stream>:dlq
+]

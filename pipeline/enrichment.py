@@ -1,0 +1,240 @@
+"""Enrichment of one item (SPEC §6): cheap gates first, model calls last, every step's decision recorded.
+
+The consumer in pipeline.consumers.item_publish claims the item and hands it here. Intermediate results
+(embedding, safety pass, extraction) are checkpointed on the item, so a retried entry pays for no model
+call twice; a model that stays unavailable releases the item for a retry, and on the last delivery the
+item is marked `failed` and the entry dead-lettered.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import timedelta
+from typing import TypeVar
+
+from django.conf import settings
+from django.utils import timezone
+
+from items.blacklist import blacklist_match
+from items.models import DecisionStage, ProcessedItem, PublicReason
+from items.selectors import SimilarHit, exact_duplicate_of, most_similar
+from items.services.enrichment import (
+    Cause,
+    Decision,
+    item_checkpoint,
+    item_complete,
+    item_discard,
+    item_fail,
+    item_lease_extend,
+    item_release,
+    parse_expire_time,
+)
+from pipeline import llm
+from pipeline.runtime import Event, LeaseLost, NothingToDo, RetryLater
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+_ITEM_FIELDS = (
+    "summary",
+    "keywords",
+    "domains",
+    "broadcast_type",
+    "lang",
+    "quality",
+    "timeliness",
+    "geo",
+    "source_type",
+    "expected_response",
+)
+
+
+class Enrichment:
+    def __init__(self, *, item: ProcessedItem, token: str, event: Event, max_deliveries: int) -> None:
+        self.item = item
+        self.raw = item.raw
+        self.token = token
+        self.event = event
+        self.final_attempt = event.delivery_count >= max_deliveries
+        self.cause = Cause(
+            event_id=event.id, correlation_id=event.correlation_id, traceparent=event.traceparent, replay=event.replay
+        )
+        self.decisions: list[Decision] = []
+        self.approved = event.data.get("override") == "approve"
+
+    # --- the steps --------------------------------------------------------------------------------
+    def run(self) -> None:
+        if self.approved:
+            return self._run_approved()
+        keyword = blacklist_match(self.raw.content, self.raw.url, self.raw.notes)
+        if keyword:
+            return self._discard(Decision(DecisionStage.BLACKLIST, "discard", "keyword", f"matched {keyword!r}"))
+        self.decisions.append(Decision(DecisionStage.BLACKLIST, "pass"))
+
+        original = exact_duplicate_of(self.item)
+        if original is not None:
+            return self._discard(
+                Decision(DecisionStage.DUPLICATE, "discard", "exact", f"same content as item {original.pk}"),
+                reason=PublicReason.DUPLICATE,
+                duplicate_of=original,
+            )
+        self.decisions.append(Decision(DecisionStage.DUPLICATE, "pass"))
+
+        hit = most_similar(embedding=self._embedding(), exclude_id=self.item.pk)
+
+        if self.item.safety_passed_at is None:
+            verdict = self._call(DecisionStage.SAFETY, "hold", llm.safety_check, **self._text())
+            if not verdict.value.safe:
+                return self._discard(
+                    Decision(DecisionStage.SAFETY, "unsafe", verdict.value.flag, verdict.value.reason, verdict.model)
+                )
+            self._checkpoint(
+                safety_passed_at=timezone.now(),
+                decision=Decision(DecisionStage.SAFETY, "pass", model=verdict.model),
+            )
+
+        extraction, fields = self._extraction()
+        model = fields["analyzer"]
+        if extraction.discard:
+            return self._discard(
+                Decision(DecisionStage.EXTRACTION, "discard", extraction.discard_reason, extraction.summary, model),
+                **fields,
+            )
+        self.decisions.append(Decision(DecisionStage.EXTRACTION, "pass", model=model))
+        if extraction.quality < settings.QUALITY_THRESHOLD:
+            return self._discard(
+                Decision(
+                    DecisionStage.QUALITY,
+                    "discard",
+                    "low_quality",
+                    f"quality {extraction.quality:.2f} < threshold {settings.QUALITY_THRESHOLD:.2f}",
+                    model,
+                ),
+                **fields,
+            )
+        self.decisions.append(Decision(DecisionStage.QUALITY, "pass", reason=f"quality {extraction.quality:.2f}"))
+        return self._complete(extraction, fields, hit)
+
+    def _run_approved(self) -> None:
+        """A moderator approved the item (SPEC §8): the gates are overridden; extraction still runs."""
+        hit = most_similar(embedding=self._embedding(), exclude_id=self.item.pk)
+        extraction, fields = self._extraction()
+        overridden = "gates overridden by a moderator"
+        self.decisions.append(Decision(DecisionStage.EXTRACTION, "pass", reason=overridden, model=fields["analyzer"]))
+        return self._complete(extraction, fields, hit)
+
+    def _extraction(self):
+        if self.item.extraction is None:
+            answer = self._call(
+                DecisionStage.EXTRACTION,
+                "invalid",
+                llm.extract_item,
+                accept_reply=self.raw.accept_reply,
+                **self._text(),
+            )
+            self._checkpoint(extraction=answer.value.model_dump(mode="json"), analyzer=answer.model)
+        extraction = llm.Extraction.model_validate(self.item.extraction)
+        fields = {name: getattr(extraction, name) for name in _ITEM_FIELDS}
+        fields["expire_time"] = parse_expire_time(extraction.expire_time)
+        fields["analyzer"] = self.item.analyzer
+        return extraction, fields
+
+    def _complete(self, extraction, fields: dict, hit: SimilarHit | None) -> None:
+        fields["group_id"] = self._group(hit, extraction.broadcast_type)
+        fields["suggestion"] = self._suggestion(extraction)
+        self._lease_check()
+        if not item_complete(
+            item=self.item, token=self.token, decisions=self.decisions, cause=self.cause, fields=fields
+        ):
+            raise NothingToDo(f"item {self.item.pk} was deleted or taken over before it could complete")
+
+    def _embedding(self) -> list[float]:
+        if self.item.embedding is not None:
+            return list(self.item.embedding)
+        text = self.raw.content if not self.raw.notes else f"{self.raw.content}\n\n{self.raw.notes}"
+        answer = self._call(DecisionStage.EXTRACTION, "embedding_unavailable", llm.embed, [text])
+        vector = answer.value[0]
+        self._checkpoint(embedding=vector)
+        return vector
+
+    def _group(self, hit: SimilarHit | None, broadcast_type: str) -> int:
+        """SPEC §6 steps 5 and 10: join the nearest item's group at cosine >= SIMILARITY_THRESHOLD; the type
+        may only ungroup (demand/supply: same author only; alert: cosine >= 0.85 and under 6 h old)."""
+        if hit is None or hit.cosine < settings.SIMILARITY_THRESHOLD:
+            return self.item.pk
+        if broadcast_type in ("demand", "supply") and hit.author_id != self.item.author_id:
+            return self.item.pk
+        if broadcast_type == "alert":
+            window = timedelta(hours=settings.ALERT_GROUP_WINDOW_HOURS)
+            recent = self.item.created_at - hit.created_at < window
+            if hit.cosine < settings.ALERT_SIMILARITY_THRESHOLD or not recent:
+                return self.item.pk
+        return hit.group_id
+
+    def _suggestion(self, extraction) -> str:
+        """Best effort: any model failure leaves the suggestion empty and never blocks the item."""
+        try:
+            answer = llm.suggest_action(
+                content=self.raw.content,
+                summary=extraction.summary,
+                broadcast_type=extraction.broadcast_type,
+                item_id=self.item.pk,
+                cancel=self.event.lease.cancelled,
+            )
+        except llm.CallCancelled as exc:
+            raise LeaseLost(str(exc)) from exc
+        except llm.ModelError as exc:
+            log.warning("suggestion failed for item %s: %s", self.item.pk, exc.__class__.__name__)
+            return ""
+        return answer.value.suggestion
+
+    # --- plumbing ---------------------------------------------------------------------------------
+    def _text(self) -> dict:
+        return {"content": self.raw.content, "notes": self.raw.notes, "url": self.raw.url}
+
+    def _call(self, stage: str, verdict: str, task: Callable[..., T], *args, **kwargs) -> T:
+        """One model task; failures become a retry (item released) or, on the last delivery, `failed`."""
+        self._lease_check()
+        try:
+            result = task(*args, item_id=self.item.pk, cancel=self.event.lease.cancelled, **kwargs)
+        except llm.CallCancelled as exc:
+            raise LeaseLost(str(exc)) from exc
+        except llm.ModelError as exc:
+            error = f"{task.__name__}: {exc.__class__.__name__}: {exc}"
+            decision = Decision(stage, verdict, exc.__class__.__name__, str(exc)[:1000])
+            if self.final_attempt:
+                # The item is `failed`; the runtime dead-letters this last delivery as transient, so a
+                # moderator (or the auto-requeue job) can send it round again once the model is back.
+                item_fail(
+                    item=self.item,
+                    token=self.token,
+                    decisions=[*self.decisions, decision],
+                    error=error,
+                    cause=self.cause,
+                )
+                raise RetryLater(error) from exc
+            item_release(item=self.item, token=self.token, error=error, decision=decision)
+            raise RetryLater(error) from exc
+        item_lease_extend(item=self.item, token=self.token, lease_seconds=settings.ENRICHMENT_LEASE_SECONDS)
+        return result
+
+    def _checkpoint(self, **fields) -> None:
+        if not item_checkpoint(item=self.item, token=self.token, **fields):
+            raise NothingToDo(f"item {self.item.pk} was deleted or taken over")
+
+    def _discard(self, decision: Decision, *, reason: str = PublicReason.CONTENT_EVALUATION, **fields) -> None:
+        self._lease_check()
+        done = item_discard(
+            item=self.item,
+            token=self.token,
+            decisions=[*self.decisions, decision],
+            reason=reason,
+            cause=self.cause,
+            **fields,
+        )
+        if not done:
+            raise NothingToDo(f"item {self.item.pk} was deleted or taken over before it could be discarded")
+
+    def _lease_check(self) -> None:
+        self.event.lease.check()

@@ -1,0 +1,50 @@
+"""Drives the real cg:item:publish consumer: `run_pipeline --burst` subprocesses against the test database,
+the test Redis and the fake OpenAI-compatible server (whose request log counts every model call)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tests.pipeline.runtime.fixtures import pipeline_env, run_pipeline  # noqa: F401 - fixtures
+
+ENRICHMENT_MODULES = "pipeline.consumers.item_publish"
+
+
+@pytest.fixture
+def enrich(fake_llm, run_pipeline):  # noqa: F811 - the imported fixture
+    """enrich(**env) runs one burst of the enrichment consumer (with the relay) and returns its output."""
+
+    def burst(**env: str) -> str:
+        process = run_pipeline(
+            "--burst",
+            "--consumer",
+            "item-publish",
+            env={
+                **fake_llm.env(),
+                "PIPELINE_EXTRA_CONSUMER_MODULES": ENRICHMENT_MODULES,
+                "PIPELINE_RETRY_BASE_SECONDS": "0.05",
+                "PIPELINE_RETRY_MAX_SECONDS": "0.2",
+                "PIPELINE_LEASE_SECONDS": "5",
+                **env,
+            },
+        )
+        code = process.wait(90)
+        output = process.output()
+        assert code == 0, output[-4000:]
+        return output
+
+    return burst
+
+
+def unit(*components: float, dimensions: int = 384) -> list[float]:
+    """A unit vector with the given leading components (the rest zero)."""
+    vector = list(components) + [0.0] * (dimensions - len(components))
+    norm = math.sqrt(sum(c * c for c in vector))
+    return [c / norm for c in vector]
+
+
+def at_cosine(cosine: float, dimensions: int = 384) -> list[float]:
+    """A unit vector whose cosine with unit(1) is exactly `cosine`."""
+    return unit(cosine, math.sqrt(max(0.0, 1 - cosine * cosine)), dimensions=dimensions)
