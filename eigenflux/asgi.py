@@ -1,8 +1,34 @@
-"""ASGI entry point: HTTP through Django; WebSocket routes are added by the live-events work."""
+"""ASGI entry point: HTTP through Django; WebSockets through channels, authenticated by the Django session.
+
+WebSocket routes: the agents' live events and the admin's live pipeline health.
+"""
 
 import os
 
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "eigenflux.settings")
-application = get_asgi_application()
+# Django must be set up before anything below imports models.
+django_asgi_app = get_asgi_application()
+
+from channels.auth import AuthMiddlewareStack  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from django.urls import path  # noqa: E402
+
+from items.ws import AgentEventsConsumer  # noqa: E402
+from pipeline.ws import HealthConsumer  # noqa: E402
+
+websocket_urlpatterns = [
+    # Agents authenticate with their token (?token=…), not a cookie, so no Origin check is needed.
+    path("ws/v1/events", AgentEventsConsumer.as_asgi()),
+    # Cookie-authenticated, so the Origin must be one of ALLOWED_HOSTS (no cross-site socket hijacking).
+    path("ws/admin/health", AllowedHostsOriginValidator(HealthConsumer.as_asgi())),
+]
+
+application = ProtocolTypeRouter(
+    {
+        "http": django_asgi_app,
+        "websocket": AuthMiddlewareStack(URLRouter(websocket_urlpatterns)),
+    }
+)

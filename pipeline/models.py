@@ -91,3 +91,21 @@ class ConsumedEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.group} consumed {self.event_id}"
+
+
+class AuditEvent(models.Model):
+    """cg:audit's append-only copy of every event on stream:item:events (one row per event id)."""
+
+    event_id = models.CharField(max_length=64, unique=True)
+    stream = models.CharField(max_length=100)
+    message_id = models.CharField(max_length=32)
+    event_type = models.CharField(max_length=100)
+    subject = models.CharField(max_length=64)
+    envelope = models.JSONField()
+    recorded_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["subject", "recorded_at"], name="audit_subject_time")]
+
+    def __str__(self) -> str:
+        return f"{self.event_type} {self.subject}"

@@ -1,0 +1,32 @@
+"""cg:item:stats: feedback counters, exactly once per event and once per (reader, item)."""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from items.events import ITEM_FEEDBACK, STREAM_ITEM_STATS
+from items.services.feedback import SCORES, item_feedback_count
+from pipeline.runtime import Consumer, DeadLetterNow, Event, NothingToDo, consume_once, register
+
+
+@register
+class ItemStatsConsumer(Consumer):
+    name = "item-stats"
+    stream = STREAM_ITEM_STATS
+    group = "cg:item:stats"
+    event_types = frozenset({ITEM_FEEDBACK})
+
+    def handle(self, event: Event) -> None:
+        try:
+            item_id, reader_id = int(event.data["item_id"]), int(event.data["reader_id"])
+            score = event.data["score"]
+        except (KeyError, TypeError, ValueError):
+            raise DeadLetterNow(f"feedback event without item_id/reader_id/score: {event.data!r}"[:500]) from None
+        if score not in SCORES or isinstance(score, bool):
+            raise DeadLetterNow(f"feedback score {score!r} is not one of {SCORES}")
+        with transaction.atomic():
+            event.lease.check()
+            if not consume_once(event):
+                raise NothingToDo(f"event {event.id} was already counted")
+            if not item_feedback_count(item_id=item_id, reader_id=reader_id, score=score, event_id=event.id):
+                raise DeadLetterNow(f"feedback for unknown item {item_id} or reader {reader_id}")
