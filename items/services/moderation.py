@@ -18,6 +18,7 @@ from items.events import (
     STREAM_ITEM_EVENTS,
     STREAM_ITEM_PUBLISH,
 )
+from items.feed import feed_invalidate_on_commit
 from items.models import DecisionStage, ItemStatus, ModerationDecision, ProcessedItem, PublicReason
 from items.outbox import outbox_event_create
 
@@ -60,6 +61,7 @@ def _decide(item: ProcessedItem, moderator, verdict: str, reason: str = "", cate
 
 
 def _publish(item: ProcessedItem, **extra: str) -> None:
+    feed_invalidate_on_commit()  # a requeued item leaves the feed until it completes again
     outbox_event_create(
         stream=STREAM_ITEM_PUBLISH,
         event_type=ITEM_PUBLISHED,
@@ -70,6 +72,7 @@ def _publish(item: ProcessedItem, **extra: str) -> None:
 
 
 def _outcome(item: ProcessedItem, event_type: str, status: str, reason: str = "") -> None:
+    feed_invalidate_on_commit()
     outbox_event_create(
         stream=STREAM_ITEM_EVENTS,
         event_type=event_type,

@@ -1,0 +1,269 @@
+"""The moderator's admin for the pipeline (SPEC §8): dead letters with requeue and resolve, model calls, and
+the pipeline health and prompts pages (mounted under the dead-letter and model-call admins)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+
+from django import forms
+from django.contrib import admin
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.core.exceptions import PermissionDenied
+from django.template.loader import render_to_string
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
+
+from items.admin import ITEM_DETAIL_PANELS, badge, report
+from items.models import ProcessedItem
+from pipeline import health
+from pipeline.deadletters import DeadLetterRefused, dead_letter_requeue, dead_letter_resolve
+from pipeline.models import DeadLetter, DeadLetterState, ErrorClass, LLMCall
+
+STATE_TONES = {DeadLetterState.OPEN: "bad", DeadLetterState.REQUEUED: "processing", DeadLetterState.RESOLVED: "ok"}
+ERROR_TONES = {ErrorClass.TRANSIENT: "warn", ErrorClass.PERMANENT: "bad"}
+
+
+class ResolveForm(forms.Form):
+    note = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 60}),
+        max_length=4000,
+        help_text="What was done about it (kept on the letter).",
+    )
+
+
+@admin.register(DeadLetter)
+class DeadLetterAdmin(admin.ModelAdmin):
+    list_display = (
+        "id",
+        "origin",
+        "subject_link",
+        "short_event_type",
+        "error_class_badge",
+        "state_badge",
+        "delivery_count",
+        "auto_requeues",
+        "failed_at",
+    )
+    list_filter = ("state", "error_class", "stream", "group")
+    list_select_related = ("resolved_by",)
+    search_fields = ("message_id", "event_id", "subject", "error")
+    ordering = ("-failed_at",)
+    show_full_result_count = False
+    actions = ("requeue_letters", "resolve_letters")
+    fieldsets = (
+        ("Origin", {"fields": ("stream", "group", "message_id", "event_id", "event_type", "subject_link")}),
+        ("Failure", {"fields": ("error_class_badge", "error_text", "delivery_count", "failed_at")}),
+        ("Handling", {"fields": ("state_badge", "auto_requeues", "resolved_by", "note", "updated_at")}),
+        ("Payload", {"fields": ("payload_pretty",)}),
+    )
+    change_list_template = "admin/pipeline/deadletter/change_list.html"
+
+    def get_readonly_fields(self, request, obj=None):
+        return [field for fieldset in self.fieldsets for field in fieldset[1]["fields"]]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).defer("payload", "error")
+
+    def has_add_permission(self, request):
+        return False  # machine-made: the cg:dlq:archive consumer writes them
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # resolve with a note instead: the record stays
+
+    def save_model(self, request, obj, form, change):
+        """Letters change only through requeue / resolve (conditional updates)."""
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        extra_context = {**(extra_context or {}), "show_save": False, "show_save_and_continue": False}
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    @admin.display(description="stream / group", ordering="stream")
+    def origin(self, obj):
+        return format_html("{}<br><small>{}</small>", obj.stream, obj.group)
+
+    @admin.display(description="event type", ordering="event_type")
+    def short_event_type(self, obj):
+        return obj.event_type.removeprefix("io.eigenflux.") or "-"
+
+    @admin.display(description="subject", ordering="subject")
+    def subject_link(self, obj):
+        if obj.subject.isdigit() and obj.stream.startswith("stream:item:"):
+            url = reverse("admin:items_processeditem_change", args=[obj.subject])
+            return format_html('<a href="{}">item {}</a>', url, obj.subject)
+        return obj.subject or "-"
+
+    @admin.display(description="error class", ordering="error_class")
+    def error_class_badge(self, obj):
+        return badge(obj.error_class, obj.get_error_class_display(), ERROR_TONES.get(obj.error_class, "muted"))
+
+    @admin.display(description="state", ordering="state")
+    def state_badge(self, obj):
+        return badge(obj.state, obj.get_state_display(), STATE_TONES.get(obj.state, "muted"))
+
+    @admin.display(description="error")
+    def error_text(self, obj):
+        return format_html('<pre class="ef-pre">{}</pre>', obj.error)
+
+    @admin.display(description="payload")
+    def payload_pretty(self, obj):
+        payload = dict(obj.payload) if isinstance(obj.payload, dict) else obj.payload
+        if isinstance(payload, dict) and isinstance(payload.get("data"), str):
+            with contextlib.suppress(ValueError):
+                payload["data"] = json.loads(payload["data"])
+        return format_html('<pre class="ef-pre">{}</pre>', json.dumps(payload, indent=2, ensure_ascii=False))
+
+    @admin.action(description="Requeue through the outbox (replay)", permissions=["change"])
+    def requeue_letters(self, request, queryset):
+        done, refusals = 0, []
+        for letter in queryset.defer(None):
+            try:
+                dead_letter_requeue(letter=letter, actor=request.user)
+            except DeadLetterRefused as exc:
+                refusals.append(str(exc))
+                continue
+            done += 1
+        report(self, request, "Requeued", done, refusals)
+
+    @admin.action(description="Resolve (asks for a note)", permissions=["change"])
+    def resolve_letters(self, request, queryset):
+        form = ResolveForm(request.POST if "confirm" in request.POST else None)
+        if form.is_bound and form.is_valid():
+            done, refusals = 0, []
+            for letter in queryset:
+                try:
+                    dead_letter_resolve(letter=letter, actor=request.user, note=form.cleaned_data["note"])
+                except DeadLetterRefused as exc:
+                    refusals.append(str(exc))
+                    continue
+                done += 1
+            report(self, request, "Resolved", done, refusals)
+            return None
+        return TemplateResponse(
+            request,
+            "admin/confirm_action.html",
+            {
+                **self.admin_site.each_context(request),
+                "title": "Resolve dead letters",
+                "opts": self.model._meta,
+                "queryset": queryset,
+                "objects": [f"#{letter.pk} {letter} [{letter.state}]" for letter in queryset],
+                "form": form,
+                "action": "resolve_letters",
+                "action_checkbox_name": ACTION_CHECKBOX_NAME,
+                "confirm_label": "Resolve",
+                "explanation": "Resolved letters are closed: they are neither requeued nor shown as open.",
+            },
+        )
+
+    # --- the pipeline health page ------------------------------------------------------------------------
+
+    def get_urls(self):
+        urls = [path("health/", self.admin_site.admin_view(self.health_view), name="pipeline_health")]
+        return urls + super().get_urls()
+
+    def health_view(self, request):
+        if not health.can_view_health(request.user):
+            raise PermissionDenied
+        snapshot = health.health_snapshot()
+        return TemplateResponse(
+            request,
+            "admin/pipeline/health.html",
+            {
+                **self.admin_site.each_context(request),
+                "title": "Pipeline health",
+                "opts": self.model._meta,
+                "snapshot": snapshot,
+                "snapshot_html": render_to_string("admin/pipeline/health_snapshot.html", {"snapshot": snapshot}),
+                "push_seconds": health.push_seconds(),
+            },
+        )
+
+
+@admin.register(LLMCall)
+class LLMCallAdmin(admin.ModelAdmin):
+    list_display = (
+        "created_at",
+        "prompt",
+        "model",
+        "item_link",
+        "latency_ms",
+        "input_tokens",
+        "output_tokens",
+        "reasoning_tokens",
+        "outcome",
+    )
+    list_filter = ("prompt", "outcome", "model", "created_at")
+    search_fields = ("=item__id", "prompt", "model")
+    ordering = ("-created_at",)
+    show_full_result_count = False
+    change_list_template = "admin/pipeline/llmcall/change_list.html"
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).defer("error")
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="item", ordering="item_id")
+    def item_link(self, obj):
+        if obj.item_id is None:
+            return "-"
+        url = reverse("admin:items_processeditem_change", args=[obj.item_id])
+        return format_html('<a href="{}">{}</a>', url, obj.item_id)
+
+    # --- the prompts page -----------------------------------------------------------------------------------
+
+    def get_urls(self):
+        urls = [path("prompts/", self.admin_site.admin_view(self.prompts_view), name="pipeline_prompts")]
+        return urls + super().get_urls()
+
+    def prompts_view(self, request):
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        return TemplateResponse(
+            request,
+            "admin/pipeline/prompts.html",
+            {
+                **self.admin_site.each_context(request),
+                "title": "Prompts",
+                "opts": self.model._meta,
+                "prompts": health.prompt_statuses(),
+            },
+        )
+
+
+def item_model_calls_panel(item: ProcessedItem):
+    """The model calls made for an item, on its admin page (registered into the items admin)."""
+    calls = list(
+        LLMCall.objects.filter(item_id=item.pk)
+        .only(
+            "prompt",
+            "model",
+            "latency_ms",
+            "input_tokens",
+            "output_tokens",
+            "reasoning_tokens",
+            "outcome",
+            "error",
+            "created_at",
+        )
+        .order_by("created_at", "pk")
+    )
+    letters = list(
+        DeadLetter.objects.filter(subject=str(item.pk)).only(
+            "pk", "stream", "group", "state", "error_class", "failed_at"
+        )
+    )
+    return render_to_string("admin/pipeline/item_model_calls.html", {"calls": calls, "letters": letters})
+
+
+if item_model_calls_panel not in ITEM_DETAIL_PANELS:
+    ITEM_DETAIL_PANELS.append(item_model_calls_panel)

@@ -1,0 +1,246 @@
+"""Dead letters (SPEC §3, §8): archiving `<stream>:dlq` entries, requeue and resolve, and the scheduled job
+that requeues transient ones a bounded number of times.
+
+Scheduling the auto-requeue job needs no management command: call `dead_letters_schedule()` once, e.g.
+`python -c "import django; django.setup(); from pipeline.deadletters import dead_letters_schedule as s; s()"`
+with DJANGO_SETTINGS_MODULE=eigenflux.settings, or from a deploy hook. Each run schedules the next one with
+`enqueue_at`, so a django-rq worker started with its scheduler (`rqworker --with-scheduler default`) keeps the
+chain going. Job ids are derived from the time slot, so scheduling twice never makes two chains. A one-off run:
+`django_rq.enqueue(dead_letters_auto_requeue_job)`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from items.outbox import outbox_event_create
+from pipeline.models import DeadLetter, DeadLetterState, ErrorClass
+
+log = logging.getLogger(__name__)
+
+AUTO_REQUEUE_JOB_PREFIX = "eigenflux-dead-letters-auto-requeue"
+TRUNCATION_MARK = "…[truncated]"
+
+
+class DeadLetterRefused(Exception):
+    """The letter cannot be requeued or resolved in its state (or its payload cannot be replayed)."""
+
+
+# --- archive --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Archived:
+    letter: DeadLetter
+    created: bool
+
+
+def dead_letter_archive(
+    *,
+    stream: str,
+    group: str,
+    message_id: str,
+    error_class: str,
+    error: str = "",
+    event_id: str = "",
+    subject: str = "",
+    event_type: str = "",
+    delivery_count: int = 0,
+    payload: dict | None = None,
+    failed_at: datetime | None = None,
+) -> Archived:
+    """Store one dead letter; a second copy of the same (stream, group, message_id) changes nothing.
+
+    A letter born from a requeued event inherits the auto-requeue count of the letter it was requeued from
+    (found by causation id), so the scheduled job's bound holds over the whole chain.
+    """
+    payload = payload or {}
+    inherited = 0
+    causation = payload.get("causationid") if isinstance(payload, dict) else None
+    if causation:
+        parent = DeadLetter.objects.filter(event_id=causation).values_list("auto_requeues", flat=True).first()
+        inherited = parent or 0
+    letter, created = DeadLetter.objects.get_or_create(
+        stream=stream[:100],
+        group=group[:100],
+        message_id=message_id[:32],
+        defaults={
+            "event_id": event_id[:64],
+            "subject": subject[:64],
+            "event_type": event_type[:100],
+            "error_class": error_class if error_class in ErrorClass.values else ErrorClass.PERMANENT,
+            "error": error,
+            "delivery_count": max(0, delivery_count),
+            "payload": payload,
+            "failed_at": failed_at or timezone.now(),
+            "auto_requeues": inherited,
+        },
+    )
+    return Archived(letter=letter, created=created)
+
+
+def dead_letter_archive_fields(fields: dict[str, str]) -> Archived:
+    """Archive a `<stream>:dlq` entry as the runtime writes it (pipeline.runtime.deadletter.dead_letter)."""
+    try:
+        payload = json.loads(fields.get("payload") or "{}")
+    except ValueError:
+        payload = {"_unparsed": fields.get("payload", "")[:8192]}
+    if not isinstance(payload, dict):
+        payload = {"_unparsed": str(payload)[:8192]}
+    try:
+        delivery_count = int(fields.get("delivery_count") or 0)
+    except ValueError:
+        delivery_count = 0
+    failed_at = parse_datetime(fields.get("failed_at", "").replace("Z", "+00:00")) if fields.get("failed_at") else None
+    if failed_at is not None and timezone.is_naive(failed_at):
+        failed_at = failed_at.replace(tzinfo=UTC)
+    return dead_letter_archive(
+        stream=fields.get("stream", ""),
+        group=fields.get("group", ""),
+        message_id=fields.get("message_id", ""),
+        event_id=fields.get("event_id", ""),
+        subject=fields.get("subject", ""),
+        event_type=fields.get("event_type", ""),
+        error_class=fields.get("error_class", ""),
+        error=fields.get("error", ""),
+        delivery_count=delivery_count,
+        payload=payload,
+        failed_at=failed_at,
+    )
+
+
+# --- requeue and resolve --------------------------------------------------------------------------------
+
+
+def _replayable_data(letter: DeadLetter) -> dict:
+    payload = letter.payload if isinstance(letter.payload, dict) else {}
+    if not letter.event_type or not payload.get("type"):
+        raise DeadLetterRefused(f"dead letter {letter.pk} is not an event (no type): resolve it instead")
+    raw = payload.get("data")
+    if payload.get("_truncated") or not isinstance(raw, str) or raw.endswith(TRUNCATION_MARK):
+        raise DeadLetterRefused(f"dead letter {letter.pk}: its payload was truncated and cannot be replayed")
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        raise DeadLetterRefused(f"dead letter {letter.pk}: its data is not valid JSON; resolve it instead") from None
+    if not isinstance(data, dict):
+        raise DeadLetterRefused(f"dead letter {letter.pk}: its data is not a JSON object; resolve it instead")
+    return data
+
+
+def dead_letter_requeue(*, letter: DeadLetter, actor=None) -> DeadLetter:
+    """Send the letter's event back to its stream through the outbox, `replay` set, and mark it requeued.
+
+    `actor` is the moderator; None means the scheduled job (counted in auto_requeues). Only open letters
+    can be requeued, so a second requeue of the same letter is refused.
+    """
+    data = _replayable_data(letter)
+    payload = letter.payload
+    with transaction.atomic():
+        changes = {"state": DeadLetterState.REQUEUED, "updated_at": timezone.now()}
+        if actor is None:
+            changes["auto_requeues"] = F("auto_requeues") + 1
+            changes["note"] = "requeued automatically"
+        else:
+            changes["resolved_by"] = actor
+            changes["note"] = f"requeued by {actor.get_username()}"
+        if not DeadLetter.objects.filter(pk=letter.pk, state=DeadLetterState.OPEN).update(**changes):
+            state = DeadLetter.objects.filter(pk=letter.pk).values_list("state", flat=True).first()
+            raise DeadLetterRefused(f"dead letter {letter.pk} is {state or 'gone'}; only open letters can be requeued")
+        outbox_event_create(
+            stream=letter.stream,
+            event_type=letter.event_type,
+            subject=letter.subject or payload.get("subject", ""),
+            data=data,
+            correlation_id=payload.get("correlationid") or None,
+            causation_id=letter.event_id or None,
+            traceparent=payload.get("traceparent") or None,
+            replay=True,
+        )
+    letter.refresh_from_db()
+    return letter
+
+
+def dead_letter_resolve(*, letter: DeadLetter, actor, note: str) -> DeadLetter:
+    """Close an open letter with a note saying what was done about it."""
+    note = note.strip()
+    if not note:
+        raise DeadLetterRefused("resolving a dead letter needs a note")
+    updated = DeadLetter.objects.filter(pk=letter.pk, state=DeadLetterState.OPEN).update(
+        state=DeadLetterState.RESOLVED, resolved_by=actor, note=note, updated_at=timezone.now()
+    )
+    if not updated:
+        state = DeadLetter.objects.filter(pk=letter.pk).values_list("state", flat=True).first()
+        raise DeadLetterRefused(f"dead letter {letter.pk} is {state or 'gone'}; only open letters can be resolved")
+    letter.refresh_from_db()
+    return letter
+
+
+# --- the scheduled auto-requeue --------------------------------------------------------------------------
+
+
+def dead_letters_auto_requeue(*, limit: int | None = None) -> int:
+    """Requeue open transient letters that are old enough and under the bound; returns how many.
+
+    Permanent letters are never touched: they wait for a person. Letters whose payload cannot be replayed
+    are skipped (and stay open for a person).
+    """
+    bound = settings.DEAD_LETTER_AUTO_REQUEUE_MAX
+    if bound <= 0:
+        return 0
+    cutoff = timezone.now() - timedelta(seconds=settings.DEAD_LETTER_AUTO_REQUEUE_MIN_AGE_SECONDS)
+    candidates = DeadLetter.objects.filter(
+        state=DeadLetterState.OPEN,
+        error_class=ErrorClass.TRANSIENT,
+        auto_requeues__lt=bound,
+        failed_at__lte=cutoff,
+    ).order_by("failed_at")[: limit or settings.DEAD_LETTER_AUTO_REQUEUE_BATCH]
+    count = 0
+    for letter in candidates:
+        try:
+            dead_letter_requeue(letter=letter, actor=None)
+        except DeadLetterRefused as exc:
+            log.info("auto-requeue skipped: %s", exc)
+            continue
+        count += 1
+    if count:
+        log.warning("auto-requeued %d transient dead letters", count)
+    return count
+
+
+def dead_letters_auto_requeue_job() -> int:
+    """The django-rq job: archive what waits in the dead-letter streams, requeue, schedule the next run."""
+    from pipeline.consumers.dlq_archive import dlq_archive_drain
+
+    try:
+        dlq_archive_drain()
+        return dead_letters_auto_requeue()
+    finally:
+        dead_letters_schedule()
+
+
+def dead_letters_schedule(*, queue_name: str = "default", at: datetime | None = None):
+    """Schedule the next auto-requeue run (idempotent per time slot). Returns the rq Job."""
+    import django_rq
+
+    interval = settings.DEAD_LETTER_AUTO_REQUEUE_INTERVAL_SECONDS
+    when = at or datetime.now(UTC) + timedelta(seconds=interval)
+    slot = math.floor(when.timestamp() / interval)
+    queue = django_rq.get_queue(queue_name)
+    return queue.enqueue_at(
+        datetime.fromtimestamp(slot * interval, tz=UTC) if at is None else when,
+        dead_letters_auto_requeue_job,
+        job_id=f"{AUTO_REQUEUE_JOB_PREFIX}-{slot}",
+        result_ttl=interval * 2,
+        failure_ttl=24 * 3600,
+    )

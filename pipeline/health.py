@@ -1,0 +1,230 @@
+"""Selectors for the admin's pipeline pages: the live health snapshot (streams and groups from XINFO, outbox
+backlog, open dead letters, throughput, model latency) and the prompts with their validation status."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import redis
+from django.conf import settings
+from django.db.models import Aggregate, Avg, Count, FloatField, Q, Sum
+from django.db.models.functions import TruncMinute
+from django.utils import timezone
+
+from eigenflux.redis import get_redis
+from items.events import STREAM_ITEM_EVENTS, STREAM_ITEM_PUBLISH, STREAM_ITEM_STATS, STREAM_PROFILE_UPDATE
+from items.models import ItemStatus, ProcessedItem, RawItem
+from pipeline.models import DeadLetter, DeadLetterState, LLMCall
+
+STREAMS = (STREAM_ITEM_PUBLISH, STREAM_ITEM_EVENTS, STREAM_PROFILE_UPDATE, STREAM_ITEM_STATS)
+HEALTH_STREAMS = STREAMS + tuple(f"{stream}:dlq" for stream in STREAMS)
+LATENCY_WINDOW = timedelta(hours=1)
+# Redis < 7 has no `lag` in XINFO GROUPS: count entries after last-delivered-id, up to a cap (shown as "cap+").
+LAG_COUNT_CAP = 100_000
+_COUNT_AFTER = """
+local n, start, cap = 0, '(' .. ARGV[1], tonumber(ARGV[2])
+while n < cap do
+  local batch = redis.call('XRANGE', KEYS[1], start, '+', 'COUNT', 1000)
+  if #batch == 0 then break end
+  n = n + #batch
+  start = '(' .. batch[#batch][1]
+end
+return n
+"""
+
+
+def can_view_health(user) -> bool:
+    """Staff with the dead-letter view permission (the moderators group has it): the page and its socket."""
+    return bool(user and user.is_active and user.is_staff and user.has_perm("pipeline.view_deadletter"))
+
+
+def push_seconds() -> float:
+    return settings.ADMIN_HEALTH_PUSH_SECONDS
+
+
+class Percentile(Aggregate):
+    function = "percentile_cont"
+    template = "%(function)s(%(fraction)s) WITHIN GROUP (ORDER BY %(expressions)s)"
+    output_field = FloatField()
+
+    def __init__(self, expression, fraction: float, **extra):
+        super().__init__(expression, fraction=float(fraction), **extra)
+
+
+def stream_figures(client: redis.Redis, streams: tuple[str, ...] = HEALTH_STREAMS) -> list[dict]:
+    """Per stream: length and, per group, pending, lag, last-delivered id and its consumers with idle time."""
+    counter = client.register_script(_COUNT_AFTER)
+    out = []
+    for stream in streams:
+        try:
+            length = client.xlen(stream)
+            groups = client.xinfo_groups(stream) if client.exists(stream) else []
+        except redis.ResponseError:
+            length, groups = 0, []
+        figures = {"stream": stream, "length": length, "exists": bool(groups) or length > 0, "groups": []}
+        for group in groups:
+            lag = group.get("lag")
+            if lag is None:
+                lag = counter(keys=[stream], args=[group["last-delivered-id"], LAG_COUNT_CAP])
+            consumers = client.xinfo_consumers(stream, group["name"])
+            figures["groups"].append(
+                {
+                    "name": group["name"],
+                    "pending": group["pending"],
+                    "lag": lag,
+                    "lag_capped": group.get("lag") is None and lag >= LAG_COUNT_CAP,
+                    "last_delivered_id": group["last-delivered-id"],
+                    "consumers": [
+                        {
+                            "name": consumer["name"],
+                            "pending": consumer["pending"],
+                            "idle_ms": consumer["idle"],
+                            "inactive_ms": consumer.get("inactive"),
+                        }
+                        for consumer in sorted(consumers, key=lambda c: c["idle"])
+                    ],
+                }
+            )
+        out.append(figures)
+    return out
+
+
+def outbox_figures() -> dict:
+    from pipeline.housekeeping import outbox_backlog
+
+    backlog, oldest = outbox_backlog()
+    return {"backlog": backlog, "oldest_age_seconds": round(oldest, 1)}
+
+
+def dead_letter_figures() -> dict:
+    open_letters = DeadLetter.objects.filter(state=DeadLetterState.OPEN)
+    by_origin = list(
+        open_letters.values("stream", "group", "error_class").annotate(count=Count("pk")).order_by("stream", "group")
+    )
+    return {"open": sum(row["count"] for row in by_origin), "by_origin": by_origin}
+
+
+def throughput_figures(minutes: int | None = None) -> dict:
+    """Per minute over the window: items published, and items reaching each terminal status."""
+    minutes = minutes or settings.ADMIN_HEALTH_THROUGHPUT_MINUTES
+    now = timezone.now()
+    start = (now - timedelta(minutes=minutes - 1)).replace(second=0, microsecond=0)
+    terminal = (ItemStatus.COMPLETED, ItemStatus.DISCARDED, ItemStatus.FAILED)
+    rows = (
+        ProcessedItem.objects.filter(processed_at__gte=start, status__in=terminal)
+        .annotate(minute=TruncMinute("processed_at"))
+        .values("minute", "status")
+        .annotate(count=Count("pk"))
+    )
+    published = (
+        RawItem.objects.filter(created_at__gte=start)
+        .annotate(minute=TruncMinute("created_at"))
+        .values("minute")
+        .annotate(count=Count("pk"))
+    )
+    series = {start + timedelta(minutes=i): dict.fromkeys(["published", *terminal], 0) for i in range(minutes)}
+    for row in rows:
+        if row["minute"] in series:
+            series[row["minute"]][row["status"]] = row["count"]
+    for row in published:
+        if row["minute"] in series:
+            series[row["minute"]]["published"] = row["count"]
+    points = [
+        {"minute": minute.strftime("%H:%M"), "finished": sum(counts[s] for s in terminal), **counts}
+        for minute, counts in sorted(series.items())
+    ]
+    processed = sum(p["finished"] for p in points)
+    return {
+        "minutes": minutes,
+        "points": points,
+        "processed": processed,
+        "published": sum(p["published"] for p in points),
+        "per_minute": round(processed / minutes, 2),
+        "peak": max((p["finished"] for p in points), default=0),
+    }
+
+
+def model_latency_figures(window: timedelta = LATENCY_WINDOW) -> list[dict]:
+    """Per prompt and model over the window: calls, errors, average and p95 latency, tokens."""
+    rows = (
+        LLMCall.objects.filter(created_at__gte=timezone.now() - window)
+        .values("prompt", "model")
+        .annotate(
+            calls=Count("pk"),
+            errors=Count("pk", filter=~Q(outcome="ok")),
+            avg_ms=Avg("latency_ms"),
+            p95_ms=Percentile("latency_ms", 0.95),
+            input_tokens=Sum("input_tokens"),
+            output_tokens=Sum("output_tokens"),
+            reasoning_tokens=Sum("reasoning_tokens"),
+        )
+        .order_by("prompt", "model")
+    )
+    return [{**row, "avg_ms": round(row["avg_ms"] or 0, 1), "p95_ms": round(row["p95_ms"] or 0, 1)} for row in rows]
+
+
+def health_snapshot(client: redis.Redis | None = None) -> dict:
+    """Everything the health page shows, JSON-serialisable (pushed over the WebSocket as is)."""
+    client = client or get_redis()
+    try:
+        streams, redis_error = stream_figures(client), ""
+    except redis.RedisError as exc:
+        streams, redis_error = [], f"Redis unavailable: {exc}"
+    return {
+        "generated_at": timezone.now().isoformat(),
+        "streams": streams,
+        "redis_error": redis_error,
+        "outbox": outbox_figures(),
+        "dead_letters": dead_letter_figures(),
+        "throughput": throughput_figures(),
+        "model_latency": model_latency_figures(),
+    }
+
+
+# --- prompts -----------------------------------------------------------------------------------------------
+
+
+def prompt_statuses() -> list[dict]:
+    """Each prompt with its result schema, example output and the start-up check's verdict on it."""
+    from pipeline.checks import check_prompts
+    from pipeline.llm.prompts import PROMPT_NAMES, PromptError, example_output, prompt_path, prompt_source
+    from pipeline.llm.schemas import TASK_SCHEMAS
+
+    errors: dict[str, list[str]] = {}
+    for error in check_prompts():
+        errors.setdefault(str(error.obj), []).append(f"{error.id}: {error.msg}")
+    since = timezone.now() - timedelta(days=1)
+    usage = {
+        row["prompt"]: row
+        for row in LLMCall.objects.filter(created_at__gte=since)
+        .values("prompt")
+        .annotate(calls=Count("pk"), invalid=Count("pk", filter=Q(outcome="invalid_output")), avg_ms=Avg("latency_ms"))
+    }
+    out = []
+    for name in PROMPT_NAMES:
+        schema = TASK_SCHEMAS.get(name)
+        try:
+            example = json.dumps(example_output(name), indent=2, ensure_ascii=False)
+        except PromptError as exc:
+            example = f"({exc})"
+        try:
+            source = prompt_source(name)
+        except PromptError as exc:
+            source = f"({exc})"
+        out.append(
+            {
+                "name": name,
+                "path": str(prompt_path(name)),
+                "schema_name": schema.__name__ if schema else "-",
+                "schema": json.dumps(schema.model_json_schema(), indent=2) if schema else "",
+                "example": example,
+                "source": source,
+                "errors": errors.get(name, []),
+                "valid": not errors.get(name),
+                "calls_24h": usage.get(name, {}).get("calls", 0),
+                "invalid_24h": usage.get(name, {}).get("invalid", 0),
+                "avg_ms_24h": round(usage.get(name, {}).get("avg_ms") or 0, 1),
+            }
+        )
+    return out

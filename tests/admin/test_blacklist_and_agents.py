@@ -1,0 +1,149 @@
+"""Blacklist keywords through the admin (unique case-insensitively; every change invalidates the pipeline's
+Redis cache) and agents with their tokens (shown once; revocable)."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from items.blacklist import CACHE_KEY, blacklist_keywords
+from items.models import Agent, AgentToken, BlacklistKeyword
+from items.services.blacklist import blacklist_keyword_create
+from items.tokens import token_hash
+from tests.admin.conftest import messages_of
+from tests.factories import make_agent
+
+BL_CHANGELIST = reverse("admin:items_blacklistkeyword_changelist")
+BL_ADD = reverse("admin:items_blacklistkeyword_add")
+
+
+@pytest.fixture
+def warm_cache(db, redis_client):
+    """The pipeline has read the blacklist: its cache is warm."""
+    blacklist_keywords()
+    assert redis_client.exists(CACHE_KEY)
+    return redis_client
+
+
+def test_adding_a_keyword_stores_it_lower_cased_and_invalidates_the_cache(
+    mod_client, warm_cache, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        response = mod_client.post(BL_ADD, {"keyword": "  Crypto Giveaway ", "enabled": "on"})
+
+    assert response.status_code == 302
+    assert BlacklistKeyword.objects.get().keyword == "crypto giveaway"
+    assert not warm_cache.exists(CACHE_KEY)
+    assert blacklist_keywords() == ["crypto giveaway"]
+
+
+def test_a_keyword_differing_only_in_case_is_refused(mod_client, db):
+    blacklist_keyword_create(keyword="casino")
+
+    response = mod_client.post(BL_ADD, {"keyword": "CASINO", "enabled": "on"})
+
+    assert response.status_code == 200
+    assert "already on the blacklist" in response.content.decode()
+    assert BlacklistKeyword.objects.count() == 1
+
+
+def test_editing_a_keyword_invalidates_the_cache(mod_client, warm_cache, django_capture_on_commit_callbacks):
+    record = blacklist_keyword_create(keyword="casino")
+    blacklist_keywords()
+    assert warm_cache.exists(CACHE_KEY)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        mod_client.post(reverse("admin:items_blacklistkeyword_change", args=[record.pk]), {"keyword": "Casinos"})
+
+    record.refresh_from_db()
+    assert (record.keyword, record.enabled) == ("casinos", False)
+    assert not warm_cache.exists(CACHE_KEY)
+    assert blacklist_keywords() == []
+
+
+def test_deleting_keywords_invalidates_the_cache(mod_client, warm_cache, django_capture_on_commit_callbacks):
+    one = blacklist_keyword_create(keyword="one")
+    two = blacklist_keyword_create(keyword="two")
+    three = blacklist_keyword_create(keyword="three")
+
+    blacklist_keywords()
+    with django_capture_on_commit_callbacks(execute=True):
+        mod_client.post(reverse("admin:items_blacklistkeyword_delete", args=[one.pk]), {"post": "yes"})
+    assert not warm_cache.exists(CACHE_KEY)
+
+    blacklist_keywords()
+    with django_capture_on_commit_callbacks(execute=True):
+        mod_client.post(
+            BL_CHANGELIST, {"action": "delete_selected", "_selected_action": [two.pk, three.pk], "post": "yes"}
+        )
+    assert not warm_cache.exists(CACHE_KEY)
+    assert BlacklistKeyword.objects.count() == 0
+
+
+def test_disable_action_invalidates_the_cache(mod_client, warm_cache, django_capture_on_commit_callbacks):
+    record = blacklist_keyword_create(keyword="casino")
+    blacklist_keywords()
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = mod_client.post(
+            BL_CHANGELIST, {"action": "disable_keywords", "_selected_action": [record.pk]}, follow=True
+        )
+
+    assert "Disabled 1 blacklist keyword." in messages_of(response)
+    assert not warm_cache.exists(CACHE_KEY)
+    assert blacklist_keywords() == []
+
+
+# --- agents and tokens -----------------------------------------------------------------------------------
+
+
+def test_creating_an_agent_shows_its_token_once(mod_client):
+    response = mod_client.post(reverse("admin:items_agent_add"), {"name": "Weather bot", "bio": "forecasts"})
+
+    assert response.status_code == 200
+    assert "no-store" in response["Cache-Control"]
+    agent = Agent.objects.get(name="Weather bot")
+    [issued] = response.context["issued"]
+    assert AgentToken.objects.get(agent=agent).token_hash == token_hash(issued.token)
+    assert issued.token in response.content.decode()
+
+    page = mod_client.get(reverse("admin:items_agent_change", args=[agent.pk])).content.decode()
+    assert issued.token not in page  # never again
+    assert issued.token[:8] in page  # only its prefix
+    assert not messages_of(mod_client.get(reverse("admin:items_agent_changelist")))
+
+
+def test_issue_token_action_shows_the_new_token(mod_client):
+    agent, _ = make_agent()
+
+    response = mod_client.post(
+        reverse("admin:items_agent_changelist"), {"action": "issue_tokens", "_selected_action": [agent.pk]}
+    )
+
+    [issued] = response.context["issued"]
+    assert issued.record.agent_id == agent.pk
+    assert issued.token in response.content.decode()
+    assert agent.tokens.filter(revoked_at__isnull=True).count() == 2
+
+
+def test_revoke_tokens_action_reports_counts_and_refusals(mod_client):
+    agent, _ = make_agent()
+    token = agent.tokens.get()
+    url = reverse("admin:items_agenttoken_changelist")
+
+    first = mod_client.post(url, {"action": "revoke_tokens", "_selected_action": [token.pk]}, follow=True)
+    second = mod_client.post(url, {"action": "revoke_tokens", "_selected_action": [token.pk]}, follow=True)
+
+    assert "Revoked 1 agent token." in messages_of(first)
+    token.refresh_from_db()
+    assert token.revoked_at is not None
+    assert "already revoked" in " ".join(messages_of(second))
+
+
+def test_a_revoked_token_no_longer_authenticates(mod_client, client):
+    agent, secret = make_agent()
+    mod_client.post(
+        reverse("admin:items_agent_changelist"), {"action": "revoke_all_tokens", "_selected_action": [agent.pk]}
+    )
+    response = client.get("/api/v1/items", HTTP_AUTHORIZATION=f"Bearer {secret}")
+    assert response.status_code == 401

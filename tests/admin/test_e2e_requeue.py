@@ -1,0 +1,62 @@
+"""End to end: an item whose publish event was dead-lettered is completed after a moderator requeues the
+letter — the archive copies the runtime's dead-letter entry, the requeue goes through the outbox with replay
+set, and a real `run_pipeline --burst` (relay + cg:item:publish, fake model server) finishes the item."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.contrib.auth.models import User
+from django.utils import timezone
+
+from items.events import ITEM_COMPLETED, ITEM_PUBLISHED, STREAM_ITEM_PUBLISH
+from items.models import ItemStatus, OutboxEvent, ProcessedItem
+from pipeline.consumers.dlq_archive import DlqArchiver
+from pipeline.deadletters import dead_letter_requeue
+from pipeline.models import DeadLetter, DeadLetterState
+from pipeline.runtime.deadletter import dead_letter
+from tests.factories import make_item
+from tests.pipeline.enrichment.conftest import enrich  # noqa: F401 - fixture
+from tests.pipeline.runtime.fixtures import pipeline_env, run_pipeline  # noqa: F401 - fixtures
+
+GROUP = "cg:item:publish"
+
+
+@pytest.mark.slow
+def test_requeued_dead_letter_completes_the_item(enrich, redis_client):  # noqa: F811 - the imported fixture
+    raw = make_item()
+    original = OutboxEvent.objects.get(subject=str(raw.pk), event_type=ITEM_PUBLISHED)
+    # The relay delivered the publish event; enrichment failed on every delivery and the runtime dead-lettered it.
+    redis_client.xgroup_create(STREAM_ITEM_PUBLISH, GROUP, id="0", mkstream=True)
+    message_id = redis_client.xadd(STREAM_ITEM_PUBLISH, original.envelope)
+    OutboxEvent.objects.filter(pk=original.pk).update(dispatched_at=timezone.now(), stream_message_id=message_id)
+    redis_client.xreadgroup(GROUP, "crashed-worker", {STREAM_ITEM_PUBLISH: ">"})
+    assert dead_letter(
+        redis_client,
+        stream=STREAM_ITEM_PUBLISH,
+        group=GROUP,
+        consumer="crashed-worker",
+        message_id=message_id,
+        fields=original.envelope,
+        delivery_count=4,
+        error_class="transient",
+        error="RetryLater: model unavailable",
+    )
+    ProcessedItem.objects.filter(pk=raw.pk).update(status=ItemStatus.FAILED, last_error="model unavailable")
+
+    DlqArchiver(client=redis_client).drain()
+    letter = DeadLetter.objects.get(subject=str(raw.pk))
+    moderator = User.objects.create_user("mod-e2e", is_staff=True)
+    dead_letter_requeue(letter=letter, actor=moderator)
+
+    enrich()
+
+    item = ProcessedItem.objects.get(pk=raw.pk)
+    assert item.status == ItemStatus.COMPLETED
+    assert DeadLetter.objects.get(pk=letter.pk).state == DeadLetterState.REQUEUED
+    replayed = OutboxEvent.objects.filter(subject=str(raw.pk), event_type=ITEM_PUBLISHED).exclude(pk=original.pk).get()
+    assert replayed.envelope["replay"] == "1" and replayed.dispatched_at is not None
+    completed = OutboxEvent.objects.get(subject=str(raw.pk), event_type=ITEM_COMPLETED)
+    assert completed.envelope["causationid"] == str(replayed.event_id)
+    assert json.loads(completed.envelope["data"])["status"] == "completed"

@@ -1,0 +1,205 @@
+"""The pipeline health snapshot (real Redis streams and groups, real rows), its admin page, the prompts
+page, and the WebSocket that pushes fresh snapshots to allowed staff users only."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from asgiref.sync import async_to_sync
+from asgiref.testing import ApplicationCommunicator
+from django.conf import settings as django_settings
+from django.contrib.auth.models import Permission, User
+from django.db import transaction
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from items.events import ITEM_PUBLISHED, STREAM_ITEM_PUBLISH, build_envelope
+from items.models import ItemStatus, ProcessedItem
+from pipeline.health import health_snapshot, prompt_statuses
+from pipeline.models import DeadLetter, LLMCall
+from tests.factories import make_item
+
+pytestmark = pytest.mark.django_db
+
+
+def stream_with_work(client, *, entries: int, delivered: int, group="cg:item:publish"):
+    client.xgroup_create(STREAM_ITEM_PUBLISH, group, id="0", mkstream=True)
+    for i in range(entries):
+        client.xadd(STREAM_ITEM_PUBLISH, build_envelope(event_type=ITEM_PUBLISHED, subject=str(i), data={}))
+    if delivered:
+        client.xreadgroup(group, "worker-a", {STREAM_ITEM_PUBLISH: ">"}, count=delivered)
+
+
+def test_snapshot_reports_streams_groups_consumers(redis_client):
+    stream_with_work(redis_client, entries=5, delivered=2)
+
+    snapshot = health_snapshot(redis_client)
+
+    publish = next(s for s in snapshot["streams"] if s["stream"] == STREAM_ITEM_PUBLISH)
+    assert publish["length"] == 5
+    [group] = publish["groups"]
+    assert (group["name"], group["pending"], group["lag"]) == ("cg:item:publish", 2, 3)
+    [consumer] = group["consumers"]
+    assert consumer["name"] == "worker-a" and consumer["pending"] == 2 and consumer["idle_ms"] >= 0
+    missing = next(s for s in snapshot["streams"] if s["stream"] == "stream:item:stats")
+    assert (missing["length"], missing["exists"], missing["groups"]) == (0, False, [])
+    json.dumps(snapshot)  # pushed over the socket as is
+
+
+def test_snapshot_reports_outbox_dead_letters_throughput_and_model_latency(redis_client):
+    make_item()
+    make_item()  # two undispatched publish events
+    done = make_item()
+    ProcessedItem.objects.filter(pk=done.pk).update(status=ItemStatus.COMPLETED, processed_at=timezone.now())
+    DeadLetter.objects.create(
+        stream="stream:item:publish",
+        group="cg:item:publish",
+        message_id="1-0",
+        error_class="transient",
+        failed_at=timezone.now(),
+    )
+    DeadLetter.objects.create(
+        stream="stream:item:publish",
+        group="cg:item:publish",
+        message_id="2-0",
+        error_class="transient",
+        failed_at=timezone.now(),
+        state="resolved",
+    )
+    for latency in (100, 200, 300, 400):
+        LLMCall.objects.create(prompt="safety", model="m", latency_ms=latency, input_tokens=10, outcome="ok")
+    LLMCall.objects.create(prompt="safety", model="m", latency_ms=5000, outcome="unavailable")
+
+    snapshot = health_snapshot(redis_client)
+
+    assert snapshot["outbox"]["backlog"] == 3
+    assert snapshot["outbox"]["oldest_age_seconds"] >= 0
+    assert snapshot["dead_letters"]["open"] == 1
+    assert snapshot["throughput"]["processed"] == 1 and snapshot["throughput"]["published"] == 3
+    assert snapshot["throughput"]["points"][-1]["completed"] == 1
+    [latency] = snapshot["model_latency"]
+    assert (latency["prompt"], latency["calls"], latency["errors"]) == ("safety", 5, 1)
+    assert latency["avg_ms"] == 1200.0 and latency["p95_ms"] > 400
+    assert latency["input_tokens"] == 40
+
+
+def test_health_page_renders_the_snapshot_and_opens_the_socket(mod_client, redis_client):
+    stream_with_work(redis_client, entries=3, delivered=1)
+
+    html = mod_client.get(reverse("admin:pipeline_health")).content.decode()
+
+    assert "Pipeline health" in html
+    assert "cg:item:publish" in html and "worker-a" in html
+    assert "/ws/admin/health" in html
+
+
+def test_prompts_page_lists_each_prompt_with_its_validation_status(mod_client):
+    statuses = {p["name"]: p for p in prompt_statuses()}
+    assert set(statuses) >= {"safety", "process_item"}
+    assert all(p["schema"] for p in statuses.values())
+
+    html = mod_client.get(reverse("admin:pipeline_prompts")).content.decode()
+    for name, status in statuses.items():
+        assert f'id="prompt-{name}"' in html
+        assert ("valid" if status["valid"] else "error") in html
+
+
+def test_prompts_page_shows_a_broken_prompt_as_invalid(mod_client, settings, tmp_path):
+    for path in django_settings.PROMPTS_DIR.glob("*.txt"):
+        (tmp_path / path.name).write_text(path.read_text())
+    (tmp_path / "safety.txt").write_text("no separator, no example")
+    settings.PROMPTS_DIR = tmp_path
+
+    statuses = {p["name"]: p for p in prompt_statuses()}
+
+    assert not statuses["safety"]["valid"] and statuses["safety"]["errors"]
+    assert statuses["process_item"]["valid"]
+
+
+# --- the WebSocket -----------------------------------------------------------------------------------------
+
+
+def session_headers(user: User) -> list[tuple[bytes, bytes]]:
+    client = Client()
+    client.force_login(user)
+    cookie = client.cookies[django_settings.SESSION_COOKIE_NAME].value
+    return [(b"cookie", f"{django_settings.SESSION_COOKIE_NAME}={cookie}".encode()), (b"origin", b"http://testserver")]
+
+
+async def _talk(headers, *, between=None, messages=2):
+    """Speak ASGI WebSocket to the project's application (channels.testing needs daphne, not installed)."""
+    from eigenflux.asgi import application
+
+    scope = {
+        "type": "websocket",
+        "path": "/ws/admin/health",
+        "headers": headers,
+        "query_string": b"",
+        "subprotocols": [],
+    }
+    communicator = ApplicationCommunicator(application, scope)
+    await communicator.send_input({"type": "websocket.connect"})
+    answer = await communicator.receive_output(timeout=5)
+    connected, code = answer["type"] == "websocket.accept", answer.get("code")
+    received = []
+    if connected:
+        for i in range(messages):
+            message = await communicator.receive_output(timeout=10)
+            received.append(json.loads(message["text"]))
+            if i == 0 and between is not None:
+                await between()
+    await communicator.send_input({"type": "websocket.disconnect", "code": 1000})
+    await communicator.wait(timeout=5)
+    return connected, code, received
+
+
+@pytest.mark.django_db(transaction=True)
+def test_socket_pushes_fresh_snapshots_to_a_moderator(settings):
+    from channels.db import database_sync_to_async
+
+    settings.ADMIN_HEALTH_PUSH_SECONDS = 0.2
+    user = User.objects.create_user("mod-ws", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="view_deadletter"))
+
+    @database_sync_to_async
+    def new_dead_letter():
+        with transaction.atomic():
+            DeadLetter.objects.create(
+                stream="stream:item:publish",
+                group="cg:item:publish",
+                message_id="9-0",
+                error_class="permanent",
+                failed_at=timezone.now(),
+            )
+
+    connected, _, received = async_to_sync(_talk)(session_headers(user), between=new_dead_letter)
+
+    assert connected
+    first, second = received
+    assert first["type"] == second["type"] == "health.snapshot"
+    assert first["snapshot"]["dead_letters"]["open"] == 0
+    assert second["snapshot"]["dead_letters"]["open"] == 1  # the value changed with no reload
+    assert 'id="card-dead-letters"' in second["html"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_socket_refuses_staff_without_permission_and_anonymous():
+    staff = User.objects.create_user("staff-ws", is_staff=True)
+
+    connected, code, _ = async_to_sync(_talk)(session_headers(staff))
+    assert not connected and code == 4403
+
+    connected, code, _ = async_to_sync(_talk)([(b"origin", b"http://testserver")])
+    assert not connected
+
+
+@pytest.mark.django_db(transaction=True)
+def test_socket_refuses_a_foreign_origin():
+    user = User.objects.create_user("mod-ws2", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="view_deadletter"))
+    headers = [h for h in session_headers(user) if h[0] != b"origin"] + [(b"origin", b"http://evil.example")]
+
+    connected, _, _ = async_to_sync(_talk)(headers)
+    assert not connected

@@ -1,0 +1,285 @@
+"""Item actions through the admin, as a moderator: each one's effect (row, decision, outbox event) and its
+refusals; the take-down confirmation page; the item detail page."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.urls import reverse
+
+from items.events import ITEM_COMPLETED, ITEM_DISCARDED, ITEM_PUBLISHED, STREAM_ITEM_EVENTS, STREAM_ITEM_PUBLISH
+from items.models import DecisionStage, ItemStatus, ModerationDecision, OutboxEvent, ProcessedItem
+from items.services.moderation import ActionRefused, item_approve, item_requeue, item_takedown
+from pipeline.models import LLMCall
+from tests.admin.conftest import discarded, item_in, messages_of
+
+CHANGELIST = reverse("admin:items_processeditem_changelist")
+
+
+def act(client, action: str, *items, **extra):
+    data = {"action": action, "_selected_action": [str(i.pk) for i in items], **extra}
+    return client.post(CHANGELIST, data, follow=True)
+
+
+def events_for(item, event_type: str) -> list[OutboxEvent]:
+    return list(OutboxEvent.objects.filter(subject=str(item.pk), event_type=event_type).order_by("id"))
+
+
+def moderator_decisions(item) -> list[ModerationDecision]:
+    return list(ModerationDecision.objects.filter(item=item, stage=DecisionStage.MODERATOR).order_by("id"))
+
+
+# --- requeue ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("status", [ItemStatus.DISCARDED, ItemStatus.FAILED, ItemStatus.COMPLETED])
+def test_requeue_resets_the_item_and_republishes_with_replay(mod_client, moderator, status):
+    item = item_in(
+        status,
+        reason="content_evaluation" if status == ItemStatus.DISCARDED else "",
+        embedding=[0.1] * 384,
+        extraction={"summary": "x"},
+        attempts=3,
+        last_error="boom",
+    )
+    before = len(events_for(item, ITEM_PUBLISHED))
+
+    response = act(mod_client, "requeue_items", item)
+
+    assert "Requeued 1 processed item." in messages_of(response)
+    item.refresh_from_db()
+    assert item.status == ItemStatus.PENDING
+    assert item.reason == ""
+    assert item.embedding is None and item.extraction is None and item.safety_passed_at is None
+    assert item.attempts == 0 and item.last_error == ""
+    published = events_for(item, ITEM_PUBLISHED)
+    assert len(published) == before + 1
+    event = published[-1]
+    assert event.stream == STREAM_ITEM_PUBLISH
+    assert event.envelope["replay"] == "1"
+    assert json.loads(event.envelope["data"]) == {"item_id": str(item.pk), "author_id": str(item.author_id)}
+    [decision] = moderator_decisions(item)
+    assert (decision.verdict, decision.actor, decision.moderator_id) == ("requeued", moderator.username, moderator.pk)
+
+
+@pytest.mark.parametrize("status", [ItemStatus.PENDING, ItemStatus.PROCESSING, ItemStatus.DELETED])
+def test_requeue_is_refused_where_it_makes_no_sense(mod_client, status):
+    item = item_in(status)
+    before = OutboxEvent.objects.count()
+
+    response = act(mod_client, "requeue_items", item)
+
+    text = " ".join(messages_of(response))
+    assert "Requeued 0" in text
+    assert "1 refused" in text
+    assert ("deleted by its author" if status == ItemStatus.DELETED else f"it is {status}") in text
+    item.refresh_from_db()
+    assert item.status == status
+    assert OutboxEvent.objects.count() == before
+    assert moderator_decisions(item) == []
+
+
+def test_bulk_requeue_counts_successes_and_lists_refusals(mod_client):
+    ok = [discarded(), item_in(ItemStatus.FAILED)]
+    refused = item_in(ItemStatus.PENDING)
+
+    text = " ".join(messages_of(act(mod_client, "requeue_items", *ok, refused)))
+
+    assert "Requeued 2" in text
+    assert "1 refused" in text and f"item {refused.pk}" in text
+
+
+def test_a_second_requeue_loses_the_race(moderator):
+    item = discarded()
+    item_requeue(item=item, moderator=moderator)
+    with pytest.raises(ActionRefused, match="it is pending"):
+        item_requeue(item=ProcessedItem.objects.get(pk=item.pk), moderator=moderator)
+
+
+# --- approve ---------------------------------------------------------------------------------------------
+
+
+def test_approve_with_extracted_fields_completes_at_once(mod_client, moderator):
+    item = discarded(summary="Spare GPU hours this weekend", keywords=["gpu"], analyzer="local", quality=0.1)
+
+    text = " ".join(messages_of(act(mod_client, "approve_items", item)))
+
+    assert "Approved 1" in text
+    item.refresh_from_db()
+    assert item.status == ItemStatus.COMPLETED
+    assert item.reason == ""
+    assert item.processed_at is not None
+    assert item.search_vector  # findable by search now
+    [event] = events_for(item, ITEM_COMPLETED)
+    assert event.stream == STREAM_ITEM_EVENTS
+    assert json.loads(event.envelope["data"])["status"] == "completed"
+    assert events_for(item, ITEM_PUBLISHED)[-1].envelope["replay"] == ""  # only the original publish
+    [decision] = moderator_decisions(item)
+    assert (decision.verdict, decision.category, decision.actor) == ("approved", "completed", moderator.username)
+
+
+def test_approve_without_extraction_sends_it_back_with_the_override(mod_client):
+    item = discarded()  # discarded at a cheap gate: never extracted
+
+    act(mod_client, "approve_items", item)
+
+    item.refresh_from_db()
+    assert item.status == ItemStatus.PENDING
+    event = events_for(item, ITEM_PUBLISHED)[-1]
+    assert event.envelope["replay"] == "1"
+    assert json.loads(event.envelope["data"]) == {
+        "item_id": str(item.pk),
+        "author_id": str(item.author_id),
+        "override": "approve",
+    }
+    assert events_for(item, ITEM_COMPLETED) == []
+    assert moderator_decisions(item)[0].category == "extraction_pending"
+
+
+@pytest.mark.parametrize(
+    "status", [ItemStatus.COMPLETED, ItemStatus.PENDING, ItemStatus.PROCESSING, ItemStatus.DELETED]
+)
+def test_approve_is_refused_where_it_makes_no_sense(mod_client, status):
+    item = item_in(status, summary="s", analyzer="local")
+    before = OutboxEvent.objects.count()
+
+    text = " ".join(messages_of(act(mod_client, "approve_items", item)))
+
+    assert "Approved 0" in text and "1 refused" in text
+    item.refresh_from_db()
+    assert item.status == status
+    assert OutboxEvent.objects.count() == before
+
+
+# --- take down -------------------------------------------------------------------------------------------
+
+
+def test_take_down_asks_for_a_reason_first(mod_client):
+    item = item_in(ItemStatus.COMPLETED, summary="s")
+
+    response = act(mod_client, "take_down_items", item)
+
+    assert response.status_code == 200
+    assert b"Take down items" in response.content and b'name="reason"' in response.content
+    item.refresh_from_db()
+    assert item.status == ItemStatus.COMPLETED  # nothing happened yet
+
+    blank = act(mod_client, "take_down_items", item, confirm="1", reason="   ")
+    assert b"This field is required" in blank.content
+    item.refresh_from_db()
+    assert item.status == ItemStatus.COMPLETED
+
+
+def test_take_down_discards_with_the_moderators_reason(mod_client, moderator):
+    item = item_in(ItemStatus.COMPLETED, summary="s")
+
+    response = act(mod_client, "take_down_items", item, confirm="1", reason="Phishing link reported by users")
+
+    assert "Took down 1" in " ".join(messages_of(response))
+    item.refresh_from_db()
+    assert item.status == ItemStatus.DISCARDED
+    assert item.reason == "content_evaluation"
+    [event] = events_for(item, ITEM_DISCARDED)
+    assert json.loads(event.envelope["data"])["reason"] == "content_evaluation"
+    [decision] = moderator_decisions(item)
+    assert (decision.verdict, decision.reason, decision.moderator_id) == (
+        "taken_down",
+        "Phishing link reported by users",
+        moderator.pk,
+    )
+
+
+def test_take_down_of_an_item_being_enriched_wins_over_the_consumer(moderator):
+    item = item_in(ItemStatus.PROCESSING, claimed_by="1-0@holder")
+    item_takedown(item=item, moderator=moderator, reason="spam wave")
+    # The consumer's later writes are conditional on processing + its claim: nothing matches any more.
+    assert not ProcessedItem.objects.filter(pk=item.pk, status=ItemStatus.PROCESSING, claimed_by="1-0@holder").exists()
+
+
+@pytest.mark.parametrize("status", [ItemStatus.DISCARDED, ItemStatus.DELETED])
+def test_take_down_is_refused_where_it_makes_no_sense(mod_client, status):
+    item = item_in(status)
+
+    text = " ".join(messages_of(act(mod_client, "take_down_items", item, confirm="1", reason="bad")))
+
+    assert "Took down 0" in text and "1 refused" in text
+    item.refresh_from_db()
+    assert item.status == status
+
+
+def test_every_action_refuses_deleted_items(moderator):
+    item = item_in(ItemStatus.DELETED)
+    for call in (
+        lambda: item_requeue(item=item, moderator=moderator),
+        lambda: item_approve(item=item, moderator=moderator),
+        lambda: item_takedown(item=item, moderator=moderator, reason="x"),
+    ):
+        with pytest.raises(ActionRefused, match="deleted by its author"):
+            call()
+    assert ProcessedItem.objects.get(pk=item.pk).status == ItemStatus.DELETED
+
+
+# --- detail page -----------------------------------------------------------------------------------------
+
+
+def test_item_page_shows_content_fields_history_model_calls_and_group(mod_client, moderator):
+    first = item_in(ItemStatus.COMPLETED, summary="First of the group", group_id=None)
+    ProcessedItem.objects.filter(pk=first.pk).update(group_id=first.pk)
+    item = discarded(summary="Cheap GPUs", keywords=["gpu"], group_id=first.pk, analyzer="local")
+    ModerationDecision.objects.create(
+        item=item,
+        actor="pipeline",
+        stage="safety",
+        verdict="flagged",
+        category="fraud",
+        reason="too good to be true",
+        model="fake-safety",
+    )
+    LLMCall.objects.create(
+        prompt="safety",
+        model="fake-safety",
+        item_id=item.pk,
+        latency_ms=123.4,
+        input_tokens=55,
+        output_tokens=7,
+        outcome="ok",
+    )
+
+    response = mod_client.get(reverse("admin:items_processeditem_change", args=[item.pk]))
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert item.raw.content in html
+    assert "Cheap GPUs" in html
+    assert "too good to be true" in html and "fraud" in html
+    assert "123.4" in html and "fake-safety" in html  # the model call with its latency
+    assert "First of the group" in html
+    assert 'value="approve_items"' in html
+    assert 'name="_save"' not in html  # read-only: changes go through the actions
+
+
+def test_changelist_search_by_id_and_content(mod_client):
+    item = item_in(ItemStatus.COMPLETED, summary="Quantum annealing time for rent")
+    other = item_in(ItemStatus.COMPLETED, summary="Something else")
+
+    by_id = mod_client.get(CHANGELIST, {"q": str(item.pk)})
+    by_summary = mod_client.get(CHANGELIST, {"q": "annealing"})
+
+    assert list(by_id.context["cl"].result_list) == [item]
+    assert [i.pk for i in by_summary.context["cl"].result_list] == [item.pk]
+    assert other.pk not in [i.pk for i in by_summary.context["cl"].result_list]
+
+
+def test_changelist_filters_by_safety_flag_and_domain(mod_client):
+    flagged = discarded(domains=["finance"])
+    ModerationDecision.objects.create(
+        item=flagged, actor="pipeline", stage="safety", verdict="flagged", category="phishing"
+    )
+    clean = item_in(ItemStatus.COMPLETED, domains=["ai"])
+
+    by_flag = mod_client.get(CHANGELIST, {"safety_flag": "phishing"})
+    by_domain = mod_client.get(CHANGELIST, {"domain": "ai"})
+
+    assert [i.pk for i in by_flag.context["cl"].result_list] == [flagged.pk]
+    assert [i.pk for i in by_domain.context["cl"].result_list] == [clean.pk]
