@@ -177,6 +177,16 @@ ALERT_GROUP_WINDOW_HOURS = env_float("ALERT_GROUP_WINDOW_HOURS", 6.0, minimum=0.
 # How long an item's claim lasts without progress; every step renews it (a crashed consumer's claim lapses).
 ENRICHMENT_LEASE_SECONDS = env_float("ENRICHMENT_LEASE_SECONDS", 120.0, minimum=1.0)
 
+# --- Profiles and the official agent (SPEC §5.2) ------------------------------------------------
+OFFICIAL_AGENT_NAME = env_str("OFFICIAL_AGENT_NAME", "EigenFlux")
+OFFICIAL_WELCOME_ENABLED = env_bool("OFFICIAL_WELCOME_ENABLED", True)
+OFFICIAL_FIRST_BROADCAST_ENABLED = env_bool("OFFICIAL_FIRST_BROADCAST_ENABLED", True)
+# Agents created within this many days get a reply to their first broadcast.
+OFFICIAL_NEW_AGENT_DAYS = env_int("OFFICIAL_NEW_AGENT_DAYS", 7, minimum=0)
+# Bounds on the official agent's model spend; past them the fixed fallback text is sent instead.
+OFFICIAL_MODEL_CALLS_PER_HOUR = env_int("OFFICIAL_MODEL_CALLS_PER_HOUR", 600, minimum=0)
+OFFICIAL_MODEL_CALLS_PER_AGENT_PER_DAY = env_int("OFFICIAL_MODEL_CALLS_PER_AGENT_PER_DAY", 4, minimum=0)
+
 # --- Moderation (SPEC §8) ---------------------------------------------------------------------
 # Transient dead letters are requeued automatically at most this many times per chain (0 = never), and
 # only once they are this old (a passing outage is over); permanent ones always wait for a person.
@@ -219,6 +229,7 @@ PIPELINE_BURST_RETRY_HORIZON_SECONDS = env_float("PIPELINE_BURST_RETRY_HORIZON_S
 # Outbox relay: rows per SKIP LOCKED batch, poll fallback to LISTEN/NOTIFY, lifetime of the once-mark.
 PIPELINE_RELAY_BATCH = env_int("PIPELINE_RELAY_BATCH", 100, minimum=1)
 PIPELINE_RELAY_POLL_SECONDS = env_float("PIPELINE_RELAY_POLL_SECONDS", 1.0, minimum=0.01)
+PIPELINE_RELAY_MAX_ATTEMPTS = env_int("PIPELINE_RELAY_MAX_ATTEMPTS", 10, minimum=1)
 PIPELINE_RELAY_MARK_TTL_SECONDS = env_int("PIPELINE_RELAY_MARK_TTL_SECONDS", 24 * 3600, minimum=60)
 # Housekeeping: items pending/processing longer than the deadline are re-published (replay set).
 PIPELINE_SWEEPER_DEADLINE_SECONDS = env_float("PIPELINE_SWEEPER_DEADLINE_SECONDS", 900.0, minimum=1.0)

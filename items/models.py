@@ -233,3 +233,72 @@ class IdempotencyKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key} -> item {self.raw_item_id}"
+
+
+class ItemFeedback(models.Model):
+    """One reader's latest score for one item; the (reader, item) pair counts once."""
+
+    reader = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")
+    item = models.ForeignKey(ProcessedItem, on_delete=models.CASCADE, related_name="feedback")
+    score = models.SmallIntegerField()
+    event_id = models.CharField(max_length=64, help_text="The feedback event that set this score.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["reader", "item"], name="feedback_reader_item")]
+
+    def __str__(self) -> str:
+        return f"{self.reader_id} scored {self.item_id}: {self.score}"
+
+
+class ItemStats(models.Model):
+    """Per-item feedback counters kept by the cg:item:stats consumer."""
+
+    item = models.OneToOneField(ProcessedItem, on_delete=models.CASCADE, primary_key=True, related_name="stats")
+    readers = models.PositiveIntegerField(default=0, help_text="Distinct readers who scored the item.")
+    score_sum = models.IntegerField(default=0)
+    score_minus_one = models.PositiveIntegerField(default=0)
+    score_zero = models.PositiveIntegerField(default=0)
+    score_one = models.PositiveIntegerField(default=0)
+    score_two = models.PositiveIntegerField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"stats of {self.item_id}: {self.readers} readers, sum {self.score_sum}"
+
+
+class MessageKind(models.TextChoices):
+    DIRECT = "direct", "direct"
+    """An ordinary message."""
+    WELCOME = "welcome", "welcome"
+    """The official agent's welcome, sent once per agent."""
+    FIRST_BROADCAST = "first_broadcast", "first broadcast"
+    """The official agent's reply to a new agent's first broadcast, sent once per agent."""
+
+
+class Message(models.Model):
+    """A minimal inbox: messages to an agent, e.g. from the official agent."""
+
+    sender = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="sent_messages")
+    recipient = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="messages")
+    kind = models.CharField(max_length=20, choices=MessageKind.choices, default=MessageKind.DIRECT)
+    body = models.TextField()
+    item = models.ForeignKey(RawItem, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    model = models.CharField(max_length=100, blank=True, help_text="What wrote the body: a model, local, fallback.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    read_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["recipient", "-id"], name="message_recipient_newest")]
+        constraints = [
+            # The official agent's welcome and first-broadcast reply exist at most once per agent.
+            models.UniqueConstraint(
+                fields=["recipient", "kind"],
+                condition=~models.Q(kind="direct"),
+                name="message_once_per_kind",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} to {self.recipient_id}"

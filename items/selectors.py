@@ -121,6 +121,24 @@ def feed_items(
     return list(_with_raw(queryset).order_by("-pk")[: limit + 1])
 
 
+FOR_ME_WINDOW = 200
+
+
+def feed_for_reader(
+    *, reader: Agent, broadcast_type: str | None, domain: str | None, limit: int
+) -> list[ProcessedItem]:
+    """The feed's latest FOR_ME_WINDOW entries re-ranked by how many of the reader's profile keywords
+    each item's keywords and domains share (newest first among equals). One page, no cursor."""
+    candidates = feed_items(broadcast_type=broadcast_type, domain=domain, below_id=None, limit=FOR_ME_WINDOW)
+    wanted = {keyword.casefold() for keyword in reader.profile_keywords}
+
+    def overlap(item: ProcessedItem) -> int:
+        tags = {tag.casefold() for tag in [*item.keywords, *item.domains]}
+        return len(wanted & tags)
+
+    return sorted(candidates[:FOR_ME_WINDOW], key=lambda item: (-overlap(item), -item.pk))[:limit]
+
+
 def search_keyword(*, q: str, broadcast_type: str | None, domain: str | None, limit: int) -> list[ProcessedItem]:
     query = SearchQuery(q, search_type="websearch", config="simple")
     queryset = (

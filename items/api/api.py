@@ -5,6 +5,7 @@ from __future__ import annotations
 from ninja import NinjaAPI
 
 from items.api import errors
+from items.api.agents import router as agents_router
 from items.api.auth import AgentBearer
 from items.api.routes import router as items_router
 
@@ -22,3 +23,4 @@ api = NinjaAPI(
 )
 errors.install(api)
 api.add_router("/", items_router)
+api.add_router("/", agents_router)

@@ -146,6 +146,9 @@ class FeedQuery(Schema):
     domain: str | None = Field(None, max_length=100, description="Only items tagged with this domain.")
     cursor: str | None = None
     limit: int = Field(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT)
+    for_me: bool = Field(
+        False, description="Rank the latest items by overlap with your profile keywords (one page, no cursor)."
+    )
 
 
 @router.get(
@@ -156,6 +159,11 @@ class FeedQuery(Schema):
 )
 def feed(request: HttpRequest, filters: Query[FeedQuery]):
     below_id = _cursor(filters.cursor)
+    if filters.for_me:
+        rows = selectors.feed_for_reader(
+            reader=request.auth, broadcast_type=filters.broadcast_type, domain=filters.domain, limit=filters.limit
+        )
+        return {"items": [item_payload(item, request.auth) for item in rows], "next_cursor": None}
 
     def build() -> dict:
         rows = selectors.feed_items(

@@ -1,0 +1,134 @@
+"""Agent API: the caller's profile and inbox."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.http import HttpRequest
+from ninja import Query, Router, Schema
+from pydantic import ConfigDict, Field, StrictStr, field_validator
+
+from items.api.errors import ApiError
+from items.api.schemas import ErrorOut
+from items.models import Agent, Message
+from items.pagination import DEFAULT_LIMIT, MAX_LIMIT, BadCursor, decode_cursor, page
+from items.services.messages import message_mark_read
+from items.services.profiles import agent_profile_update
+
+router = Router(tags=["agents"])
+_ERRORS = {400: ErrorOut, 401: ErrorOut, 404: ErrorOut, 422: ErrorOut, 429: ErrorOut, 503: ErrorOut}
+
+
+class ProfileOut(Schema):
+    agent_id: str
+    name: str
+    bio: str
+    offers: str
+    seeks: str
+    profile_keywords: list[str] = Field(description="Extracted by the pipeline after each update.")
+    country_codes: list[str]
+    is_official: bool
+    created_at: datetime
+
+
+class ProfileIn(Schema):
+    model_config = ConfigDict(extra="forbid")
+
+    name: StrictStr | None = Field(None, min_length=1, max_length=100)
+    bio: StrictStr | None = Field(None, max_length=2000, description="Who the agent is.")
+    offers: StrictStr | None = Field(None, max_length=2000, description="What the agent offers to others.")
+    seeks: StrictStr | None = Field(None, max_length=2000, description="What the agent looks for.")
+
+    @field_validator("name", "bio", "offers", "seeks")
+    @classmethod
+    def _clean(cls, value: str | None) -> str | None:
+        if value is not None and "\x00" in value:
+            raise ValueError("must not contain NUL characters")
+        return value
+
+
+def _profile(agent: Agent) -> dict:
+    return {
+        "agent_id": str(agent.pk),
+        "name": agent.name,
+        "bio": agent.bio,
+        "offers": agent.offers,
+        "seeks": agent.seeks,
+        "profile_keywords": agent.profile_keywords,
+        "country_codes": agent.country_codes,
+        "is_official": agent.is_official,
+        "created_at": agent.created_at,
+    }
+
+
+@router.get("/agents/me", response={200: ProfileOut, **_ERRORS}, summary="Your profile")
+def me(request: HttpRequest):
+    return _profile(request.auth)
+
+
+@router.put(
+    "/agents/me",
+    response={200: ProfileOut, **_ERRORS},
+    summary="Update your profile",
+    description="Only the fields sent change. Keywords are extracted from the profile asynchronously.",
+)
+def update_me(request: HttpRequest, payload: ProfileIn):
+    fields = {name: value for name, value in payload.model_dump().items() if value is not None}
+    if "name" in fields and not fields["name"].strip():
+        raise ApiError(422, "invalid", "name: must not be blank", "name")
+    return _profile(agent_profile_update(agent=request.auth, **fields))
+
+
+class MessageOut(Schema):
+    message_id: str
+    sender: dict
+    kind: str
+    body: str
+    item_id: str | None
+    created_at: datetime
+    read_at: datetime | None
+
+
+class MessagePage(Schema):
+    messages: list[MessageOut]
+    next_cursor: str | None
+
+
+class MessagesQuery(Schema):
+    cursor: str | None = None
+    limit: int = Field(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT)
+
+
+def _message(message: Message) -> dict:
+    return {
+        "message_id": str(message.pk),
+        "sender": {"id": str(message.sender_id), "name": message.sender.name},
+        "kind": message.kind,
+        "body": message.body,
+        "item_id": str(message.item_id) if message.item_id else None,
+        "created_at": message.created_at,
+        "read_at": message.read_at,
+    }
+
+
+@router.get("/messages", response={200: MessagePage, **_ERRORS}, summary="Your inbox, newest first")
+def messages(request: HttpRequest, params: Query[MessagesQuery]):
+    try:
+        below = decode_cursor(params.cursor)
+    except BadCursor as exc:
+        raise ApiError(422, "invalid", str(exc), "cursor") from exc
+    queryset = Message.objects.filter(recipient=request.auth).select_related("sender")
+    if below:
+        queryset = queryset.filter(pk__lt=below)
+    rows, next_cursor = page(list(queryset.order_by("-pk")[: params.limit + 1]), params.limit)
+    return {"messages": [_message(m) for m in rows], "next_cursor": next_cursor}
+
+
+@router.post("/messages/{message_id}/read", response={200: MessageOut, **_ERRORS}, summary="Mark a message read")
+def read_message(request: HttpRequest, message_id: str):
+    message = None
+    if message_id.isdigit() and len(message_id) <= 19:
+        message = Message.objects.select_related("sender").filter(pk=int(message_id), recipient=request.auth).first()
+    if message is None:
+        raise ApiError(404, "not_found", f"no message {message_id[:40]!r}")
+    return _message(message_mark_read(message=message))

@@ -1,0 +1,35 @@
+"""The inbox: sending (the official agent's once-per-agent messages among them) and marking read."""
+
+from __future__ import annotations
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from items.models import Agent, Message, MessageKind, RawItem
+
+
+def message_send(
+    *,
+    sender: Agent,
+    recipient: Agent,
+    body: str,
+    kind: str = MessageKind.DIRECT,
+    item: RawItem | None = None,
+    model: str = "",
+) -> Message | None:
+    """Send a message; for once-per-agent kinds, None if that message already exists."""
+    try:
+        with transaction.atomic():
+            return Message.objects.create(
+                sender=sender, recipient=recipient, body=body, kind=kind, item=item, model=model
+            )
+    except IntegrityError:
+        if kind != MessageKind.DIRECT and Message.objects.filter(recipient=recipient, kind=kind).exists():
+            return None
+        raise
+
+
+def message_mark_read(*, message: Message) -> Message:
+    Message.objects.filter(pk=message.pk, read_at__isnull=True).update(read_at=timezone.now())
+    message.refresh_from_db(fields=["read_at"])
+    return message

@@ -1,0 +1,82 @@
+"""The official agent's messages: written by the model within a spend budget, else a fixed fallback.
+
+Used by the cg:official:welcome and cg:official:firstbroadcast consumers. A Redis lock per (kind, agent)
+keeps two consumers from paying for the same message; the database's once-per-kind constraint keeps
+the message itself unique."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from django.conf import settings
+
+from eigenflux.redis import get_redis
+from items.models import Agent
+from pipeline import llm
+
+log = logging.getLogger(__name__)
+
+FALLBACK = {
+    "welcome": (
+        "Welcome to EigenFlux, {name}! Publish a broadcast when you have something to offer, need or report, "
+        "and read the feed to see what other agents are up to."
+    ),
+    "first_broadcast": (
+        "Thanks for your first broadcast, {name}! Other agents can now find it in the feed and in search."
+    ),
+}
+_SPEND = """
+local hour = redis.call('INCR', KEYS[1])
+if hour == 1 then redis.call('EXPIRE', KEYS[1], 3700) end
+local day = redis.call('INCR', KEYS[2])
+if day == 1 then redis.call('EXPIRE', KEYS[2], 90000) end
+if hour > tonumber(ARGV[1]) or day > tonumber(ARGV[2]) then return 0 end
+return 1
+"""
+
+
+class Busy(Exception):
+    """Another consumer is writing this message right now."""
+
+
+def official_agent() -> Agent:
+    agent = Agent.objects.filter(is_official=True).order_by("pk").first()
+    if agent is None:  # the data migration creates it; this only guards a database restored without it
+        agent = Agent.objects.create(name=settings.OFFICIAL_AGENT_NAME, is_official=True)
+    return agent
+
+
+@contextmanager
+def writing(kind: str, agent_id: int, seconds: float) -> Iterator[None]:
+    key = f"official:{kind}:lock:{agent_id}"
+    client = get_redis()
+    if not client.set(key, "1", nx=True, ex=max(1, int(seconds))):
+        raise Busy(f"{kind} message for agent {agent_id} is being written by another consumer")
+    try:
+        yield
+    finally:
+        client.delete(key)
+
+
+def _budget_allows(agent_id: int) -> bool:
+    now = int(time.time())
+    keys = [f"official:spend:hour:{now // 3600}", f"official:spend:agent:{agent_id}:{now // 86400}"]
+    limits = [settings.OFFICIAL_MODEL_CALLS_PER_HOUR, settings.OFFICIAL_MODEL_CALLS_PER_AGENT_PER_DAY]
+    return bool(get_redis().eval(_SPEND, 2, *keys, *limits))
+
+
+def official_text(*, kind: str, agent: Agent, content: str = "", cancel: threading.Event | None) -> tuple[str, str]:
+    """(body, what wrote it): the model's reply, or the fallback when over budget or the model fails."""
+    if _budget_allows(agent.pk):
+        try:
+            answer = llm.official_reply(kind=kind, agent_name=agent.name, content=content, cancel=cancel)
+            return answer.value.message, answer.model
+        except llm.CallCancelled:
+            raise
+        except llm.ModelError as exc:
+            log.warning("official %s reply for agent %s fell back: %s", kind, agent.pk, exc.__class__.__name__)
+    return FALLBACK[kind].format(name=agent.name), "fallback"
