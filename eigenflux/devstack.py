@@ -1,5 +1,6 @@
-"""`make run`: embedded services, migrations, demo credentials, then the web server and the pipeline
-as child processes until Ctrl-C, after which everything this started is stopped."""
+"""`make run`: embedded services, migrations, demo credentials, then the web server, the pipeline and the
+django-rq worker (scheduled jobs) as child processes until Ctrl-C, after which everything this started
+is stopped."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ def main() -> int:
     call_command("collectstatic", interactive=False, verbosity=0)
     password = _demo_superuser(settings.DATA_DIR)
     token = _demo_agent_token()
+    _schedule_jobs()
 
     # Children get explicit URLs, so they use the servers this process owns and stops.
     env = os.environ | {
@@ -39,6 +41,7 @@ def main() -> int:
     commands = {
         "web": [sys.executable, "-m", "uvicorn", "eigenflux.asgi:application", "--host", HOST, "--port", PORT],
         "pipeline": [sys.executable, str(base / "manage.py"), "run_pipeline"],
+        "jobs": [sys.executable, str(base / "manage.py"), "rqworker", "--with-scheduler", "default"],
     }
     children = {name: subprocess.Popen(cmd, env=env, cwd=base) for name, cmd in commands.items()}
     _banner(settings, password, token)
@@ -73,7 +76,16 @@ def _stop(children: dict[str, subprocess.Popen]) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-    print("stopped web and pipeline; embedded servers stop as this process exits.", file=sys.stderr)
+    print("stopped web, pipeline and jobs; embedded servers stop as this process exits.", file=sys.stderr)
+
+
+def _schedule_jobs() -> None:
+    """The scheduled django-rq jobs; each reschedules itself, and scheduling twice makes one chain."""
+    from pipeline.deadletters import dead_letters_schedule
+    from pipeline.maintenance import maintenance_schedule
+
+    dead_letters_schedule()
+    maintenance_schedule()
 
 
 def _demo_superuser(data_dir: Path) -> str:

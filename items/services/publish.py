@@ -81,3 +81,15 @@ def _replay(*, author: Agent, key: str, request_hash: str) -> RawItem | None:
 
 def _request_hash(**fields) -> str:
     return hashlib.sha256(json.dumps(fields, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+def idempotency_keys_prune() -> int:
+    """Forget Idempotency-Keys older than IDEMPOTENCY_TTL_HOURS (at least 24 h); returns how many."""
+    from datetime import timedelta
+
+    from django.conf import settings
+    from django.utils import timezone
+
+    cutoff = timezone.now() - timedelta(hours=settings.IDEMPOTENCY_TTL_HOURS)
+    deleted, _ = IdempotencyKey.objects.filter(created_at__lt=cutoff).delete()
+    return deleted

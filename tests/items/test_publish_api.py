@@ -214,3 +214,21 @@ def test_openapi_and_docs(client):
     assert {"202", "401", "413", "422"} <= set(operation["responses"])
     assert "BearerAuth" in json.dumps(doc["components"]["securitySchemes"]) or doc["components"]["securitySchemes"]
     assert client.get("/api/v1/docs").status_code == 200
+
+
+def test_idempotency_keys_are_kept_24h_and_pruned_after_the_ttl(api_client, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from items.services.publish import idempotency_keys_prune
+
+    settings.IDEMPOTENCY_TTL_HOURS = 24
+    post(api_client, {"content": "old"}, HTTP_IDEMPOTENCY_KEY="old")
+    post(api_client, {"content": "recent"}, HTTP_IDEMPOTENCY_KEY="recent")
+    IdempotencyKey.objects.filter(key="old").update(created_at=timezone.now() - timedelta(hours=25))
+    IdempotencyKey.objects.filter(key="recent").update(created_at=timezone.now() - timedelta(hours=23))
+    assert idempotency_keys_prune() == 1
+    assert list(IdempotencyKey.objects.values_list("key", flat=True)) == ["recent"]
+    # The recent key still replays.
+    assert post(api_client, {"content": "recent"}, HTTP_IDEMPOTENCY_KEY="recent").status_code == 200

@@ -1,0 +1,198 @@
+"""Publish throughput and latency under concurrent load on loopback, against the floor for this stack.
+
+Starts gunicorn (sync workers, persistent DB connections) on a scratch database, drives
+POST /api/v1/items/publish and the floor view (bench/floor/urls.py: the same three rows with the ORM,
+nothing else) with the same load in the same run, and prints a table.
+
+    .venv/bin/python bench/publish_throughput.py [--workers 3] [--concurrency 16] [--seconds 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import multiprocessing
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+BENCH_DB = "eigenflux_bench"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def prepare() -> tuple[dict[str, str], str]:
+    """A migrated scratch database on the configured server, an agent and its token."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "eigenflux.settings")
+    import django
+
+    django.setup()
+    import psycopg
+    from django.conf import settings
+
+    base_url = settings.DATABASE_URL
+    with psycopg.connect(base_url, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {BENCH_DB}")
+    bench_url = base_url.rsplit("/", 1)[0] + f"/{BENCH_DB}"
+    env = {
+        **os.environ,
+        "DATABASE_URL": bench_url,
+        "REDIS_URL": settings.REDIS_URL.split("?")[0] + "?db=9",
+        "SECRET_KEY": settings.SECRET_KEY,
+        "RATE_LIMIT_PUBLISH_PER_MINUTE": "0",
+        "LOG_LEVEL": "WARNING",
+        "DJANGO_SETTINGS_MODULE": "bench.floor.settings",
+    }
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
+    out = subprocess.run(
+        [sys.executable, "manage.py", "create_agent", "bench-agent"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    token = out.stdout.strip()
+    agent_id = out.stderr.split("#", 1)[1].split()[0]
+    env["BENCH_AGENT_ID"] = agent_id
+    return env, token
+
+
+def worker(port: int, path: str, token: str, seconds: float, threads: int, queue) -> None:
+    latencies: list[float] = []
+    errors = 0
+    lock = threading.Lock()
+    deadline = time.monotonic() + seconds
+
+    def loop(n: int) -> None:
+        nonlocal errors
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
+        local, count = [], 0
+        while time.monotonic() < deadline:
+            body = json.dumps({"content": f"bench broadcast {os.getpid()}-{n}-{count}: spare GPU hours"})
+            started = time.perf_counter()
+            try:
+                conn.request("POST", path, body=body, headers=headers)
+                response = conn.getresponse()
+                response.read()
+                ok = response.status == 202
+            except (OSError, http.client.HTTPException):
+                ok = False
+                conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            elapsed = time.perf_counter() - started
+            count += 1
+            if ok:
+                local.append(elapsed)
+            else:
+                with lock:
+                    errors += 1
+        with lock:
+            latencies.extend(local)
+
+    pool = [threading.Thread(target=loop, args=(n,)) for n in range(threads)]
+    for thread in pool:
+        thread.start()
+    for thread in pool:
+        thread.join()
+    queue.put((latencies, errors))
+
+
+def load(port: int, path: str, token: str, seconds: float, concurrency: int) -> dict:
+    processes = 2
+    queue = multiprocessing.Queue()
+    procs = [
+        multiprocessing.Process(
+            target=worker, args=(port, path, token, seconds, max(1, concurrency // processes), queue)
+        )
+        for _ in range(processes)
+    ]
+    for proc in procs:
+        proc.start()
+    results = [queue.get() for _ in procs]
+    for proc in procs:
+        proc.join()
+    latencies = sorted(lat for lats, _ in results for lat in lats)
+    errors = sum(err for _, err in results)
+    quantiles = statistics.quantiles(latencies, n=100) if len(latencies) > 100 else [float("nan")] * 99
+    return {
+        "requests": len(latencies),
+        "errors": errors,
+        "rps": len(latencies) / seconds,
+        "p50_ms": quantiles[49] * 1000,
+        "p99_ms": quantiles[98] * 1000,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workers", type=int, default=3)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    args = parser.parse_args()
+
+    env, token = prepare()
+    port = free_port()
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "eigenflux.wsgi:application",
+            "-w",
+            str(args.workers),
+            "-b",
+            f"127.0.0.1:{port}",
+            "--log-level",
+            "warning",
+            "--keep-alive",
+            "30",
+        ],
+        cwd=ROOT,
+        env=env,
+    )
+    try:
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        load(port, "/bench/floor", token, 2, args.concurrency)  # warm-up: connections, caches
+        load(port, "/api/v1/items/publish", token, 2, args.concurrency)
+        rows = [
+            ("floor: 3 ORM inserts, 1 transaction", load(port, "/bench/floor", token, args.seconds, args.concurrency)),
+            ("POST /api/v1/items/publish", load(port, "/api/v1/items/publish", token, args.seconds, args.concurrency)),
+        ]
+    finally:
+        server.terminate()
+        server.wait(10)
+    print(
+        f"\nPublish on loopback: gunicorn {args.workers} sync workers, {args.concurrency} concurrent clients, "
+        f"{args.seconds:.0f} s each, same run\n"
+    )
+    print(f"| {'endpoint':<38} | {'req/s':>7} | {'p50 ms':>7} | {'p99 ms':>7} | {'errors':>6} |")
+    print(f"|{'-' * 40}|{'-' * 9}|{'-' * 9}|{'-' * 9}|{'-' * 8}|")
+    for name, row in rows:
+        cells = f"{row['rps']:>7.0f} | {row['p50_ms']:>7.1f} | {row['p99_ms']:>7.1f} | {row['errors']:>6}"
+        print(f"| {name:<38} | {cells} |")
+    floor_rps = rows[0][1]["rps"]
+    print(f"\npublish / floor = {rows[1][1]['rps'] / floor_rps:.0%}")
+
+
+if __name__ == "__main__":
+    main()
