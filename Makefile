@@ -20,12 +20,12 @@ install: $(STAMP) ## create .venv and install requirements.txt
 run: $(STAMP) ## start everything (embedded PostgreSQL + Redis, web on 127.0.0.1:8000, pipeline) until Ctrl-C
 	$(BIN)/python -m eigenflux.devstack
 
-test: $(STAMP) ## run the test suite against real PostgreSQL and Redis
+test: lint ## lint, then the test suite against real PostgreSQL and Redis
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP) ## ruff lint + format check, and the migrations check
-	$(BIN)/ruff check .
-	$(BIN)/ruff format --check .
+	$(BIN)/ruff check --quiet .
+	$(BIN)/ruff format --check --quiet .
 	$(BIN)/python manage.py makemigrations --check --dry-run
 
 format: $(STAMP) ## apply ruff's fixes and formatting
