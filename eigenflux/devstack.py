@@ -39,7 +39,17 @@ def main() -> int:
     }
     base = Path(settings.BASE_DIR)
     commands = {
-        "web": [sys.executable, "-m", "uvicorn", "eigenflux.asgi:application", "--host", HOST, "--port", PORT],
+        "web": [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "eigenflux.asgi:application",
+            "--host",
+            HOST,
+            "--port",
+            PORT,
+            "--no-access-log",
+        ],  # access lines would carry WebSocket tokens (?token=…)
         "pipeline": [sys.executable, str(base / "manage.py"), "run_pipeline"],
         "jobs": [sys.executable, str(base / "manage.py"), "rqworker", "--with-scheduler", "default"],
     }
@@ -105,10 +115,12 @@ def _demo_superuser(data_dir: Path) -> str:
 
 
 def _demo_agent_token() -> str:
-    from items.models import Agent
-    from items.services.agents import agent_create, agent_token_create
+    from items.models import Agent, AgentToken
+    from items.services.agents import agent_create, agent_token_create, agent_token_revoke
 
     agent = Agent.objects.filter(name="demo-agent").first() or agent_create(name="demo-agent")
+    for old in AgentToken.objects.filter(agent=agent, label="make run", revoked_at__isnull=True):
+        agent_token_revoke(token=old)  # only the token printed by this start works
     return agent_token_create(agent=agent, label="make run").token
 
 

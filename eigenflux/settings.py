@@ -229,7 +229,7 @@ PIPELINE_BURST_RETRY_HORIZON_SECONDS = env_float("PIPELINE_BURST_RETRY_HORIZON_S
 # Outbox relay: rows per SKIP LOCKED batch, poll fallback to LISTEN/NOTIFY, lifetime of the once-mark.
 PIPELINE_RELAY_BATCH = env_int("PIPELINE_RELAY_BATCH", 100, minimum=1)
 PIPELINE_RELAY_POLL_SECONDS = env_float("PIPELINE_RELAY_POLL_SECONDS", 1.0, minimum=0.01)
-PIPELINE_RELAY_MAX_ATTEMPTS = env_int("PIPELINE_RELAY_MAX_ATTEMPTS", 10, minimum=1)
+PIPELINE_RELAY_MAX_BACKOFF_SECONDS = env_float("PIPELINE_RELAY_MAX_BACKOFF_SECONDS", 30.0, minimum=0.1)
 PIPELINE_RELAY_MARK_TTL_SECONDS = env_int("PIPELINE_RELAY_MARK_TTL_SECONDS", 24 * 3600, minimum=60)
 # Housekeeping: items pending/processing longer than the deadline are re-published (replay set).
 PIPELINE_SWEEPER_DEADLINE_SECONDS = env_float("PIPELINE_SWEEPER_DEADLINE_SECONDS", 900.0, minimum=1.0)

@@ -1,5 +1,7 @@
 from django.contrib import admin
+from django.http import JsonResponse
 from django.urls import include, path
+from django.views.defaults import page_not_found
 
 from eigenflux import health
 from items.api.api import api
@@ -12,3 +14,14 @@ urlpatterns = [
     path("readyz", health.readyz, name="readyz"),
     path("", include("django_prometheus.urls")),
 ]
+
+
+def not_found(request, exception):
+    """JSON for API paths (agents parse errors), Django's page for everything else."""
+    if request.path.startswith("/api/"):
+        message = f"no such endpoint: {request.path}"
+        return JsonResponse({"error": {"code": "not_found", "message": message}}, status=404)
+    return page_not_found(request, exception)
+
+
+handler404 = not_found

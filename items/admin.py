@@ -198,7 +198,7 @@ class ProcessedItemAdmin(admin.ModelAdmin):
 
     def get_search_results(self, request, queryset, search_term):
         term = search_term.strip()
-        if term.isdigit():
+        if term.isascii() and term.isdigit() and len(term) <= 18:
             return queryset.filter(pk=int(term)), False
         return super().get_search_results(request, queryset, search_term)
 
@@ -409,6 +409,12 @@ class AgentAdmin(admin.ModelAdmin):
     actions = ("issue_tokens", "revoke_all_tokens")
     readonly_fields = ("profile_keywords", "created_at", "updated_at")
 
+    def get_readonly_fields(self, request, obj=None):
+        # Only a superuser may make an agent official (it speaks for the network).
+        if request.user.is_superuser:
+            return self.readonly_fields
+        return (*self.readonly_fields, "is_official")
+
     def get_fields(self, request, obj=None):
         if obj is None:  # creating: a token is issued with the agent and shown once
             return ("name", "bio", "is_official")
@@ -453,6 +459,10 @@ class AgentAdmin(admin.ModelAdmin):
 
     @admin.action(description="Issue a new token (shown once)", permissions=["change"])
     def issue_tokens(self, request, queryset):
+        if not request.user.is_superuser and queryset.filter(is_official=True).exists():
+            # A token for the official agent would let a moderator speak as the network itself.
+            self.message_user(request, "Only a superuser may issue tokens for the official agent.", messages.ERROR)
+            return None
         issued = [agent_token_create(agent=agent, label="admin") for agent in queryset]
         return token_page(self, request, issued)
 

@@ -41,7 +41,10 @@ def build_envelope(
     causation_id: str | None = None,
     traceparent: str | None = None,
     replay: bool = False,
+    target_group: str | None = None,
 ) -> dict[str, str]:
+    """`target_group` (the `targetgroup` extension attribute) limits a replay to one consumer group: the
+    stream's other groups acknowledge it without handling it, since they already handled the original."""
     event_id = str(uuid.uuid4())
     envelope = {
         "specversion": "1.0",
@@ -58,6 +61,8 @@ def build_envelope(
         "traceparent": traceparent or new_traceparent(),
         "replay": "1" if replay else "",
     }
+    if target_group:
+        envelope["targetgroup"] = target_group
     size = sum(len(k) + len(v.encode("utf-8")) for k, v in envelope.items())
     if size > MAX_ENVELOPE_BYTES:
         raise EnvelopeTooLarge(f"event {event_type} for {subject} is {size} bytes (limit {MAX_ENVELOPE_BYTES})")

@@ -191,14 +191,18 @@ class OutboxEvent(models.Model):
     stream_message_id = models.CharField(max_length=32, blank=True)
     attempts = models.PositiveIntegerField(default=0)
     last_error = models.TextField(blank=True)
+    next_attempt_at = models.DateTimeField(
+        null=True, blank=True, help_text="After a failed XADD the relay backs off until then; it never gives up."
+    )
 
     class Meta:
         indexes = [
+            models.Index(fields=["subject", "stream"], name="outbox_subject"),
             models.Index(
                 fields=["id"],
                 name="outbox_undispatched",
                 condition=models.Q(dispatched_at__isnull=True),
-            )
+            ),
         ]
 
     def __str__(self) -> str:

@@ -20,6 +20,7 @@ def outbox_event_create(
     causation_id: str | None = None,
     traceparent: str | None = None,
     replay: bool = False,
+    target_group: str | None = None,
 ) -> OutboxEvent:
     """Add an event to the outbox; must run inside the transaction of the change it announces."""
     if not connection.in_atomic_block:
@@ -32,6 +33,7 @@ def outbox_event_create(
         causation_id=causation_id,
         traceparent=traceparent,
         replay=replay,
+        target_group=target_group,
     )
     event = OutboxEvent.objects.create(
         stream=stream,

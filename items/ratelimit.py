@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 
+import redis
+
 from eigenflux.redis import get_redis
+
+log = logging.getLogger(__name__)
 
 _SCRIPT = """
 local count = redis.call('INCR', KEYS[1])
@@ -26,7 +31,12 @@ def rate_limit_hit(*, agent_id: int, bucket: str, per_minute: int) -> Verdict:
         return Verdict(True, 0)
     window = int(time.time()) // WINDOW_SECONDS
     key = f"ratelimit:{bucket}:{agent_id}:{window}"
-    count, ttl = get_redis().eval(_SCRIPT, 1, key, WINDOW_SECONDS + 1)
+    try:
+        count, ttl = get_redis().eval(_SCRIPT, 1, key, WINDOW_SECONDS + 1)
+    except redis.RedisError as exc:
+        # Publishing needs only PostgreSQL: a Redis outage must not take the API down with it.
+        log.warning("rate limit not applied (Redis unavailable: %s)", exc.__class__.__name__)
+        return Verdict(True, 0)
     if int(count) <= per_minute:
         return Verdict(True, 0)
     return Verdict(False, max(1, int(ttl)))

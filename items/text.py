@@ -23,3 +23,12 @@ def normalise_content(text: str) -> str:
 
 def content_hash(text: str) -> str:
     return hashlib.sha256(normalise_content(text).encode("utf-8")).hexdigest()
+
+
+def text_problem(value: str) -> str | None:
+    """Why PostgreSQL could not store this text (a NUL, or a lone UTF-16 surrogate), or None if it can."""
+    if "\x00" in value:
+        return "must not contain NUL characters"
+    if any("\ud800" <= ch <= "\udfff" for ch in value):
+        return "must not contain unpaired surrogate code points"
+    return None

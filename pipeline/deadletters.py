@@ -23,6 +23,7 @@ from django.db.models import F
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from items.models import ItemStatus, ProcessedItem
 from items.outbox import outbox_event_create
 from pipeline.models import DeadLetter, DeadLetterState, ErrorClass
 
@@ -166,6 +167,7 @@ def dead_letter_requeue(*, letter: DeadLetter, actor=None) -> DeadLetter:
             causation_id=letter.event_id or None,
             traceparent=payload.get("traceparent") or None,
             replay=True,
+            target_group=letter.group,  # the stream's other groups handled the original already
         )
     letter.refresh_from_db()
     return letter
@@ -207,6 +209,8 @@ def dead_letters_auto_requeue(*, limit: int | None = None) -> int:
     ).order_by("failed_at")[: limit or settings.DEAD_LETTER_AUTO_REQUEUE_BATCH]
     count = 0
     for letter in candidates:
+        if _superseded(letter):
+            continue
         try:
             dead_letter_requeue(letter=letter, actor=None)
         except DeadLetterRefused as exc:
@@ -216,6 +220,15 @@ def dead_letters_auto_requeue(*, limit: int | None = None) -> int:
     if count:
         log.warning("auto-requeued %d transient dead letters", count)
     return count
+
+
+def _superseded(letter: DeadLetter) -> bool:
+    """An enrichment letter whose item is no longer `failed` (a moderator requeued or approved it, or it
+    completed since): replaying the old event could only race the newer one."""
+    if letter.group != "cg:item:publish" or not letter.subject.isdigit():
+        return False
+    status = ProcessedItem.objects.filter(pk=int(letter.subject)).values_list("status", flat=True).first()
+    return status is not None and status != ItemStatus.FAILED
 
 
 def dead_letters_auto_requeue_job() -> int:

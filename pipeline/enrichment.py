@@ -216,8 +216,19 @@ class Enrichment:
                 raise RetryLater(error) from exc
             item_release(item=self.item, token=self.token, error=error, decision=decision)
             raise RetryLater(error) from exc
-        item_lease_extend(item=self.item, token=self.token, lease_seconds=settings.ENRICHMENT_LEASE_SECONDS)
+        if not item_lease_extend(item=self.item, token=self.token, lease_seconds=settings.ENRICHMENT_LEASE_SECONDS):
+            raise NothingToDo(f"item {self.item.pk} was deleted or taken over; no further model call")
         return result
+
+    def give_up(self, exc: BaseException) -> None:
+        """An unexpected error: on the last delivery the item becomes `failed` rather than being retried
+        (and paid for) forever by the sweeper; earlier deliveries just retry."""
+        if self.final_attempt:
+            error = f"{exc.__class__.__name__}: {exc}"[:2000]
+            decision = Decision(DecisionStage.EXTRACTION, "error", exc.__class__.__name__, error[:1000])
+            item_fail(
+                item=self.item, token=self.token, decisions=[*self.decisions, decision], error=error, cause=self.cause
+            )
 
     def _checkpoint(self, **fields) -> None:
         if not item_checkpoint(item=self.item, token=self.token, **fields):

@@ -13,25 +13,12 @@ from django.db.models.functions import TruncMinute
 from django.utils import timezone
 
 from eigenflux.redis import get_redis
-from items.events import STREAM_ITEM_EVENTS, STREAM_ITEM_PUBLISH, STREAM_ITEM_STATS, STREAM_PROFILE_UPDATE
 from items.models import ItemStatus, ProcessedItem, RawItem
+from pipeline.housekeeping import KNOWN_STREAMS, LAG_COUNT_CAP, group_lag, outbox_backlog
 from pipeline.models import DeadLetter, DeadLetterState, LLMCall
 
-STREAMS = (STREAM_ITEM_PUBLISH, STREAM_ITEM_EVENTS, STREAM_PROFILE_UPDATE, STREAM_ITEM_STATS)
-HEALTH_STREAMS = STREAMS + tuple(f"{stream}:dlq" for stream in STREAMS)
+HEALTH_STREAMS = KNOWN_STREAMS + tuple(f"{stream}:dlq" for stream in KNOWN_STREAMS)
 LATENCY_WINDOW = timedelta(hours=1)
-# Redis < 7 has no `lag` in XINFO GROUPS: count entries after last-delivered-id, up to a cap (shown as "cap+").
-LAG_COUNT_CAP = 100_000
-_COUNT_AFTER = """
-local n, start, cap = 0, '(' .. ARGV[1], tonumber(ARGV[2])
-while n < cap do
-  local batch = redis.call('XRANGE', KEYS[1], start, '+', 'COUNT', 1000)
-  if #batch == 0 then break end
-  n = n + #batch
-  start = '(' .. batch[#batch][1]
-end
-return n
-"""
 
 
 def can_view_health(user) -> bool:
@@ -54,7 +41,6 @@ class Percentile(Aggregate):
 
 def stream_figures(client: redis.Redis, streams: tuple[str, ...] = HEALTH_STREAMS) -> list[dict]:
     """Per stream: length and, per group, pending, lag, last-delivered id and its consumers with idle time."""
-    counter = client.register_script(_COUNT_AFTER)
     out = []
     for stream in streams:
         try:
@@ -64,9 +50,7 @@ def stream_figures(client: redis.Redis, streams: tuple[str, ...] = HEALTH_STREAM
             length, groups = 0, []
         figures = {"stream": stream, "length": length, "exists": bool(groups) or length > 0, "groups": []}
         for group in groups:
-            lag = group.get("lag")
-            if lag is None:
-                lag = counter(keys=[stream], args=[group["last-delivered-id"], LAG_COUNT_CAP])
+            lag = group_lag(client, stream, group)
             consumers = client.xinfo_consumers(stream, group["name"])
             figures["groups"].append(
                 {
@@ -91,8 +75,6 @@ def stream_figures(client: redis.Redis, streams: tuple[str, ...] = HEALTH_STREAM
 
 
 def outbox_figures() -> dict:
-    from pipeline.housekeeping import outbox_backlog
-
     backlog, oldest = outbox_backlog()
     return {"backlog": backlog, "oldest_age_seconds": round(oldest, 1)}
 

@@ -136,10 +136,17 @@ def sweep_stuck_items(*, older_than_seconds: float | None = None, limit: int = 5
     return count
 
 
+def group_lag(client: redis.Redis, stream: str, group: dict) -> int:
+    """Entries not yet delivered to the group: XINFO's `lag` on Redis 7, else counted (capped)."""
+    lag = group.get("lag")
+    if lag is None:
+        lag = client.register_script(_COUNT_AFTER)(keys=[stream], args=[group["last-delivered-id"], LAG_COUNT_CAP])
+    return int(lag)
+
+
 def poll_lag(client: redis.Redis, streams: set[str]) -> dict[str, dict]:
     """Length, and pending / lag / consumers per group, of each stream; sets the gauges. Returns the figures."""
     figures: dict[str, dict] = {}
-    counter = client.register_script(_COUNT_AFTER)
     for stream in sorted(streams):
         try:
             length = client.xlen(stream)
@@ -149,9 +156,7 @@ def poll_lag(client: redis.Redis, streams: set[str]) -> dict[str, dict]:
         metrics.LENGTH.labels(stream).set(length)
         per_group = {}
         for group in groups:
-            lag = group.get("lag")
-            if lag is None:
-                lag = counter(keys=[stream], args=[group["last-delivered-id"], LAG_COUNT_CAP])
+            lag = group_lag(client, stream, group)
             per_group[group["name"]] = {"pending": group["pending"], "lag": lag, "consumers": group["consumers"]}
             metrics.PENDING.labels(stream, group["name"]).set(group["pending"])
             metrics.LAG.labels(stream, group["name"]).set(lag)

@@ -52,9 +52,9 @@ class OutboxRelay:
         self.scripts = Scripts(self.client)
         self.mark_ttl = settings.PIPELINE_RELAY_MARK_TTL_SECONDS
         self.poll_seconds = settings.PIPELINE_RELAY_POLL_SECONDS
-        # A row that failed this often is left for a person (it shows in the outbox backlog and age gauges)
-        # instead of being retried every second forever and crowding the head of every batch.
-        self.max_attempts = settings.PIPELINE_RELAY_MAX_ATTEMPTS
+        # A row whose XADD failed (Redis OOM, READONLY during a failover...) waits a growing delay, capped,
+        # and is then tried again: an event is never given up on, so no item is stranded behind it.
+        self.max_backoff = settings.PIPELINE_RELAY_MAX_BACKOFF_SECONDS
         # For --burst: progress counters the supervisor compares between two looks.
         self.activity = 0
         self.empty_rounds = 0
@@ -62,14 +62,16 @@ class OutboxRelay:
         table = OutboxEvent._meta.db_table
         self._select = (
             f"SELECT id, stream, event_id, envelope, created_at FROM {table} "  # noqa: S608 - table name from meta
-            "WHERE dispatched_at IS NULL AND attempts < %s ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED"
+            "WHERE dispatched_at IS NULL AND (next_attempt_at IS NULL OR next_attempt_at <= now()) "
+            "ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED"
         )
         self._mark_sent = (
             f"UPDATE {table} AS o SET dispatched_at = now(), stream_message_id = v.sid, attempts = o.attempts + 1, "  # noqa: S608
             "last_error = '' FROM unnest(%s::bigint[], %s::text[]) AS v(id, sid) WHERE o.id = v.id"
         )
         self._mark_failed = (
-            f"UPDATE {table} AS o SET attempts = o.attempts + 1, last_error = v.err "  # noqa: S608
+            f"UPDATE {table} AS o SET attempts = o.attempts + 1, last_error = v.err, "  # noqa: S608
+            "next_attempt_at = now() + least(power(2, least(o.attempts, 16)), %s) * interval '1 second' "
             "FROM unnest(%s::bigint[], %s::text[]) AS v(id, err) WHERE o.id = v.id"
         )
 
@@ -81,7 +83,7 @@ class OutboxRelay:
         marks = []
         with transaction.atomic():
             with connection.cursor() as cursor:
-                cursor.execute(self._select, [self.max_attempts, self.batch_size])
+                cursor.execute(self._select, [self.batch_size])
                 rows = cursor.fetchall()
             if not rows:
                 return 0
@@ -116,7 +118,7 @@ class OutboxRelay:
                 if sent_ids:
                     cursor.execute(self._mark_sent, [sent_ids, sent_sids])
                 if failed_ids:
-                    cursor.execute(self._mark_failed, [failed_ids, failed_errors])
+                    cursor.execute(self._mark_failed, [self.max_backoff, failed_ids, failed_errors])
                     metrics.RELAY_ERRORS.inc(len(failed_ids))
         # Committed: the rows are dispatched and no relay will pick them again, so the marks have done their job.
         # (Only a crash between XADD and COMMIT leaves marks behind; they expire after the TTL.)

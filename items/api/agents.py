@@ -9,7 +9,7 @@ from ninja import Query, Router, Schema
 from pydantic import ConfigDict, Field, StrictStr, field_validator
 
 from items.api.errors import ApiError
-from items.api.schemas import ErrorOut
+from items.api.schemas import ErrorOut, storable
 from items.models import Agent, Message
 from items.pagination import DEFAULT_LIMIT, MAX_LIMIT, BadCursor, decode_cursor, page
 from items.services.messages import message_mark_read
@@ -42,9 +42,7 @@ class ProfileIn(Schema):
     @field_validator("name", "bio", "offers", "seeks")
     @classmethod
     def _clean(cls, value: str | None) -> str | None:
-        if value is not None and "\x00" in value:
-            raise ValueError("must not contain NUL characters")
-        return value
+        return storable(value)
 
 
 def _profile(agent: Agent) -> dict:
@@ -127,7 +125,7 @@ def messages(request: HttpRequest, params: Query[MessagesQuery]):
 @router.post("/messages/{message_id}/read", response={200: MessageOut, **_ERRORS}, summary="Mark a message read")
 def read_message(request: HttpRequest, message_id: str):
     message = None
-    if message_id.isdigit() and len(message_id) <= 19:
+    if message_id.isascii() and message_id.isdigit() and len(message_id) <= 18:
         message = Message.objects.select_related("sender").filter(pk=int(message_id), recipient=request.auth).first()
     if message is None:
         raise ApiError(404, "not_found", f"no message {message_id[:40]!r}")

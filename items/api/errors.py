@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from django.core.exceptions import RequestDataTooBig
-from django.db import DatabaseError, InterfaceError, OperationalError
+from django.db import DatabaseError, DataError, InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
@@ -89,6 +89,12 @@ def install(api: NinjaAPI) -> None:
 
     @api.exception_handler(DatabaseError)
     def database_down(request: HttpRequest, exc: DatabaseError) -> HttpResponse:
+        if isinstance(exc, DataError):
+            # Input the validators let through but PostgreSQL cannot store or compare: the client's to fix.
+            log.warning("database refused request data: %s", exc.__class__.__name__)
+            return api.create_response(
+                request, error_body("invalid", "the request contains data that cannot be stored"), status=422
+            )
         if not isinstance(exc, OperationalError | InterfaceError):
             raise exc
         log.error("database unavailable: %s", exc.__class__.__name__)

@@ -6,7 +6,7 @@ from typing import Literal
 
 from django.http import HttpRequest
 from ninja import Header, Query, Router, Schema, Status
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from items import selectors
 from items.api.errors import ApiError
@@ -21,6 +21,7 @@ from items.api.schemas import (
     PublishIn,
     PublishOut,
     SearchOut,
+    storable,
 )
 from items.feed import feed_cached
 from items.models import BroadcastType, ItemStatus, ProcessedItem
@@ -37,7 +38,7 @@ _ERRORS = {400: ErrorOut, 401: ErrorOut, 413: ErrorOut, 422: ErrorOut, 429: Erro
 
 def _item_id(raw: str) -> int:
     """Item ids are 64-bit integers sent as decimal strings; anything else names no item."""
-    if not raw.isdigit() or len(raw) > 19 or int(raw) > 2**63 - 1:
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 19 or int(raw) > 2**63 - 1:
         raise ApiError(404, "not_found", f"no item {raw[:40]!r}")
     return int(raw)
 
@@ -150,6 +151,11 @@ class FeedQuery(Schema):
         False, description="Rank the latest items by overlap with your profile keywords (one page, no cursor)."
     )
 
+    @field_validator("domain")
+    @classmethod
+    def _domain(cls, value: str | None) -> str | None:
+        return storable(value)
+
 
 @router.get(
     "/feed",
@@ -188,6 +194,11 @@ class SearchQueryIn(Schema):
     domain: str | None = Field(None, max_length=100)
     limit: int = Field(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT)
 
+    @field_validator("q", "domain")
+    @classmethod
+    def _text(cls, value: str | None) -> str | None:
+        return storable(value)
+
 
 @router.get(
     "/search",
@@ -199,7 +210,7 @@ class SearchQueryIn(Schema):
     ),
 )
 def search(request: HttpRequest, params: Query[SearchQueryIn]):
-    if not params.q.strip() or "\x00" in params.q:
+    if not params.q.strip():
         raise ApiError(422, "invalid", "q must contain words", "q")
     common = {"broadcast_type": params.broadcast_type, "domain": params.domain, "limit": params.limit}
     rankings = []
@@ -217,13 +228,18 @@ def search(request: HttpRequest, params: Query[SearchQueryIn]):
 
 @router.post(
     "/items/{item_id}/feedback",
-    response={202: FeedbackOut, **_READ_ERRORS},
+    response={202: FeedbackOut, 403: ErrorOut, **_READ_ERRORS},
     summary="Score an item you can see",
-    description="Scores: -1, 0, 1, 2. Each reader counts once per item; a later score replaces the earlier one.",
+    description=(
+        "Scores: -1, 0, 1, 2, for other agents' completed items. Each reader counts once per item; a later "
+        "score replaces the earlier one."
+    ),
 )
 def feedback(request: HttpRequest, item_id: str, payload: FeedbackIn):
     item = selectors.item_for_reader(item_id=_item_id(item_id), reader=request.auth)
     if item is None:
         raise ApiError(404, "not_found", f"no item {item_id}")
+    if item.status != ItemStatus.COMPLETED or item.author_id == request.auth.pk:
+        raise ApiError(403, "forbidden", "only other agents' published (completed) items can be scored")
     item_feedback_submit(reader=request.auth, item=item, score=payload.score)
     return Status(202, {"item_id": str(item.pk), "score": payload.score, "accepted": True})

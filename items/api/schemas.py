@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 from ninja import Schema
 from pydantic import ConfigDict, Field, StrictBool, StrictStr, field_validator
 
-from items.text import weighted_length
+from items.text import text_problem, weighted_length
 
 CONTENT_MAX_WEIGHTED = 4000
 NOTES_MAX_WEIGHTED = 2000
@@ -17,8 +17,18 @@ URL_MAX_LENGTH = 300
 
 
 def _no_nul(value: str, field: str) -> str:
-    if "\x00" in value:
-        raise ValueError(f"{field} must not contain NUL characters")
+    problem = text_problem(value)
+    if problem:
+        raise ValueError(f"{field} {problem}")
+    return value
+
+
+def storable(value: str | None) -> str | None:
+    """A pydantic validator body for any free-text input that will reach the database."""
+    if value is not None:
+        problem = text_problem(value)
+        if problem:
+            raise ValueError(problem)
     return value
 
 

@@ -11,9 +11,6 @@ from items.services.enrichment import Claim, claim_token, item_claim
 from pipeline.enrichment import Enrichment
 from pipeline.runtime import Consumer, DeadLetterNow, Event, NothingToDo, RetryLater, register
 
-# Identifies this process in item claims (see items.services.enrichment.claim_token).
-_HOLDER = uuid.uuid4().hex[:12]
-
 
 @register
 class ItemPublishConsumer(Consumer):
@@ -22,12 +19,16 @@ class ItemPublishConsumer(Consumer):
     group = "cg:item:publish"
     event_types = frozenset({ITEM_PUBLISHED})
 
+    def __init__(self) -> None:
+        # Identifies this consumer instance in item claims (see items.services.enrichment.claim_token).
+        self.holder = uuid.uuid4().hex[:12]
+
     def handle(self, event: Event) -> None:
         try:
             item_id = int(event.data["item_id"])
         except (KeyError, TypeError, ValueError):
             raise DeadLetterNow(f"event data has no valid item_id: {event.data!r}"[:500]) from None
-        token = claim_token(message_id=event.message_id, holder=_HOLDER)
+        token = claim_token(message_id=event.message_id, holder=self.holder)
         state, item = item_claim(item_id=item_id, token=token, lease_seconds=settings.ENRICHMENT_LEASE_SECONDS)
         if state is Claim.MISSING:
             raise DeadLetterNow(f"unknown item {item_id}")

@@ -8,6 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from items.text import text_problem
+
 # Safety flags, most severe first: when several apply, the model reports the first one in this order.
 SAFETY_FLAGS: tuple[str, ...] = (
     "child_safety",
@@ -47,6 +49,18 @@ ExpectedResponse = Literal["no_reply", "answer", "offer", "contact", "feedback"]
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _storable_text(cls, data):
+        """Text PostgreSQL cannot store (NUL, lone surrogates) makes the reply invalid, not a database error."""
+        if isinstance(data, dict):
+            for key, value in data.items():
+                for text in value if isinstance(value, list) else [value]:
+                    problem = text_problem(text) if isinstance(text, str) else None
+                    if problem:
+                        raise ValueError(f"{key} {problem}")
+        return data
 
 
 class SafetyVerdict(_Strict):

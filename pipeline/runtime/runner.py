@@ -246,6 +246,11 @@ class ConsumerRunner:
             log.warning("%s: malformed entry %s: %s", self.name, message_id, exc)
             self._dead_letter(message_id, fields, delivery_count, "permanent", f"malformed: {exc}")
             return
+        target = fields.get("targetgroup")
+        if target and target != self.group:
+            # A replay meant for another group of this stream (e.g. a requeued dead letter): not ours.
+            self._acks.put(message_id)
+            return
         delivery = Delivery(message_id=message_id, fields=fields, delivery_count=delivery_count, event=event)
         with self._lock:
             self._held[message_id] = delivery

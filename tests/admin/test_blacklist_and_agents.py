@@ -147,3 +147,14 @@ def test_a_revoked_token_no_longer_authenticates(mod_client, client):
     )
     response = client.get("/api/v1/items", HTTP_AUTHORIZATION=f"Bearer {secret}")
     assert response.status_code == 401
+
+
+def test_moderators_cannot_make_or_impersonate_the_official_agent(mod_client):
+    official = Agent.objects.get(is_official=True)  # created by a migration
+    response = mod_client.post(
+        reverse("admin:items_agent_changelist"), {"action": "issue_tokens", "_selected_action": [official.pk]}
+    )
+    assert response.status_code == 302
+    assert not official.tokens.exists()
+    page = mod_client.get(reverse("admin:items_agent_change", args=[official.pk])).content.decode()
+    assert 'name="is_official"' not in page  # shown read-only

@@ -286,3 +286,17 @@ def test_scheduling_twice_makes_one_chain(redis_client):
     dead_letters_schedule()
     registry = ScheduledJobRegistry(queue=django_rq.get_queue("default"))
     assert len(registry.get_job_ids()) == 1
+
+
+def test_auto_requeue_skips_letters_whose_item_moved_on(settings):
+    from items.models import ItemStatus, ProcessedItem
+
+    settings.DEAD_LETTER_AUTO_REQUEUE_MIN_AGE_SECONDS = 60
+    item = make_item()
+    stale = letter(subject=str(item.pk))
+    ProcessedItem.objects.filter(pk=item.pk).update(status=ItemStatus.PENDING)  # a moderator approved it
+    assert dead_letters_auto_requeue() == 0
+    assert DeadLetter.objects.get(pk=stale.pk).state == "open"
+    ProcessedItem.objects.filter(pk=item.pk).update(status=ItemStatus.FAILED)
+    assert dead_letters_auto_requeue() == 1
+    assert OutboxEvent.objects.filter(envelope__targetgroup="cg:item:publish").count() == 1

@@ -232,3 +232,10 @@ def test_idempotency_keys_are_kept_24h_and_pruned_after_the_ttl(api_client, sett
     assert list(IdempotencyKey.objects.values_list("key", flat=True)) == ["recent"]
     # The recent key still replays.
     assert post(api_client, {"content": "recent"}, HTTP_IDEMPOTENCY_KEY="recent").status_code == 200
+
+
+def test_publish_works_while_redis_is_down(api_client, settings, tmp_path):
+    settings.REDIS_URL = f"unix://{tmp_path}/no-redis-here.sock"
+    response = post(api_client, {"content": "Redis is down but PostgreSQL is fine"})
+    assert response.status_code == 202
+    assert counts() == (1, 1, 1)

@@ -195,3 +195,39 @@ def test_publish_and_reads_are_rate_limited_separately(settings, two_agents):
     # Reads have their own budget, and other agents are not affected.
     assert [alice_client.get("/api/v1/items").status_code for _ in range(4)] == [200, 200, 200, 429]
     assert bob_client.get("/api/v1/items").status_code == 200
+
+
+# --- hostile input ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "status"),
+    [
+        ("/api/v1/feed?domain=a%00b", 422),
+        ("/api/v1/search?q=a%00b&mode=keyword", 422),
+        ("/api/v1/search?q=x&domain=%00&mode=keyword", 422),
+        ("/api/v1/items/%C2%B2", 404),  # "²" is a digit to str.isdigit(), not to int()
+        ("/api/v1/items/%D9%A3", 404),  # Arabic-Indic three
+        ("/api/v1/messages/%C2%B2/read", 405),
+    ],
+)
+def test_hostile_reads_get_json_errors_not_500(two_agents, path, status):
+    (_, alice_client), _ = two_agents
+    response = alice_client.get(path)
+    assert response.status_code == status, response.content
+    if status != 405:
+        assert response.json()["error"]["code"] in ("invalid", "not_found")
+
+
+def test_lone_surrogates_are_refused_by_name(two_agents):
+    (_, alice_client), _ = two_agents
+    for field, body in (
+        ("content", '{"content": "a\\ud800b"}'),
+        ("notes", '{"content": "x", "notes": "\\udfff"}'),
+    ):
+        response = alice_client.post("/api/v1/items/publish", data=body, content_type="application/json")
+        assert response.status_code == 422, response.content
+        assert response.json()["error"]["field"] == field
+    profile = alice_client.put("/api/v1/agents/me", data='{"bio": "\\ud83d"}', content_type="application/json")
+    assert profile.status_code == 422
+    assert profile.json()["error"]["field"] == "bio"

@@ -132,3 +132,26 @@ def test_websocket_with_a_bad_token_is_closed_with_4401(transactional_db):
     assert connected
     assert error["error"]["code"] == "unauthorized"
     assert closed == {"type": "websocket.close", "code": CLOSE_UNAUTHORIZED}
+
+
+def test_a_replay_for_one_group_is_acknowledged_unhandled_by_the_others(burst, redis_client):
+    from django.db import transaction
+
+    from items.events import ITEM_COMPLETED as COMPLETED
+    from items.outbox import outbox_event_create
+
+    author, _ = make_agent()
+    item = make_completed_item(author)
+    with transaction.atomic():
+        outbox_event_create(
+            stream=STREAM_ITEM_EVENTS,
+            event_type=COMPLETED,
+            subject=str(item.pk),
+            data={"item_id": str(item.pk), "author_id": str(author.pk), "status": "completed"},
+            replay=True,
+            target_group="cg:item:notify",  # e.g. a requeued dead letter of the notify group
+        )
+    burst("audit")
+    assert not AuditEvent.objects.exists()
+    (group,) = redis_client.xinfo_groups(STREAM_ITEM_EVENTS)
+    assert (group["name"], group["pending"]) == ("cg:audit", 0)

@@ -377,3 +377,15 @@ def test_fake_env_points_a_subprocess_at_the_server(fake_llm):
     env = fake_llm.env()
     assert env["LLM_PROVIDER"] == "openai" and env["LLM_BASE_URL"] == fake_llm.server.url
     assert env["SAFETY_LLM_API_KEY"] == SAFETY_KEY and env["EMBEDDING_BASE_URL"] == fake_llm.server.url
+
+
+def test_text_the_database_cannot_store_is_an_invalid_reply(fake_llm):
+    from tests.fakes.openai_server import DEFAULT_REPLIES
+
+    fake_llm.script("process_item", {**DEFAULT_REPLIES["process_item"], "summary": "nul \u0000 inside"})
+    with pytest.raises(ModelOutputInvalid, match="NUL"):
+        extract_item(content="x")
+    fake_llm.script("suggest_action", {"suggestion": "ok"}, {"suggestion": "\ud800"})
+    assert suggest_action(content="x", summary="s", broadcast_type="info").value.suggestion == "ok"
+    with pytest.raises(ModelOutputInvalid):
+        suggest_action(content="x", summary="s", broadcast_type="info")

@@ -130,18 +130,11 @@ def test_relay_error_is_recorded_and_retried(redis_client):
     rows = list(OutboxEvent.objects.all())
     assert all(r.dispatched_at is None and r.attempts == 1 and "WRONGTYPE" in r.last_error for r in rows)
     redis_client.delete(RELAY_STREAM)
+    assert OutboxRelay().drain() == 0, "still backing off"
+    time.sleep(1.1)  # the first back-off is one second
     OutboxRelay().drain()
     assert OutboxEvent.objects.filter(dispatched_at__isnull=True).count() == 0
     assert redis_client.xlen(RELAY_STREAM) == 2
-
-
-def test_relay_leaves_rows_that_keep_failing(redis_client, settings):
-    settings.PIPELINE_RELAY_MAX_ATTEMPTS = 2
-    redis_client.set(RELAY_STREAM, "not a stream")
-    add_events(1)
-    for _ in range(4):
-        OutboxRelay().drain()
-    assert OutboxEvent.objects.get().attempts == 2
 
 
 def test_notify_wakes_the_relay(redis_client):
@@ -166,3 +159,21 @@ def test_notify_wakes_the_relay(redis_client):
     p50 = statistics.median(latencies)
     print(f"NOTIFY wake-up, commit -> entry in stream: p50 {p50 * 1000:.2f} ms, max {max(latencies) * 1000:.2f} ms")
     assert max(latencies) < 2.0  # far below the 5 s poll: every wake-up came from NOTIFY
+
+
+def test_a_failed_xadd_backs_off_and_is_retried_never_given_up(redis_client):
+    redis_client.set(RELAY_STREAM, "not a stream")  # every XADD to it now fails with WRONGTYPE
+    (event_id,) = add_events(1)
+    relay = OutboxRelay()
+    for _ in range(20):  # hammering the relay must not burn through the row's chances
+        relay.drain()
+    row = OutboxEvent.objects.get(event_id=event_id)
+    assert row.dispatched_at is None
+    assert row.attempts == 1, "a row in back-off is not selected again"
+    assert "WRONGTYPE" in row.last_error
+    assert row.next_attempt_at is not None
+    redis_client.delete(RELAY_STREAM)  # Redis recovers
+    OutboxEvent.objects.filter(pk=row.pk).update(attempts=50, next_attempt_at=None)  # however often it failed
+    assert relay.drain() == 1
+    assert stream_event_ids(redis_client) == [str(event_id)]
+    assert OutboxEvent.objects.get(pk=row.pk).dispatched_at is not None
