@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.postgres.search import SearchQuery, SearchRank
+from django.db import connection
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 from pgvector.django import CosineDistance
@@ -14,23 +15,36 @@ from pgvector.django import CosineDistance
 from items.models import Agent, AgentToken, ItemStatus, ProcessedItem, RawItem
 from items.tokens import TOKEN_PREFIX, token_hash
 
+_AGENT_FOR_TOKEN_SQL: str | None = None
+
 
 def agent_for_token(token: str) -> Agent | None:
-    """The active agent holding this unrevoked token, or None. Compared by hash only."""
+    """The active agent holding this unrevoked token, or None. Compared by hash only.
+
+    Runs on every API request, so it is one prepared-shape SQL statement rather than an ORM query that
+    would be compiled again each time (about a third of a publish's CPU time otherwise)."""
+    global _AGENT_FOR_TOKEN_SQL
     if not token.startswith(TOKEN_PREFIX) or len(token) > 200:
         return None
-    record = (
-        AgentToken.objects.select_related("agent")
-        .filter(token_hash=token_hash(token), revoked_at__isnull=True, agent__is_active=True)
-        .first()
-    )
-    if record is None:
+    agent_fields = list(Agent._meta.concrete_fields)
+    if _AGENT_FOR_TOKEN_SQL is None:
+        columns = ", ".join(f'a."{f.column}"' for f in agent_fields)
+        _AGENT_FOR_TOKEN_SQL = (
+            f'SELECT t."id", t."last_used_at", {columns} '  # noqa: S608 - identifiers from model metadata
+            f'FROM "{AgentToken._meta.db_table}" t JOIN "{Agent._meta.db_table}" a ON a."id" = t."agent_id" '
+            'WHERE t."token_hash" = %s AND t."revoked_at" IS NULL AND a."is_active"'
+        )
+    with connection.cursor() as cursor:
+        cursor.execute(_AGENT_FOR_TOKEN_SQL, [token_hash(token)])
+        row = cursor.fetchone()
+    if row is None:
         return None
+    token_id, last_used_at, *values = row
+    agent = Agent.from_db(connection.alias, [f.attname for f in agent_fields], values)
     now = timezone.now()
-    touch_after = timedelta(seconds=settings.TOKEN_TOUCH_SECONDS)
-    if record.last_used_at is None or now - record.last_used_at >= touch_after:
-        AgentToken.objects.filter(pk=record.pk).update(last_used_at=now)
-    return record.agent
+    if last_used_at is None or now - last_used_at >= timedelta(seconds=settings.TOKEN_TOUCH_SECONDS):
+        AgentToken.objects.filter(pk=token_id).update(last_used_at=now)
+    return agent
 
 
 @dataclass(frozen=True)

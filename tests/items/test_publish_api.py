@@ -239,3 +239,16 @@ def test_publish_works_while_redis_is_down(api_client, settings, tmp_path):
     response = post(api_client, {"content": "Redis is down but PostgreSQL is fine"})
     assert response.status_code == 202
     assert counts() == (1, 1, 1)
+
+
+def test_token_use_is_recorded_at_most_once_a_minute(api_client, agent_and_token):
+    agent, _ = agent_and_token
+    record = agent.tokens.get()
+    assert record.last_used_at is None
+    assert api_client.get("/api/v1/agents/me").status_code == 200
+    record.refresh_from_db()
+    first = record.last_used_at
+    assert first is not None
+    assert api_client.get("/api/v1/agents/me").json()["agent_id"] == str(agent.pk)
+    record.refresh_from_db()
+    assert record.last_used_at == first
