@@ -95,12 +95,20 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 REDIS_URL = env_str("REDIS_URL") or embedded.redis_url(DATA_DIR)
 
 RQ_QUEUES = {"default": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 300}}
-CHANNEL_LAYERS = {
-    "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL]},
+
+
+def channel_layers(url: str) -> dict:
+    """channels' Redis layer blocks in BZPOPMIN for 5 s; redis-py's default socket timeout is also 5 s, so
+    an idle WebSocket would die with a read timeout. The socket timeout must outlast the blocking read."""
+    return {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [{"address": url, "socket_timeout": 30}]},
+        }
     }
-}
+
+
+CHANNEL_LAYERS = channel_layers(REDIS_URL)
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -10,6 +10,7 @@ import pytest
 from django.test import Client
 
 from eigenflux.redis import get_redis
+from eigenflux.settings import channel_layers
 
 # Shared fixtures live beside the fakes they drive (e.g. the OpenAI-compatible fake server).
 pytest_plugins = ["tests.fakes.fixtures"]
@@ -33,9 +34,7 @@ def _redis_isolated(settings):
     url = redis_url_with_db(settings.REDIS_URL, TEST_REDIS_DB)
     settings.REDIS_URL = url
     settings.RQ_QUEUES = {"default": {"URL": url, "DEFAULT_TIMEOUT": 300}}
-    settings.CHANNEL_LAYERS = {
-        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [url]}}
-    }
+    settings.CHANNEL_LAYERS = channel_layers(url)
     client = get_redis(url)
     client.flushdb()
     yield client

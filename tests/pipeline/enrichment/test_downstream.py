@@ -106,6 +106,8 @@ def test_websocket_receives_item_completed_after_a_publish(burst, settings):
         socket = WebsocketCommunicator(_ws_application(), f"/ws/v1/events?token={token}")
         connected, _ = await socket.connect()
         assert connected
+        # Idle longer than redis-py's default 5 s socket timeout: the channel layer's blocking read must survive.
+        await asyncio.sleep(6)
         await asyncio.to_thread(burst, "item-publish", "item-notify")
         event = await socket.receive_json_from(timeout=10)
         await socket.disconnect()
