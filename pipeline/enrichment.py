@@ -145,7 +145,12 @@ class Enrichment:
         fields["suggestion"] = self._suggestion(extraction)
         self._lease_check()
         if not item_complete(
-            item=self.item, token=self.token, decisions=self.decisions, cause=self.cause, fields=fields
+            item=self.item,
+            token=self.token,
+            decisions=self.decisions,
+            cause=self.cause,
+            fields=fields,
+            check_duplicate=not self.approved,
         ):
             raise NothingToDo(f"item {self.item.pk} was deleted or taken over before it could complete")
 

@@ -12,14 +12,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from django.contrib.postgres.search import SearchVector
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Q, Value
 from django.utils import timezone
 
 from items.events import ITEM_COMPLETED, ITEM_DISCARDED, ITEM_FAILED, STREAM_ITEM_EVENTS
 from items.feed import feed_invalidate_on_commit
-from items.models import ItemStatus, ModerationDecision, ProcessedItem, PublicReason, RawItem
+from items.models import DecisionStage, ItemStatus, ModerationDecision, ProcessedItem, PublicReason, RawItem
 from items.outbox import outbox_event_create
+from items.selectors import exact_duplicate_of
 
 CHECKPOINTS = (ItemStatus.COMPLETED, ItemStatus.DISCARDED, ItemStatus.DELETED)
 
@@ -168,23 +169,46 @@ def item_complete(
     decisions: list[Decision],
     cause: Cause,
     fields: dict,
+    check_duplicate: bool = True,
 ) -> bool:
-    """Persist the enriched item as `completed` (the checkpoint), with its search vector."""
-    search = (
-        SearchVector(Value(fields.get("summary", "")), weight="A", config="simple")
-        + SearchVector(Value(" ".join(fields.get("keywords", []))), weight="A", config="simple")
-        + SearchVector(Value(item.raw.content), weight="B", config="simple")
-    )
-    return _finish(
-        item=item,
-        token=token,
-        status=ItemStatus.COMPLETED,
-        event_type=ITEM_COMPLETED,
-        decisions=decisions,
-        cause=cause,
-        search_vector=search,
-        **fields,
-    )
+    """Persist the enriched item as `completed` (the checkpoint), with its search vector.
+
+    Completions of the same content are serialised (an advisory lock on the content hash): two identical
+    items enriched at the same time both pass the early exact-duplicate check, and the one that persists
+    second is discarded here as the duplicate. A moderator's approval skips this (`check_duplicate`)."""
+    with transaction.atomic():
+        if check_duplicate:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [item.raw.content_hash])
+            original = exact_duplicate_of(item)
+            if original is not None:
+                reason = f"item {original.pk} with the same content completed first"
+                late = Decision(DecisionStage.DUPLICATE, "discard", "exact", reason)
+                kept = {k: v for k, v in fields.items() if k not in ("group_id", "suggestion")}
+                return item_discard(
+                    item=item,
+                    token=token,
+                    decisions=[*decisions, late],
+                    reason=PublicReason.DUPLICATE,
+                    duplicate_of=original,
+                    cause=cause,
+                    **kept,
+                )
+        search = (
+            SearchVector(Value(fields.get("summary", "")), weight="A", config="simple")
+            + SearchVector(Value(" ".join(fields.get("keywords", []))), weight="A", config="simple")
+            + SearchVector(Value(item.raw.content), weight="B", config="simple")
+        )
+        return _finish(
+            item=item,
+            token=token,
+            status=ItemStatus.COMPLETED,
+            event_type=ITEM_COMPLETED,
+            decisions=decisions,
+            cause=cause,
+            search_vector=search,
+            **fields,
+        )
 
 
 def _finish(
