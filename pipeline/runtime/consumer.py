@@ -39,7 +39,8 @@ class Consumer:
     start_id: ClassVar[str] = "0"
 
     def handle(self, event: Event) -> None:
-        raise NotImplementedError
+        # Never reached for a registered consumer: @register refuses a class that does not override this.
+        raise TypeError(f"{type(self).__qualname__} does not implement handle(event)")
 
     def parse(
         self, *, stream: str, group: str, message_id: str, fields: dict[str, str], delivery_count: int, lease: Lease
