@@ -46,7 +46,7 @@ def pct(values: list[float], q: float) -> float:
 
 
 def relay_latency(client, n: int) -> list[float]:
-    """Sequential publishes through outbox_event_create (NOTIFY after commit); time until XREAD sees each."""
+    """Sequential publishes through outbox_event_create (woken by the outbox trigger); time until XREAD sees each."""
     relay = OutboxRelay()
     stop = threading.Event()
     thread = threading.Thread(target=relay.run, args=(stop,), daemon=True)

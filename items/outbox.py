@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from django.db import connection, transaction
+from django.db import connection
 
 from items.events import build_envelope
 from items.models import OutboxEvent
 
-NOTIFY_CHANNEL = "eigenflux_outbox"
+NOTIFY_CHANNEL = "eigenflux_outbox"  # also named in the trigger of migration items.0007
 
 
 def outbox_event_create(
@@ -42,12 +42,5 @@ def outbox_event_create(
         subject=subject,
         envelope=envelope,
     )
-    # Wake the relays after COMMIT, as its own statement: a NOTIFY inside the transaction would
-    # serialise commits on PostgreSQL's notify queue lock (bench/relay_latency.py measures both).
-    transaction.on_commit(outbox_notify, robust=True)
+    # The relays are woken by a trigger on this table (migration items.0007), at COMMIT.
     return event
-
-
-def outbox_notify() -> None:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_notify(%s, '')", [NOTIFY_CHANNEL])
