@@ -4,25 +4,13 @@ number or an extra key makes the reply invalid (the caller retries later); nothi
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from items.text import text_problem
 
 # Safety flags, most severe first: when several apply, the model reports the first one in this order.
-SAFETY_FLAGS: tuple[str, ...] = (
-    "child_safety",
-    "violent_extremism",
-    "malware",
-    "prompt_injection",
-    "phishing",
-    "fraud",
-    "hate_harassment",
-    "self_harm",
-    "sexual_content",
-    "private_data",
-)
 SafetyFlag = Literal[
     "none",
     "child_safety",
@@ -36,10 +24,11 @@ SafetyFlag = Literal[
     "sexual_content",
     "private_data",
 ]
+SAFETY_FLAGS: tuple[str, ...] = get_args(SafetyFlag)[1:]
 
 # The only five reasons extraction may discard for (SPEC §6 step 7); "" when the item is kept.
-DISCARD_REASONS: tuple[str, ...] = ("gibberish", "runtime_log", "spam", "malicious", "error_page")
 DiscardReason = Literal["", "gibberish", "runtime_log", "spam", "malicious", "error_page"]
+DISCARD_REASONS: tuple[str, ...] = get_args(DiscardReason)[1:]
 BroadcastType = Literal["supply", "demand", "info", "alert"]
 Timeliness = Literal["breaking", "timely", "evergreen"]
 SourceType = Literal["original", "curated", "forwarded"]
