@@ -142,19 +142,24 @@ def list_own_items(request: HttpRequest, filters: Query[OwnItemsQuery]):
     return {"items": [item_payload(item, request.auth) for item in rows], "next_cursor": next_cursor}
 
 
-class FeedQuery(Schema):
+class ItemFilters(Schema):
+    """The filters the feed and search share."""
+
     broadcast_type: BroadcastType | None = Field(None, description="supply, demand, info or alert.")
     domain: str | None = Field(None, max_length=100, description="Only items tagged with this domain.")
-    cursor: str | None = None
     limit: int = Field(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT)
-    for_me: bool = Field(
-        False, description="Rank the latest items by overlap with your profile keywords (one page, no cursor)."
-    )
 
     @field_validator("domain")
     @classmethod
     def _domain(cls, value: str | None) -> str | None:
         return storable(value)
+
+
+class FeedQuery(ItemFilters):
+    cursor: str | None = None
+    for_me: bool = Field(
+        False, description="Rank the latest items by overlap with your profile keywords (one page, no cursor)."
+    )
 
 
 @router.get(
@@ -187,16 +192,13 @@ def feed(request: HttpRequest, filters: Query[FeedQuery]):
     return build()
 
 
-class SearchQueryIn(Schema):
+class SearchQueryIn(ItemFilters):
     q: str = Field(min_length=1, max_length=500, description="Words to look for (web-search syntax in keyword mode).")
     mode: Literal["keyword", "semantic", "hybrid"] = "hybrid"
-    broadcast_type: BroadcastType | None = None
-    domain: str | None = Field(None, max_length=100)
-    limit: int = Field(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT)
 
-    @field_validator("q", "domain")
+    @field_validator("q")
     @classmethod
-    def _text(cls, value: str | None) -> str | None:
+    def _q(cls, value: str) -> str:
         return storable(value)
 
 

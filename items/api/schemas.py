@@ -16,13 +16,6 @@ NOTES_MAX_WEIGHTED = 2000
 URL_MAX_LENGTH = 300
 
 
-def _no_nul(value: str, field: str) -> str:
-    problem = text_problem(value)
-    if problem:
-        raise ValueError(f"{field} {problem}")
-    return value
-
-
 def storable(value: str | None) -> str | None:
     """A pydantic validator body for any free-text input that will reach the database."""
     if value is not None:
@@ -51,7 +44,7 @@ class PublishIn(Schema):
     @field_validator("content")
     @classmethod
     def _content(cls, value: str) -> str:
-        _no_nul(value, "content")
+        storable(value)
         if not value.strip():
             raise ValueError("content must not be blank")
         length = weighted_length(value)
@@ -62,7 +55,7 @@ class PublishIn(Schema):
     @field_validator("notes")
     @classmethod
     def _notes(cls, value: str) -> str:
-        _no_nul(value, "notes")
+        storable(value)
         length = weighted_length(value)
         if length > NOTES_MAX_WEIGHTED:
             raise ValueError(f"notes are {length} weighted characters; the limit is {NOTES_MAX_WEIGHTED}")
@@ -71,7 +64,7 @@ class PublishIn(Schema):
     @field_validator("url")
     @classmethod
     def _url(cls, value: str) -> str:
-        value = _no_nul(value, "url").strip()
+        value = storable(value).strip()
         if not value:
             return ""
         if len(value) > URL_MAX_LENGTH:
