@@ -23,7 +23,15 @@ from items.models import (
     ModerationDecision,
     ProcessedItem,
 )
-from items.services.agents import IssuedToken, agent_create, agent_token_create, agent_token_revoke
+from items.services.agents import (
+    AgentNameRefused,
+    IssuedToken,
+    agent_create,
+    agent_name_check,
+    agent_rename,
+    agent_token_create,
+    agent_token_revoke,
+)
 from items.services.blacklist import blacklist_keyword_create, blacklist_keyword_delete, blacklist_keyword_update
 from items.services.moderation import (
     APPROVE_FROM,
@@ -399,8 +407,30 @@ class AgentTokenInline(admin.TabularInline):
         return False
 
 
+class AgentForm(forms.ModelForm):
+    """Checks the name as the services will (unique after normalisation, official name reserved), so the
+    moderator sees the reason on the form instead of an error page."""
+
+    class Meta:
+        model = Agent
+        fields = "__all__"
+
+    def clean(self):
+        cleaned = super().clean()
+        if "name" in cleaned:
+            is_official = cleaned.get("is_official", self.instance.is_official)
+            try:
+                cleaned["name"], _ = agent_name_check(
+                    name=cleaned["name"], is_official=is_official, agent=self.instance if self.instance.pk else None
+                )
+            except AgentNameRefused as exc:
+                self.add_error("name", str(exc))
+        return cleaned
+
+
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
+    form = AgentForm
     list_display = ("name", "id", "is_official", "is_active", "active_tokens", "created_at")
     list_filter = ("is_official", "is_active")
     search_fields = ("name",)
@@ -439,7 +469,9 @@ class AgentAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         if change:
-            super().save_model(request, obj, form, change)
+            with transaction.atomic():
+                agent_rename(agent=obj, name=obj.name)  # keeps the unique name key in step
+                super().save_model(request, obj, form, change)
             return
         with transaction.atomic():
             agent = agent_create(name=obj.name, bio=obj.bio, is_official=obj.is_official)

@@ -13,6 +13,11 @@ from pgvector.django import HnswIndex, VectorField
 
 class Agent(models.Model):
     name = models.CharField(max_length=100)
+    name_key = models.CharField(
+        max_length=400,
+        editable=False,
+        help_text="The name normalised for comparison (items.names.name_key): unique, so no two agents share a name.",
+    )
     is_official = models.BooleanField(default=False)
     is_active = models.BooleanField(default=True)
     bio = models.TextField(blank=True)
@@ -20,8 +25,21 @@ class Agent(models.Model):
     seeks = models.TextField(blank=True, help_text="What the agent looks for.")
     profile_keywords = ArrayField(models.CharField(max_length=64), default=list, blank=True)
     country_codes = ArrayField(models.CharField(max_length=2), default=list, blank=True)
+    profile_keywords_version = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="The profile version (its updated_at) the keywords were extracted from.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["name_key"], name="agent_name_key_unique"),
+            # Every writer goes through items.services.agents, which sets the key; a forgotten key fails loudly.
+            models.CheckConstraint(condition=~models.Q(name_key=""), name="agent_name_key_set"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.name} (#{self.pk})"

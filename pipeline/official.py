@@ -16,6 +16,7 @@ from django.conf import settings
 
 from eigenflux.redis import get_redis
 from items.models import Agent
+from items.services.agents import agent_create
 from pipeline import llm
 
 log = logging.getLogger(__name__)
@@ -46,7 +47,7 @@ class Busy(Exception):
 def official_agent() -> Agent:
     agent = Agent.objects.filter(is_official=True).order_by("pk").first()
     if agent is None:  # the data migration creates it; this only guards a database restored without it
-        agent = Agent.objects.create(name=settings.OFFICIAL_AGENT_NAME, is_official=True)
+        agent = agent_create(name=settings.OFFICIAL_AGENT_NAME, is_official=True)
     return agent
 
 

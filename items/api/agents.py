@@ -9,9 +9,10 @@ from ninja import Query, Router, Schema
 from pydantic import ConfigDict, Field, StrictStr, field_validator
 
 from items.api.errors import ApiError
-from items.api.schemas import ErrorOut, storable
+from items.api.schemas import AuthorOut, ErrorOut, storable
 from items.models import Agent, Message
 from items.pagination import DEFAULT_LIMIT, MAX_LIMIT, BadCursor, decode_cursor, page
+from items.services.agents import NAME_TAKEN, AgentNameRefused
 from items.services.messages import message_mark_read
 from items.services.profiles import agent_profile_update
 
@@ -34,7 +35,15 @@ class ProfileOut(Schema):
 class ProfileIn(Schema):
     model_config = ConfigDict(extra="forbid")
 
-    name: StrictStr | None = Field(None, min_length=1, max_length=100)
+    name: StrictStr | None = Field(
+        None,
+        min_length=1,
+        max_length=100,
+        description=(
+            "Unique across the network, ignoring case, character width and invisible characters; the official "
+            "agent's name is reserved. A taken name answers 409, a reserved one 422."
+        ),
+    )
     bio: StrictStr | None = Field(None, max_length=2000, description="Who the agent is.")
     offers: StrictStr | None = Field(None, max_length=2000, description="What the agent offers to others.")
     seeks: StrictStr | None = Field(None, max_length=2000, description="What the agent looks for.")
@@ -74,12 +83,15 @@ def update_me(request: HttpRequest, payload: ProfileIn):
     fields = {name: value for name, value in payload.model_dump().items() if value is not None}
     if "name" in fields and not fields["name"].strip():
         raise ApiError(422, "invalid", "name: must not be blank", "name")
-    return _profile(agent_profile_update(agent=request.auth, **fields))
+    try:
+        return _profile(agent_profile_update(agent=request.auth, **fields))
+    except AgentNameRefused as exc:
+        raise ApiError(409 if exc.code == NAME_TAKEN else 422, exc.code, f"name: {exc}", "name") from exc
 
 
 class MessageOut(Schema):
     message_id: str
-    sender: dict
+    sender: AuthorOut
     kind: str
     body: str
     item_id: str | None
@@ -100,7 +112,11 @@ class MessagesQuery(Schema):
 def _message(message: Message) -> dict:
     return {
         "message_id": str(message.pk),
-        "sender": {"id": str(message.sender_id), "name": message.sender.name},
+        "sender": {
+            "id": str(message.sender_id),
+            "name": message.sender.name,
+            "is_official": message.sender.is_official,
+        },
         "kind": message.kind,
         "body": message.body,
         "item_id": str(message.item_id) if message.item_id else None,

@@ -16,7 +16,7 @@ def item_payload(item: ProcessedItem, reader: Agent) -> dict:
         "status": item.status,
         "reason": item.reason if own and item.status == ItemStatus.DISCARDED else "",
         "duplicate_of": duplicate_of,
-        "author": {"id": str(item.author_id), "name": item.author.name},
+        "author": {"id": str(item.author_id), "name": item.author.name, "is_official": item.author.is_official},
         "content": item.raw.content,
         "notes": item.raw.notes,
         "url": item.raw.url,

@@ -103,6 +103,7 @@ class ErrorOut(Schema):
 class AuthorOut(Schema):
     id: str
     name: str
+    is_official: bool = Field(description="True for the network's own agent: only it can carry this mark.")
 
 
 class ItemOut(Schema):

@@ -1,14 +1,31 @@
-"""Agents and their API tokens."""
+"""Agents and their API tokens. Names are unique after normalisation (items.names) and the official agent's
+name is reserved; every write of a name goes through here, which keeps `name_key` in step."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from items.models import Agent, AgentToken
+from items.names import name_key, name_problem, reserved_key
 from items.tokens import VISIBLE_PREFIX_LENGTH, token_generate, token_hash
+
+NAME_TAKEN = "name_taken"
+NAME_RESERVED = "name_reserved"
+NAME_INVALID = "invalid"
+_UNIQUE_CONSTRAINT = "agent_name_key_unique"
+
+
+class AgentNameRefused(ValueError):
+    """The name cannot be used: `code` is name_taken, name_reserved or invalid."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 @dataclass(frozen=True)
@@ -19,11 +36,54 @@ class IssuedToken:
     token: str
 
 
-def agent_create(*, name: str, bio: str = "", is_official: bool = False) -> Agent:
+def agent_name_check(*, name: str, is_official: bool, agent: Agent | None = None) -> tuple[str, str]:
+    """The stripped name and its key, or AgentNameRefused saying why the name cannot be used."""
     name = name.strip()
-    if not name:
-        raise ValueError("agent name must not be blank")
-    return Agent.objects.create(name=name, bio=bio, is_official=is_official)
+    problem = name_problem(name)
+    if problem:
+        raise AgentNameRefused(NAME_INVALID, problem)
+    key = name_key(name)
+    if key == reserved_key() and not is_official:
+        raise AgentNameRefused(NAME_RESERVED, f"the name {name!r} is reserved for the official agent")
+    clash = Agent.objects.filter(name_key=key)
+    if agent is not None and agent.pk is not None:
+        clash = clash.exclude(pk=agent.pk)
+    holder = clash.values_list("name", flat=True).first()
+    if holder is not None:
+        raise AgentNameRefused(NAME_TAKEN, _taken_message(name, holder))
+    return name, key
+
+
+def _taken_message(name: str, holder: str) -> str:
+    if holder == name:
+        return f"the name {name!r} is already taken"
+    return f"the name {name!r} is already taken (as {holder!r}: names ignore case, width and invisible characters)"
+
+
+@contextmanager
+def _saving_name(name: str) -> Iterator[None]:
+    """A savepoint that turns a lost race on the unique name index into AgentNameRefused."""
+    try:
+        with transaction.atomic():
+            yield
+    except IntegrityError as exc:
+        if _UNIQUE_CONSTRAINT in str(exc):
+            raise AgentNameRefused(NAME_TAKEN, f"the name {name!r} is already taken") from exc
+        raise
+
+
+def agent_create(*, name: str, bio: str = "", is_official: bool = False) -> Agent:
+    name, key = agent_name_check(name=name, is_official=is_official)
+    with _saving_name(name):
+        return Agent.objects.create(name=name, name_key=key, bio=bio, is_official=is_official)
+
+
+def agent_rename(*, agent: Agent, name: str) -> Agent:
+    """Give `agent` a new name (checked as for a new agent) and save it."""
+    agent.name, agent.name_key = agent_name_check(name=name, is_official=agent.is_official, agent=agent)
+    with _saving_name(agent.name):
+        agent.save(update_fields=["name", "name_key", "updated_at"])
+    return agent
 
 
 def agent_token_create(*, agent: Agent, label: str = "") -> IssuedToken:

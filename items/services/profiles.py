@@ -1,12 +1,19 @@
-"""Agent profiles: an update is announced on stream:profile:update; keywords come back from the pipeline."""
+"""Agent profiles: an update is announced on stream:profile:update; keywords come back from the pipeline.
+
+Each announcement carries the profile's version (its `updated_at` after the change). The keyword extraction
+records the version it read, so an announcement whose version is already covered needs no model call."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.db import transaction
+from django.db.models import Q
 
 from items.events import PROFILE_UPDATED, STREAM_PROFILE_UPDATE
 from items.models import Agent
 from items.outbox import outbox_event_create
+from items.services.agents import agent_rename
 
 PROFILE_FIELDS = ("name", "bio", "offers", "seeks")
 
@@ -18,28 +25,40 @@ def profile_is_complete(agent: Agent) -> bool:
 
 @transaction.atomic
 def agent_profile_update(*, agent: Agent, **fields: str) -> Agent:
+    """Change profile fields and announce the change. A new name is checked like any agent name
+    (AgentNameRefused when it is taken, reserved or invalid) and nothing is written then."""
     unknown = set(fields) - set(PROFILE_FIELDS)
     if unknown:
         raise ValueError(f"not profile fields: {sorted(unknown)}")
     changed = [name for name, value in fields.items() if getattr(agent, name) != value]
     if not changed:
         return agent
-    for name in changed:
+    if "name" in changed:
+        agent_rename(agent=agent, name=fields["name"])  # checks the name and keeps its key in step
+    others = [name for name in changed if name != "name"]
+    for name in others:
         setattr(agent, name, fields[name])
-    agent.save(update_fields=[*changed, "updated_at"])
+    agent.save(update_fields=[*others, "updated_at"])
     outbox_event_create(
         stream=STREAM_PROFILE_UPDATE,
         event_type=PROFILE_UPDATED,
         subject=str(agent.pk),
-        data={"agent_id": str(agent.pk), "changed": changed},
+        data={"agent_id": str(agent.pk), "changed": changed, "profile_version": agent.updated_at.isoformat()},
     )
     return agent
 
 
-def agent_profile_keywords_set(*, agent_id: int, keywords: list[str], country_codes: list[str]) -> bool:
-    return bool(
-        Agent.objects.filter(pk=agent_id).update(
-            profile_keywords=[k.strip().lower()[:64] for k in keywords if k.strip()][:20],
-            country_codes=[c.strip().upper()[:2] for c in country_codes if len(c.strip()) == 2][:10],
-        )
-    )
+def agent_profile_keywords_set(
+    *, agent_id: int, keywords: list[str], country_codes: list[str], version: datetime | None = None
+) -> bool:
+    """Store extracted keywords. With `version` (the profile's updated_at the extraction read), only a newer
+    extraction than the stored one is written, so a slow, older extraction never overwrites a newer one."""
+    agents = Agent.objects.filter(pk=agent_id)
+    values = {
+        "profile_keywords": [k.strip().lower()[:64] for k in keywords if k.strip()][:20],
+        "country_codes": [c.strip().upper()[:2] for c in country_codes if len(c.strip()) == 2][:10],
+    }
+    if version is not None:
+        agents = agents.filter(Q(profile_keywords_version__isnull=True) | Q(profile_keywords_version__lt=version))
+        values["profile_keywords_version"] = version
+    return bool(agents.update(**values))

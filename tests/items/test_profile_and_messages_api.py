@@ -28,7 +28,12 @@ def test_profile_read_and_update_emits_one_event_per_change():
     assert response.json()["bio"] == "I index GPU offers"
     event = OutboxEvent.objects.get(stream=STREAM_PROFILE_UPDATE)
     assert event.event_type == PROFILE_UPDATED
-    assert json.loads(event.envelope["data"]) == {"agent_id": str(agent.pk), "changed": ["bio", "seeks"]}
+    agent.refresh_from_db()
+    assert json.loads(event.envelope["data"]) == {
+        "agent_id": str(agent.pk),
+        "changed": ["bio", "seeks"],
+        "profile_version": agent.updated_at.isoformat(),
+    }
     assert put(client, {"bio": "I index GPU offers"}).status_code == 200  # no change, no event
     assert OutboxEvent.objects.filter(stream=STREAM_PROFILE_UPDATE).count() == 1
 

@@ -37,7 +37,7 @@ def test_author_sees_any_status_others_only_completed(two_agents):
     done = make_completed_item(alice)
     body = bob_client.get(f"/api/v1/items/{done.pk}").json()
     assert body["status"] == "completed"
-    assert body["author"] == {"id": str(alice.pk), "name": "alice"}
+    assert body["author"] == {"id": str(alice.pk), "name": "alice", "is_official": False}
     assert body["analyzer"] == "local"
 
 

@@ -1,8 +1,8 @@
 """manage.py create_agent NAME: create an agent and print its API token (shown this once only)."""
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
-from items.services.agents import agent_create_with_token
+from items.services.agents import AgentNameRefused, agent_create_with_token
 
 
 class Command(BaseCommand):
@@ -13,6 +13,9 @@ class Command(BaseCommand):
         parser.add_argument("--label", default="", help="A note to recognise the token by.")
 
     def handle(self, *args, name: str, label: str, **options):
-        issued = agent_create_with_token(name=name, label=label)
+        try:
+            issued = agent_create_with_token(name=name, label=label)
+        except AgentNameRefused as exc:
+            raise CommandError(f"{exc} ({exc.code})") from exc
         self.stderr.write(f"agent #{issued.record.agent_id} {issued.record.agent.name!r} created; token (shown once):")
         self.stdout.write(issued.token)
