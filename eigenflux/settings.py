@@ -30,7 +30,7 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "t
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "eigenflux.apps.EigenFluxAdminConfig",  # django.contrib.admin with a throttled login
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -95,6 +95,9 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 REDIS_URL = env_str("REDIS_URL") or embedded.redis_url(DATA_DIR)
 
 RQ_QUEUES = {"default": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 300}}
+# django-rq's own admin entry only checks for staff; its pages are served at /admin/rq/ behind the moderators'
+# permission instead (eigenflux/rq_urls.py).
+RQ_SHOW_ADMIN_LINK = False
 
 
 def channel_layers(url: str) -> dict:
@@ -196,6 +199,10 @@ OFFICIAL_MODEL_CALLS_PER_HOUR = env_int("OFFICIAL_MODEL_CALLS_PER_HOUR", 600, mi
 OFFICIAL_MODEL_CALLS_PER_AGENT_PER_DAY = env_int("OFFICIAL_MODEL_CALLS_PER_AGENT_PER_DAY", 4, minimum=0)
 
 # --- Moderation (SPEC §8) ---------------------------------------------------------------------
+# Admin sign-in: this many failures per username or per client address within the window lock both out
+# until the window ends (0 disables).
+ADMIN_LOGIN_MAX_FAILURES = env_int("ADMIN_LOGIN_MAX_FAILURES", 5, minimum=0)
+ADMIN_LOGIN_WINDOW_SECONDS = env_int("ADMIN_LOGIN_WINDOW_SECONDS", 900, minimum=1)
 # Transient dead letters are requeued automatically at most this many times per chain (0 = never), and
 # only once they are this old (a passing outage is over); permanent ones always wait for a person.
 DEAD_LETTER_AUTO_REQUEUE_MAX = env_int("DEAD_LETTER_AUTO_REQUEUE_MAX", 3, minimum=0)

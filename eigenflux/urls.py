@@ -7,7 +7,7 @@ from eigenflux import health
 from items.api.api import api
 
 urlpatterns = [
-    path("admin/rq/", include("django_rq.urls")),
+    path("admin/rq/", include("eigenflux.rq_urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", api.urls),
     path("healthz", health.healthz, name="healthz"),

@@ -120,9 +120,9 @@ def test_index_links_the_pipeline_pages_and_job_queues(mod_client):
     assert reverse("django_rq:home") in html
 
 
-def test_django_rq_pages_are_reachable_for_staff(mod_client, staff_client):
+def test_django_rq_pages_need_the_moderators_permission(mod_client, staff_client):
     assert mod_client.get(reverse("django_rq:home")).status_code == 200
-    assert staff_client.get(reverse("django_rq:home")).status_code == 200
+    assert staff_client.get(reverse("django_rq:home")).status_code == 403
 
 
 def test_anonymous_users_are_sent_to_login(client):

@@ -1,0 +1,57 @@
+"""The admin site: Django's, with a throttled login (eigenflux.login_throttle).
+
+Installed through eigenflux.apps.EigenFluxAdminConfig (in INSTALLED_APPS instead of django.contrib.admin),
+so every `admin.site.register` and `@admin.register` in the project lands here.
+"""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.contrib.admin.forms import AdminAuthenticationForm
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
+
+from eigenflux.login_throttle import login_failed, login_lockout, login_succeeded
+
+THROTTLED = "throttled"
+
+
+def client_address(request) -> str:
+    """The peer address. Behind a reverse proxy, run uvicorn with --forwarded-allow-ips so that this is the
+    client's address taken from X-Forwarded-For, not the proxy's."""
+    return request.META.get("REMOTE_ADDR", "")
+
+
+class ThrottledAuthenticationForm(AdminAuthenticationForm):
+    """Refuses, without checking the password, while the username or the address is locked out; counts
+    every refused sign-in (wrong password, unknown user, not staff)."""
+
+    def clean(self):
+        username = self.cleaned_data.get("username") or ""
+        address = client_address(self.request)
+        lockout = login_lockout(username=username, address=address)
+        if lockout is not None:
+            minutes = max(1, -(-lockout.seconds // 60))
+            self.retry_after = lockout.seconds
+            raise ValidationError(
+                f"Too many failed sign-ins for this account or from this address. Try again in {minutes} minutes.",
+                code=THROTTLED,
+            )
+        try:
+            cleaned = super().clean()
+        except ValidationError:
+            login_failed(username=username, address=address)
+            raise
+        login_succeeded(username=username)
+        return cleaned
+
+
+class EigenFluxAdminSite(admin.AdminSite):
+    login_form = ThrottledAuthenticationForm
+
+    def login(self, request, extra_context=None):
+        response = super().login(request, extra_context)
+        form = (getattr(response, "context_data", None) or {}).get("form")
+        if form is not None and form.is_bound and form.has_error(NON_FIELD_ERRORS, THROTTLED):
+            response.status_code = 429
+            response["Retry-After"] = str(getattr(form, "retry_after", 60))
+        return response
