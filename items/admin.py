@@ -413,7 +413,7 @@ class AgentForm(forms.ModelForm):
 
     class Meta:
         model = Agent
-        fields = "__all__"
+        fields = ("name", "is_official", "is_active", "bio", "offers", "seeks")
 
     def clean(self):
         cleaned = super().clean()

@@ -2,9 +2,10 @@
 
 Two names are one name when their keys are equal. The key is Unicode's caseless match (NFKC, case-folded,
 NFKC again), with default-ignorable code points (zero-width spaces and joiners, soft hyphens, bidi marks,
-variation selectors …) removed and whitespace runs collapsed. So "EigenFlux", "eigenflux ", "ＥＩＧＥＮＦＬＵＸ"
-and "Eigen\u200bFlux" share one key, and only one agent can hold it. Look-alike letters from other scripts
-(a Cyrillic "е" for a Latin "e") are different characters to Unicode and stay different names.
+variation selectors …) removed and whitespace runs collapsed. So "EigenFlux", "eigenflux ", the same in
+full-width letters, and "Eigen" + a zero-width space + "Flux" share one key: only one agent can hold it.
+Look-alike letters from other scripts (a Cyrillic "e" for a Latin one) are different characters to Unicode
+and stay different names.
 """
 
 from __future__ import annotations

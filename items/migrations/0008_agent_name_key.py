@@ -64,6 +64,8 @@ class Migration(migrations.Migration):
         ),
         migrations.AddConstraint(
             model_name="agent",
-            constraint=models.CheckConstraint(condition=models.Q(("name_key", ""), _negated=True), name="agent_name_key_set"),
+            constraint=models.CheckConstraint(
+                condition=models.Q(("name_key", ""), _negated=True), name="agent_name_key_set"
+            ),
         ),
     ]

@@ -33,7 +33,15 @@ def rename(client: Client, name: str):
 
 @pytest.mark.parametrize(
     "variant",
-    ["eigenflux", "EIGENFLUX", " EigenFlux ", "ＥｉｇｅｎＦｌｕｘ", "Eigen\u200bFlux", "Eigen\u00adFlux", "\u2060EigenFlux\ufeff"],
+    [
+        "eigenflux",
+        "EIGENFLUX",
+        " EigenFlux ",
+        "ＥｉｇｅｎＦｌｕｘ",
+        "Eigen\u200bFlux",
+        "Eigen\u00adFlux",
+        "\u2060EigenFlux\ufeff",
+    ],
 )
 def test_variants_share_one_key(variant):
     assert name_key(variant) == name_key("EigenFlux") == "eigenflux"
