@@ -14,8 +14,9 @@ django_asgi_app = get_asgi_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
-from django.urls import path  # noqa: E402
+from django.urls import path, re_path  # noqa: E402
 
+from eigenflux.ws_not_found import websocket_not_found  # noqa: E402
 from items.ws import AgentEventsConsumer  # noqa: E402
 from pipeline.ws import HealthConsumer  # noqa: E402
 
@@ -24,6 +25,8 @@ websocket_urlpatterns = [
     path("ws/v1/events", AgentEventsConsumer.as_asgi()),
     # Cookie-authenticated, so the Origin must be one of ALLOWED_HOSTS (no cross-site socket hijacking).
     path("ws/admin/health", AllowedHostsOriginValidator(HealthConsumer.as_asgi())),
+    # Anything else: 404 with the JSON error body (without this route channels raises, a 500).
+    re_path(r"", websocket_not_found),
 ]
 
 application = ProtocolTypeRouter(

@@ -40,12 +40,15 @@ INSTALLED_APPS = [
     "django_prometheus",
     "django_rq",
     "channels",
+    "ninja",  # serves Swagger UI's files for /api/v1/docs from this server, not a CDN
     "items",
     "pipeline",
 ]
 
 MIDDLEWARE = [
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
+    # Outside everything that can answer an error, so that every error under /api/ leaves as JSON.
+    "items.api.json_errors.JsonErrorMiddleware",
     "items.api.middleware.BodySizeLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",

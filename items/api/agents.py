@@ -9,7 +9,7 @@ from ninja import Query, Router, Schema
 from pydantic import ConfigDict, Field, StrictStr, field_validator
 
 from items.api.errors import ApiError
-from items.api.schemas import AuthorOut, ErrorOut, storable
+from items.api.schemas import CURSOR_DESCRIPTION, CURSOR_MAX_LENGTH, AuthorOut, error_responses, storable
 from items.models import Agent, Message
 from items.pagination import DEFAULT_LIMIT, MAX_LIMIT, BadCursor, decode_cursor, page
 from items.services.agents import NAME_TAKEN, AgentNameRefused
@@ -17,7 +17,6 @@ from items.services.messages import message_mark_read
 from items.services.profiles import agent_profile_update
 
 router = Router(tags=["agents"])
-_ERRORS = {400: ErrorOut, 401: ErrorOut, 404: ErrorOut, 422: ErrorOut, 429: ErrorOut, 503: ErrorOut}
 
 
 class ProfileOut(Schema):
@@ -68,14 +67,14 @@ def _profile(agent: Agent) -> dict:
     }
 
 
-@router.get("/agents/me", response={200: ProfileOut, **_ERRORS}, summary="Your profile")
+@router.get("/agents/me", response={200: ProfileOut, **error_responses()}, summary="Your profile")
 def me(request: HttpRequest):
     return _profile(request.auth)
 
 
 @router.put(
     "/agents/me",
-    response={200: ProfileOut, **_ERRORS},
+    response={200: ProfileOut, **error_responses(409)},
     summary="Update your profile",
     description="Only the fields sent change. Keywords are extracted from the profile asynchronously.",
 )
@@ -105,7 +104,7 @@ class MessagePage(Schema):
 
 
 class MessagesQuery(Schema):
-    cursor: str | None = None
+    cursor: str | None = Field(None, max_length=CURSOR_MAX_LENGTH, description=CURSOR_DESCRIPTION)
     limit: int = Field(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT)
 
 
@@ -125,7 +124,7 @@ def _message(message: Message) -> dict:
     }
 
 
-@router.get("/messages", response={200: MessagePage, **_ERRORS}, summary="Your inbox, newest first")
+@router.get("/messages", response={200: MessagePage, **error_responses()}, summary="Your inbox, newest first")
 def messages(request: HttpRequest, params: Query[MessagesQuery]):
     try:
         below = decode_cursor(params.cursor)
@@ -138,7 +137,9 @@ def messages(request: HttpRequest, params: Query[MessagesQuery]):
     return {"messages": [_message(m) for m in rows], "next_cursor": next_cursor}
 
 
-@router.post("/messages/{message_id}/read", response={200: MessageOut, **_ERRORS}, summary="Mark a message read")
+@router.post(
+    "/messages/{message_id}/read", response={200: MessageOut, **error_responses(404)}, summary="Mark a message read"
+)
 def read_message(request: HttpRequest, message_id: str):
     message = None
     if message_id.isascii() and message_id.isdigit() and len(message_id) <= 18:

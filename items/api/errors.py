@@ -50,7 +50,7 @@ def install(api: NinjaAPI) -> None:
     @api.exception_handler(ValidationError)
     def validation_error(request: HttpRequest, exc: ValidationError) -> HttpResponse:
         first = exc.errors[0] if exc.errors else {}
-        loc = [str(part) for part in first.get("loc", ()) if part not in ("body", "payload", "query", "path")]
+        loc = [str(part) for part in first.get("loc", ()) if part not in ("body", "payload", "query", "path", "header")]
         message = str(first.get("msg", "invalid input"))
         if message.startswith("Value error, "):
             message = message.removeprefix("Value error, ")

@@ -12,8 +12,10 @@ from items import selectors
 from items.api.errors import ApiError
 from items.api.presenters import item_payload
 from items.api.schemas import (
+    CURSOR_DESCRIPTION,
+    CURSOR_MAX_LENGTH,
+    IDEMPOTENCY_KEY_MAX_LENGTH,
     DeleteOut,
-    ErrorOut,
     FeedbackIn,
     FeedbackOut,
     ItemOut,
@@ -21,6 +23,7 @@ from items.api.schemas import (
     PublishIn,
     PublishOut,
     SearchOut,
+    error_responses,
     storable,
 )
 from items.feed import feed_cached
@@ -33,8 +36,6 @@ from items.services.retract import item_delete
 
 router = Router(tags=["items"])
 
-_ERRORS = {400: ErrorOut, 401: ErrorOut, 413: ErrorOut, 422: ErrorOut, 429: ErrorOut, 503: ErrorOut}
-
 
 def _item_id(raw: str) -> int:
     """Item ids are 64-bit integers sent as decimal strings; anything else names no item."""
@@ -45,23 +46,32 @@ def _item_id(raw: str) -> int:
 
 @router.post(
     "/items/publish",
-    response={202: PublishOut, 200: PublishOut, **_ERRORS},
+    response={202: PublishOut, 200: PublishOut, **error_responses()},
     summary="Publish a broadcast",
     description=(
         "Stores the broadcast and queues it for enrichment; answers at once with the item id. "
         "Send an `Idempotency-Key` header to make retries safe: the same key with the same body returns "
         "the original item (200), the same key with a different body is refused (422). Keys are kept "
-        "for at least 24 hours."
+        "for at least 24 hours (`IDEMPOTENCY_TTL_HOURS`). Publishing has its own per-agent rate limit (429)."
     ),
 )
 def publish(
     request: HttpRequest,
     payload: PublishIn,
     idempotency_key: str | None = Header(
-        None, alias="Idempotency-Key", description="Any string up to 255 characters, unique per logical publish."
+        None,
+        alias="Idempotency-Key",
+        min_length=1,
+        max_length=IDEMPOTENCY_KEY_MAX_LENGTH,
+        description=(
+            "1 to 255 printable characters, unique per logical publish (a UUID is a good choice). Retrying "
+            "with the same key and body returns the original item."
+        ),
     ),
 ):
-    if idempotency_key is not None and not (0 < len(idempotency_key) <= 255 and idempotency_key.isprintable()):
+    if idempotency_key is not None and not (
+        0 < len(idempotency_key) <= IDEMPOTENCY_KEY_MAX_LENGTH and idempotency_key.isprintable()
+    ):
         raise ApiError(422, "invalid", "Idempotency-Key must be 1-255 printable characters", "Idempotency-Key")
     try:
         result = item_publish(
@@ -81,7 +91,7 @@ def publish(
 
 @router.delete(
     "/items/{item_id}",
-    response={200: DeleteOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 503: ErrorOut},
+    response={200: DeleteOut, **error_responses(403, 404)},
     summary="Retract one of your broadcasts",
     description=(
         "Marks the item `deleted` (terminal: the pipeline never brings it back) and emits `item.deleted`. "
@@ -99,9 +109,6 @@ def delete_item(request: HttpRequest, item_id: str):
     return Status(200, {"item_id": str(item.pk), "status": ItemStatus.DELETED})
 
 
-_READ_ERRORS = {400: ErrorOut, 401: ErrorOut, 404: ErrorOut, 422: ErrorOut, 429: ErrorOut, 503: ErrorOut}
-
-
 def _cursor(cursor: str | None) -> int | None:
     try:
         return decode_cursor(cursor)
@@ -111,7 +118,7 @@ def _cursor(cursor: str | None) -> int | None:
 
 @router.get(
     "/items/{item_id}",
-    response={200: ItemOut, **_READ_ERRORS},
+    response={200: ItemOut, **error_responses(404)},
     summary="One item",
     description="Your own items in any status (with the public discard reason); other agents' only when completed.",
 )
@@ -124,13 +131,13 @@ def get_item(request: HttpRequest, item_id: str):
 
 class OwnItemsQuery(Schema):
     status: ItemStatus | None = Field(None, description="Only items in this status.")
-    cursor: str | None = Field(None, description="From the previous page's `next_cursor`.")
+    cursor: str | None = Field(None, max_length=CURSOR_MAX_LENGTH, description=CURSOR_DESCRIPTION)
     limit: int = Field(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT)
 
 
 @router.get(
     "/items",
-    response={200: ItemPage, **_READ_ERRORS},
+    response={200: ItemPage, **error_responses()},
     summary="Your own items, newest first",
     description="Keyset pagination: pages stay stable while new items arrive.",
 )
@@ -156,7 +163,7 @@ class ItemFilters(Schema):
 
 
 class FeedQuery(ItemFilters):
-    cursor: str | None = None
+    cursor: str | None = Field(None, max_length=CURSOR_MAX_LENGTH, description=CURSOR_DESCRIPTION)
     for_me: bool = Field(
         False, description="Rank the latest items by overlap with your profile keywords (one page, no cursor)."
     )
@@ -164,7 +171,7 @@ class FeedQuery(ItemFilters):
 
 @router.get(
     "/feed",
-    response={200: ItemPage, **_READ_ERRORS},
+    response={200: ItemPage, **error_responses()},
     summary="The network's latest completed items",
     description="Completed, non-expired items, newest first, one per similarity group.",
 )
@@ -193,7 +200,14 @@ def feed(request: HttpRequest, filters: Query[FeedQuery]):
 
 
 class SearchQueryIn(ItemFilters):
-    q: str = Field(min_length=1, max_length=500, description="Words to look for (web-search syntax in keyword mode).")
+    q: str = Field(
+        min_length=1,
+        max_length=500,
+        description=(
+            "1 to 500 characters with at least one word: the words to look for (web-search syntax in keyword "
+            "mode: quotes, OR, -word)."
+        ),
+    )
     mode: Literal["keyword", "semantic", "hybrid"] = "hybrid"
 
     @field_validator("q")
@@ -204,7 +218,7 @@ class SearchQueryIn(ItemFilters):
 
 @router.get(
     "/search",
-    response={200: SearchOut, **_READ_ERRORS},
+    response={200: SearchOut, **error_responses()},
     summary="Search completed items",
     description=(
         "`keyword`: PostgreSQL full-text search; `semantic`: nearest items by embedding (pgvector); "
@@ -230,7 +244,7 @@ def search(request: HttpRequest, params: Query[SearchQueryIn]):
 
 @router.post(
     "/items/{item_id}/feedback",
-    response={202: FeedbackOut, 403: ErrorOut, **_READ_ERRORS},
+    response={202: FeedbackOut, **error_responses(403, 404)},
     summary="Score an item you can see",
     description=(
         "Scores: -1, 0, 1, 2, for other agents' completed items. Each reader counts once per item; a later "

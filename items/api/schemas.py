@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
 from urllib.parse import urlsplit
 
 from ninja import Schema
-from pydantic import ConfigDict, Field, StrictBool, StrictStr, field_validator
+from pydantic import ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
 
+from items.services.feedback import SCORES
 from items.text import text_problem, weighted_length
 
 CONTENT_MAX_WEIGHTED = 4000
 NOTES_MAX_WEIGHTED = 2000
 URL_MAX_LENGTH = 300
+IDEMPOTENCY_KEY_MAX_LENGTH = 255
+CURSOR_MAX_LENGTH = 64
+CURSOR_DESCRIPTION = (
+    "Opaque: pass the previous page's `next_cursor` unchanged (at most 64 characters). Leave out for the "
+    "first page; a cursor this API did not issue answers 422."
+)
 
 
 def storable(value: str | None) -> str | None:
@@ -100,6 +106,17 @@ class ErrorOut(Schema):
     error: ErrorDetail
 
 
+# What any operation can answer besides its success: a malformed request (400: bad JSON, bad Host or
+# Content-Length header), no valid token (401), a body over the limit (413, refused before anything reads it),
+# invalid input (422), a rate limit (429) and the database being unavailable (503).
+COMMON_ERRORS = frozenset({400, 401, 413, 422, 429, 503})
+
+
+def error_responses(*extra: int) -> dict[int, type[ErrorOut]]:
+    """The error part of an operation's `response=`: the common statuses plus the operation's own."""
+    return dict.fromkeys(sorted(COMMON_ERRORS | set(extra)), ErrorOut)
+
+
 class AuthorOut(Schema):
     id: str
     name: str
@@ -148,7 +165,18 @@ class SearchOut(Schema):
 class FeedbackIn(Schema):
     model_config = ConfigDict(extra="forbid")
 
-    score: Literal[-1, 0, 1, 2] = Field(description="-1 harmful or spam, 0 not useful, 1 useful, 2 very useful.")
+    # A strict integer: JSON true, 1.0 or "1" are refused (a Literal alone accepts true and 1.0, as True == 1).
+    score: StrictInt = Field(
+        description="-1 harmful or spam, 0 not useful, 1 useful, 2 very useful. A JSON integer.",
+        json_schema_extra={"enum": list(SCORES)},
+    )
+
+    @field_validator("score")
+    @classmethod
+    def _score(cls, value: int) -> int:
+        if value not in SCORES:
+            raise ValueError("score must be one of -1, 0, 1, 2")
+        return value
 
 
 class FeedbackOut(Schema):

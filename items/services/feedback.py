@@ -13,7 +13,7 @@ SCORES = (-1, 0, 1, 2)
 
 @transaction.atomic
 def item_feedback_submit(*, reader: Agent, item: ProcessedItem, score: int) -> None:
-    if score not in SCORES:
+    if type(score) is not int or score not in SCORES:  # True == 1 and 1.0 == 1: neither is a score
         raise ValueError(f"score must be one of {SCORES}, got {score!r}")
     outbox_event_create(
         stream=STREAM_ITEM_STATS,
