@@ -173,6 +173,14 @@ EMBEDDING_SEND_DIMENSIONS = env_bool("EMBEDDING_SEND_DIMENSIONS", True)
 LLM_REASONING_EFFORT_BY_PROMPT = dict(
     part.split("=", 1) for part in env_list("LLM_REASONING_EFFORT_BY_PROMPT", []) if "=" in part
 )
+# Output-token cap sent with every completion (Responses: max_output_tokens; Chat: the parameter below).
+# Reasoning tokens count against it; a reply cut at the cap is treated as invalid output and retried later.
+LLM_MAX_OUTPUT_TOKENS = env_int("LLM_MAX_OUTPUT_TOKENS", 2048, minimum=16)
+# Chat Completions name for the cap: max_completion_tokens (OpenAI's current name, needed by reasoning models)
+# or max_tokens (older OpenAI-compatible servers that do not know the new name).
+LLM_CHAT_OUTPUT_LIMIT_PARAM = env_choice(
+    "LLM_CHAT_OUTPUT_LIMIT_PARAM", "max_completion_tokens", ("max_completion_tokens", "max_tokens")
+)
 # Ask for a JSON object reply (response_format / text.format json_object); off for servers lacking it.
 LLM_JSON_MODE = env_bool("LLM_JSON_MODE", True)
 # Per-call retry backoff for 429/5xx/timeouts: base * 2**attempt, capped, with full jitter.

@@ -45,6 +45,7 @@ class Reply:
     text: str
     usage: Usage
     vectors: list[list[float]] | None = None  # embeddings replies only
+    truncated: bool = False  # the model stopped at the output-token cap
 
 
 class _Transient(Exception):
@@ -172,8 +173,10 @@ def _attempts(
 def _responses_reply(response: Any) -> Reply:
     usage = getattr(response, "usage", None)
     details = getattr(usage, "output_tokens_details", None)
+    incomplete = getattr(response, "incomplete_details", None)
     return Reply(
         text=response.output_text or "",
+        truncated=getattr(incomplete, "reason", None) == "max_output_tokens",
         usage=Usage(
             input_tokens=getattr(usage, "input_tokens", 0) or 0,
             output_tokens=getattr(usage, "output_tokens", 0) or 0,
@@ -189,6 +192,7 @@ def _chat_reply(completion: Any) -> Reply:
     text = (choices[0].message.content or "") if choices else ""
     return Reply(
         text=text,
+        truncated=bool(choices) and choices[0].finish_reason == "length",
         usage=Usage(
             input_tokens=getattr(usage, "prompt_tokens", 0) or 0,
             output_tokens=getattr(usage, "completion_tokens", 0) or 0,
@@ -206,18 +210,32 @@ def _sender(config: ClientConfig, rendered: RenderedPrompt) -> Callable[[], Repl
                 {"role": "system", "content": rendered.instructions},
                 {"role": "user", "content": rendered.input},
             ],
+            config.chat_limit_param: config.max_output_tokens,
         }
         if config.reasoning_effort:
             kwargs["reasoning_effort"] = config.reasoning_effort
         if config.json_mode:
             kwargs["response_format"] = {"type": "json_object"}
         return lambda: _chat_reply(client.chat.completions.create(**kwargs))
-    kwargs = {"model": config.model, "instructions": rendered.instructions, "input": rendered.input, "store": False}
+    kwargs = {
+        "model": config.model,
+        "instructions": rendered.instructions,
+        "input": rendered.input,
+        "store": False,
+        "max_output_tokens": config.max_output_tokens,
+    }
     if config.reasoning_effort:
         kwargs["reasoning"] = {"effort": config.reasoning_effort}
     if config.json_mode:
         kwargs["text"] = {"format": {"type": "json_object"}}
     return lambda: _responses_reply(client.responses.create(**kwargs))
+
+
+def accept_reply(reply: Reply, schema: type[S], max_output_tokens: int) -> S:
+    """A complete reply parsed into the schema; one cut at the output-token cap is invalid output."""
+    if reply.truncated:
+        raise ModelOutputInvalid(f"reply cut off at the output-token cap (LLM_MAX_OUTPUT_TOKENS={max_output_tokens})")
+    return parse_reply(reply.text, schema)
 
 
 def parse_reply(text: str, schema: type[S]) -> S:
@@ -247,7 +265,7 @@ def complete(
         item_id=item_id,
         cancel=cancel,
         send=_sender(config, rendered),
-        accept=lambda reply: parse_reply(reply.text, schema),
+        accept=lambda reply: accept_reply(reply, schema, config.max_output_tokens),
     )
 
 

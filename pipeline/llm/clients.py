@@ -28,6 +28,8 @@ class ClientConfig:
     api: str
     reasoning_effort: str  # "" means: do not send any reasoning parameter
     json_mode: bool
+    max_output_tokens: int = 2048  # sent with every completion (reasoning tokens count against it)
+    chat_limit_param: str = "max_completion_tokens"  # or "max_tokens", for older Chat Completions servers
 
     def __repr__(self) -> str:  # never show the key, in logs or tracebacks
         return f"ClientConfig(kind={self.kind!r}, base_url={self.base_url!r}, model={self.model!r}, api={self.api!r})"
@@ -67,6 +69,8 @@ def client_config(kind: ClientKind, prompt: str = "") -> ClientConfig:
         api=settings.LLM_API,
         reasoning_effort=(effort or "").strip(),
         json_mode=bool(settings.LLM_JSON_MODE),
+        max_output_tokens=int(settings.LLM_MAX_OUTPUT_TOKENS),
+        chat_limit_param=settings.LLM_CHAT_OUTPUT_LIMIT_PARAM,
     )
 
 

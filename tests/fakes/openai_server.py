@@ -7,6 +7,10 @@ reply unless a test scripted replies for it: `server.script("safety", reply, ...
 in order, then back to the default). A reply is a dict (sent as JSON text), a str (sent verbatim, e.g.
 prose-wrapped or truncated JSON) or a Fault. Every request is recorded in `server.requests`.
 
+Tokens are counted as whitespace-separated words. Like a real server, a reply longer than the request's
+output-token cap (Responses `max_output_tokens`, Chat `max_completion_tokens` / `max_tokens`) is cut there
+and marked incomplete (Responses `status: incomplete`, Chat `finish_reason: length`).
+
 Plain HTTP on 127.0.0.1, so other processes (`manage.py run_pipeline`) can use it through its URL.
 """
 
@@ -307,8 +311,15 @@ class FakeOpenAIServer:
                     return ""
                 return reply if isinstance(reply, str) else json.dumps(reply)
 
+            @staticmethod
+            def _capped(text: str, cap: Any) -> tuple[str, bool]:
+                words = text.split(" ")
+                if isinstance(cap, int) and len(text.split()) > cap:
+                    return " ".join(words[:cap]), True
+                return text, False
+
             def _responses(self, body: dict[str, Any], reply: Any, reasoning: int) -> None:
-                text = self._text(reply)
+                text, cut = self._capped(self._text(reply), body.get("max_output_tokens"))
                 input_tokens = sum(
                     len(part.split()) for part in _texts(body.get("input")) + _texts(body.get("instructions"))
                 )
@@ -319,7 +330,8 @@ class FakeOpenAIServer:
                         "id": f"resp_{uuid.uuid4().hex}",
                         "object": "response",
                         "created_at": time.time(),
-                        "status": "completed",
+                        "status": "incomplete" if cut else "completed",
+                        "incomplete_details": {"reason": "max_output_tokens"} if cut else None,
                         "model": body.get("model", ""),
                         "output": [
                             {
@@ -344,7 +356,8 @@ class FakeOpenAIServer:
                 )
 
             def _chat(self, body: dict[str, Any], reply: Any, reasoning: int) -> None:
-                text = self._text(reply)
+                cap = body.get("max_completion_tokens", body.get("max_tokens"))
+                text, cut = self._capped(self._text(reply), cap)
                 prompt_tokens = sum(len(part.split()) for part in _texts(body.get("messages")))
                 completion_tokens = len(text.split()) + reasoning
                 self._json(
@@ -357,7 +370,7 @@ class FakeOpenAIServer:
                         "choices": [
                             {
                                 "index": 0,
-                                "finish_reason": "stop",
+                                "finish_reason": "length" if cut else "stop",
                                 "message": {"role": "assistant", "content": text},
                             }
                         ],
