@@ -4,13 +4,22 @@ are exactly its task schema's fields and which validates against that schema."""
 from __future__ import annotations
 
 from django.core.checks import Error, register
-from django.template import TemplateSyntaxError
+from django.template import TemplateSyntaxError, VariableDoesNotExist
 from pydantic import ValidationError
 
-from pipeline.llm.prompts import PROMPT_NAMES, PromptError, example_output, prompt_path, render
+from pipeline.llm.prompts import (
+    PROMPT_NAMES,
+    PROMPT_VARIABLES,
+    PromptError,
+    example_output,
+    prompt_path,
+    render,
+    template_variables,
+)
 from pipeline.llm.schemas import TASK_SCHEMAS
 
-_SAMPLE_CONTEXT = {
+# A value for every variable any prompt is passed; each prompt is rendered with its own subset.
+SAMPLE_CONTEXT = {
     "content": "sample",
     "notes": "sample",
     "url": "https://example.com",
@@ -26,7 +35,8 @@ _SAMPLE_CONTEXT = {
     "agent_name": "sample",
 }
 # eigenflux.E001 missing/unreadable prompt or example, E002 key missing from the example,
-# E003 unexpected key in the example, E004 example fails the schema, E005 template does not render.
+# E003 unexpected key in the example, E004 example fails the schema, E005 template does not render,
+# E006 template names a variable the code does not pass (it would render as empty text).
 
 
 @register("eigenflux")
@@ -71,7 +81,21 @@ def check_prompts(app_configs=None, **kwargs) -> list[Error]:
                     )
                 )
         try:
-            render(name, **_SAMPLE_CONTEXT)
-        except (PromptError, TemplateSyntaxError) as exc:
+            unknown = sorted(template_variables(name) - PROMPT_VARIABLES[name])
+            if not unknown:
+                render(name, **{key: SAMPLE_CONTEXT[key] for key in PROMPT_VARIABLES[name]})
+        except (PromptError, TemplateSyntaxError, VariableDoesNotExist) as exc:
             errors.append(Error(f"prompt {name!r} does not render: {exc}", obj=name, id="eigenflux.E005"))
+            continue
+        for variable in unknown:
+            errors.append(
+                Error(
+                    f"prompt {name!r} uses the variable {variable!r}, which the code does not pass "
+                    f"(it passes {', '.join(sorted(PROMPT_VARIABLES[name]))})",
+                    hint=f"Fix the template {path}, or pass {variable!r} in pipeline/llm/tasks.py and declare it "
+                    "in PROMPT_VARIABLES.",
+                    obj=name,
+                    id="eigenflux.E006",
+                )
+            )
     return errors

@@ -9,16 +9,31 @@ The split happens on the template source, before rendering, so untrusted text ca
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from django.template import Context, Engine
+from django.template.base import FilterExpression, Node, NodeList, Variable
+from django.template.defaulttags import ForNode, WithNode
+from django.template.smartif import TokenBase
 
 from pipeline.llm.jsonparse import extract_json_object
 
 PROMPT_NAMES: tuple[str, ...] = ("process_item", "safety", "suggest_action", "extract_keywords", "official_reply")
+# What the code (pipeline.llm.tasks) passes to each template. render() refuses any other set, and the start-up
+# check refuses a template that names a variable outside it (Django would render it as empty text).
+PROMPT_VARIABLES: dict[str, frozenset[str]] = {
+    "process_item": frozenset({"content", "notes", "url", "accept_reply", "today"}),
+    "safety": frozenset({"content", "notes", "url"}),
+    "suggest_action": frozenset({"content", "summary", "broadcast_type"}),
+    "extract_keywords": frozenset({"name", "bio", "offers", "seeks"}),
+    "official_reply": frozenset({"kind", "agent_name", "content"}),
+}
+# Names every template may use without being passed them: the template language's literals.
+_TEMPLATE_BUILTINS = frozenset({"True", "False", "None"})
 INPUT_SEPARATOR = "{# input #}"
 _EXAMPLE = re.compile(r"<example_output>(.*?)</example_output>", re.DOTALL)
 # Prompts are plain text for a model, not HTML: no autoescaping.
@@ -82,6 +97,11 @@ def untrusted(text: str) -> str:
 
 def render(prompt_name: str, /, **context: Any) -> RenderedPrompt:
     """Render a prompt. Every string value is treated as untrusted and has its delimiters neutralised."""
+    expected = PROMPT_VARIABLES.get(prompt_name, frozenset())
+    if set(context) != expected:
+        raise PromptError(
+            f"prompt {prompt_name!r} is rendered with {sorted(context)}; PROMPT_VARIABLES declares {sorted(expected)}"
+        )
     safe_context = {key: untrusted(value) if isinstance(value, str) else value for key, value in context.items()}
     instructions_tpl, input_tpl = _compiled(prompt_name)
     ctx = Context(safe_context, autoescape=False)
@@ -102,3 +122,41 @@ def example_output(name: str) -> dict[str, Any]:
         return extract_json_object(matches[0])
     except ValueError as exc:
         raise PromptError(f"prompt {name!r}: example output is not one JSON object ({exc})") from None
+
+
+def _expressions(value: Any) -> Iterator[FilterExpression]:
+    """The filter expressions inside one node attribute (if-conditions, for sequences, with values …)."""
+    if isinstance(value, FilterExpression):
+        yield value
+    elif isinstance(value, TokenBase):  # a parsed {% if %} condition: operators and literals
+        for part in ("first", "second", "value"):
+            yield from _expressions(getattr(value, part, None))
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _expressions(item)
+    elif isinstance(value, list | tuple) and not isinstance(value, NodeList):
+        for item in value:
+            yield from _expressions(item)
+
+
+def _roots(expression: FilterExpression) -> Iterator[str]:
+    variables = [expression.var] + [arg for _, args in expression.filters for lookup, arg in args if lookup]
+    for variable in variables:
+        if isinstance(variable, Variable) and variable.lookups:
+            yield variable.lookups[0]
+
+
+def template_variables(name: str) -> set[str]:
+    """The context variables a prompt's template reads (names it binds itself, with for/with, excluded)."""
+    names: set[str] = set()
+    bound: set[str] = set(_TEMPLATE_BUILTINS)
+    for template in _compiled(name):
+        for node in template.nodelist.get_nodes_by_type(Node):
+            if isinstance(node, ForNode):
+                bound.update([*node.loopvars, "forloop"])
+            elif isinstance(node, WithNode):
+                bound.update(node.extra_context)
+            for value in vars(node).values():
+                for expression in _expressions(value):
+                    names.update(_roots(expression))
+    return names - bound

@@ -9,8 +9,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
-from pipeline.checks import check_prompts
-from pipeline.llm.prompts import PROMPT_NAMES, example_output, render
+from pipeline.checks import SAMPLE_CONTEXT, check_prompts
+from pipeline.llm.prompts import PROMPT_NAMES, PROMPT_VARIABLES, PromptError, example_output, render, template_variables
 from pipeline.llm.schemas import TASK_SCHEMAS
 
 
@@ -39,21 +39,8 @@ def test_shipped_prompts_pass_the_check():
 def test_each_prompt_has_marker_example_and_delimited_input(name):
     example = example_output(name)
     TASK_SCHEMAS[name].model_validate(example)  # the example is a valid answer, not just the right keys
-    rendered = render(
-        name,
-        content="BROADCAST TEXT",
-        notes="",
-        url="",
-        summary="S",
-        broadcast_type="info",
-        name="N",
-        bio="B",
-        offers="O",
-        seeks="S",
-        kind="first_broadcast",
-        agent_name="A",
-        today="2026-01-01",
-    )
+    context = {**SAMPLE_CONTEXT, "content": "BROADCAST TEXT", "notes": "", "url": "", "kind": "first_broadcast"}
+    rendered = render(name, **{key: context[key] for key in PROMPT_VARIABLES[name]})
     assert f"TASK: {name}" in rendered.instructions and f"TASK: {name}" in rendered.input
     assert "<<<BEGIN" in rendered.input and "<<<END" in rendered.input
     assert "{%" not in rendered.instructions + rendered.input and "{#" not in rendered.input
@@ -88,3 +75,39 @@ def test_manage_py_check_refuses_to_start(prompts_copy):
     rewrite_example(prompts_copy / "extract_keywords.txt", lambda ex: {"keywords": ex["keywords"]})
     with pytest.raises(SystemCheckError, match="lacks key 'country_codes'"):
         call_command("check")
+
+
+# --- template variables ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", PROMPT_NAMES)
+def test_each_shipped_template_uses_exactly_what_the_code_passes(name):
+    assert template_variables(name) == PROMPT_VARIABLES[name]
+
+
+def test_check_fails_naming_a_variable_the_code_does_not_pass(prompts_copy):
+    path = prompts_copy / "suggest_action.txt"
+    path.write_text(
+        path.read_text().replace(
+            "Reply with the JSON object only.\n",
+            "Reader language: {{ reader_lang|default:locale }}.\n{% if urgency > 2 %}Hurry.{% endif %}\n"
+            "{% for tag in tags %}{{ tag }} {{ forloop.counter }}{% endfor %}\n"
+            "{% with short=summary|truncatewords:5 %}{{ short }}{% endwith %}\n"
+            "Reply with the JSON object only.\n",
+        )
+    )
+    errors = check_prompts()
+    assert [e.id for e in errors] == ["eigenflux.E006"] * 4
+    named = " ".join(e.msg for e in errors)
+    for variable in ("'locale'", "'reader_lang'", "'tags'", "'urgency'"):
+        assert variable in named
+    assert "'tag'" not in named and "'short'" not in named and "'forloop'" not in named
+    with pytest.raises(SystemCheckError, match="uses the variable 'urgency'"):
+        call_command("check")
+
+
+def test_render_refuses_a_context_the_declaration_does_not_match():
+    with pytest.raises(PromptError, match="PROMPT_VARIABLES"):
+        render("safety", content="x", notes="", url="", colour="red")
+    with pytest.raises(PromptError, match="PROMPT_VARIABLES"):
+        render("safety", content="x")
