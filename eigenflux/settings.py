@@ -200,6 +200,9 @@ ALERT_GROUP_WINDOW_HOURS = env_float("ALERT_GROUP_WINDOW_HOURS", 6.0, minimum=0.
 ENRICHMENT_LEASE_SECONDS = env_float("ENRICHMENT_LEASE_SECONDS", 120.0, minimum=1.0)
 
 # --- Profiles and the official agent (SPEC §5.2) ------------------------------------------------
+# At most one profile keyword extraction (a model call) per agent per this many seconds; updates in between
+# schedule one extraction for when the interval ends, which reads the latest profile (0 = no limit).
+PROFILE_KEYWORDS_MIN_INTERVAL_SECONDS = env_int("PROFILE_KEYWORDS_MIN_INTERVAL_SECONDS", 300, minimum=0)
 OFFICIAL_AGENT_NAME = env_str("OFFICIAL_AGENT_NAME", "EigenFlux")
 OFFICIAL_WELCOME_ENABLED = env_bool("OFFICIAL_WELCOME_ENABLED", True)
 OFFICIAL_FIRST_BROADCAST_ENABLED = env_bool("OFFICIAL_FIRST_BROADCAST_ENABLED", True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.db import connection
 
 from items.events import build_envelope
@@ -21,8 +23,10 @@ def outbox_event_create(
     traceparent: str | None = None,
     replay: bool = False,
     target_group: str | None = None,
+    not_before: datetime | None = None,
 ) -> OutboxEvent:
-    """Add an event to the outbox; must run inside the transaction of the change it announces."""
+    """Add an event to the outbox; must run inside the transaction of the change it announces. With
+    `not_before`, the relays leave it alone until then (a delayed event)."""
     if not connection.in_atomic_block:
         raise RuntimeError("outbox_event_create must run inside transaction.atomic()")
     envelope = build_envelope(
@@ -41,6 +45,7 @@ def outbox_event_create(
         event_type=event_type,
         subject=subject,
         envelope=envelope,
+        next_attempt_at=not_before,
     )
     # The relays are woken by a trigger on this table (migration items.0007), at COMMIT.
     return event

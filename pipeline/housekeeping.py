@@ -170,11 +170,14 @@ def poll_lag(client: redis.Redis, streams: set[str]) -> dict[str, dict]:
 
 
 def outbox_backlog() -> tuple[int, float]:
+    """Undispatched events and the oldest one's age; events scheduled for later (delayed, never tried) are not
+    backlog until they are due."""
     table = OutboxEvent._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT count(*), COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0) "  # noqa: S608 - table name
-            f"FROM {table} WHERE dispatched_at IS NULL"
+            f"FROM {table} WHERE dispatched_at IS NULL "
+            "AND NOT (attempts = 0 AND next_attempt_at IS NOT NULL AND next_attempt_at > now())"
         )
         count, age = cursor.fetchone()
     return int(count), float(age)

@@ -9,13 +9,15 @@ from datetime import datetime
 
 from django.db import transaction
 from django.db.models import Q
+from django.utils import timezone
 
 from items.events import PROFILE_UPDATED, STREAM_PROFILE_UPDATE
-from items.models import Agent
+from items.models import Agent, OutboxEvent
 from items.outbox import outbox_event_create
 from items.services.agents import agent_rename
 
 PROFILE_FIELDS = ("name", "bio", "offers", "seeks")
+KEYWORDS_GROUP = "cg:profile:update"  # the keyword extraction's consumer group
 
 
 def profile_is_complete(agent: Agent) -> bool:
@@ -62,3 +64,27 @@ def agent_profile_keywords_set(
         agents = agents.filter(Q(profile_keywords_version__isnull=True) | Q(profile_keywords_version__lt=version))
         values["profile_keywords_version"] = version
     return bool(agents.update(**values))
+
+
+def agent_profile_keywords_defer(*, agent: Agent, not_before: datetime) -> bool:
+    """Schedule one keyword extraction for `agent` at `not_before`: a delayed profile event for the keyword
+    group only (the stream's other groups ignore it). Nothing is added when one is already scheduled; it will
+    read the profile as it is then. Must run inside the caller's transaction. Returns whether one was added."""
+    scheduled = OutboxEvent.objects.filter(
+        stream=STREAM_PROFILE_UPDATE,
+        subject=str(agent.pk),
+        dispatched_at__isnull=True,
+        attempts=0,
+        next_attempt_at__gt=timezone.now(),
+    )
+    if scheduled.exists():
+        return False
+    outbox_event_create(
+        stream=STREAM_PROFILE_UPDATE,
+        event_type=PROFILE_UPDATED,
+        subject=str(agent.pk),
+        data={"agent_id": str(agent.pk), "changed": [], "profile_version": agent.updated_at.isoformat()},
+        target_group=KEYWORDS_GROUP,
+        not_before=not_before,
+    )
+    return True

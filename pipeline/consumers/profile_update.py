@@ -1,14 +1,53 @@
-"""cg:profile:update: extracts an agent's profile keywords (and country codes) after each update."""
+"""cg:profile:update: extracts an agent's profile keywords (and country codes) after each update.
+
+Bounded per agent: at most one extraction per PROFILE_KEYWORDS_MIN_INTERVAL_SECONDS (a Redis slot taken
+with SET NX EX), and the latest profile wins. Each update event carries the profile version it produced;
+the extraction reads the current profile and records the version it read, so every event whose version is
+already covered is done without a model call. An event that finds the slot taken is acknowledged after
+scheduling one delayed extraction for when the slot frees (a delayed outbox event for this group; one per
+agent at a time), which reads the profile as it is by then. Nothing waits in the consumer meanwhile, so an
+agent that updates its profile often cannot hold up other agents' extractions."""
 
 from __future__ import annotations
 
-from django.db import transaction
+from datetime import datetime, timedelta
 
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from eigenflux.redis import get_redis
 from items.events import PROFILE_UPDATED, STREAM_PROFILE_UPDATE
 from items.models import Agent
-from items.services.profiles import agent_profile_keywords_set
+from items.services.profiles import agent_profile_keywords_defer, agent_profile_keywords_set
 from pipeline import llm
 from pipeline.runtime import Consumer, DeadLetterNow, Event, LeaseLost, NothingToDo, RetryLater, consume_once, register
+
+# The delayed extraction is scheduled a little after the slot frees (database and Redis clocks differ).
+_SLOT_MARGIN_SECONDS = 1
+
+
+def slot_key(agent_id: int) -> str:
+    return f"profile:keywords:slot:{agent_id}"
+
+
+def slot_take(agent_id: int) -> int:
+    """0 if this extraction may run now (the slot is taken for the interval), else seconds until it frees."""
+    interval = settings.PROFILE_KEYWORDS_MIN_INTERVAL_SECONDS
+    if interval <= 0:
+        return 0
+    client = get_redis()
+    if client.set(slot_key(agent_id), "1", nx=True, ex=interval):
+        return 0
+    return max(1, int(client.ttl(slot_key(agent_id))))
+
+
+def event_version(event: Event) -> datetime | None:
+    raw = event.data.get("profile_version")
+    try:
+        return datetime.fromisoformat(raw) if isinstance(raw, str) else None
+    except ValueError:
+        return None
 
 
 @register
@@ -22,6 +61,17 @@ class ProfileUpdateConsumer(Consumer):
         agent = agent_of(event)
         if not (agent.bio or agent.offers or agent.seeks):
             raise NothingToDo(f"agent {agent.pk} has no profile text")
+        version = event_version(event)
+        if version is not None and agent.profile_keywords_version and version <= agent.profile_keywords_version:
+            raise NothingToDo(f"agent {agent.pk}: keywords already extracted from this profile or a newer one")
+        wait = slot_take(agent.pk)
+        if wait:
+            with transaction.atomic():
+                event.lease.check()
+                if consume_once(event):
+                    not_before = timezone.now() + timedelta(seconds=wait + _SLOT_MARGIN_SECONDS)
+                    agent_profile_keywords_defer(agent=agent, not_before=not_before)
+            raise NothingToDo(f"agent {agent.pk}: keywords were extracted recently; next extraction in {wait} s")
         try:
             answer = llm.extract_keywords(
                 name=agent.name,
@@ -34,12 +84,16 @@ class ProfileUpdateConsumer(Consumer):
         except llm.CallCancelled as exc:
             raise LeaseLost(str(exc)) from exc
         except llm.ModelError as exc:
+            get_redis().delete(slot_key(agent.pk))  # nothing was extracted: the retry need not wait for the slot
             raise RetryLater(f"extract_keywords: {exc.__class__.__name__}: {exc}") from exc
         with transaction.atomic():
             event.lease.check()
             if consume_once(event):
                 agent_profile_keywords_set(
-                    agent_id=agent.pk, keywords=answer.value.keywords, country_codes=answer.value.country_codes
+                    agent_id=agent.pk,
+                    keywords=answer.value.keywords,
+                    country_codes=answer.value.country_codes,
+                    version=agent.updated_at,
                 )
 
 
