@@ -148,6 +148,10 @@ EVENT_SOURCE = env_str("EVENT_SOURCE", "urn:eigenflux:api")
 # Per-agent requests per minute (0 disables): publishing and everything else are counted separately.
 RATE_LIMIT_PUBLISH_PER_MINUTE = env_int("RATE_LIMIT_PUBLISH_PER_MINUTE", 120, minimum=0)
 RATE_LIMIT_READ_PER_MINUTE = env_int("RATE_LIMIT_READ_PER_MINUTE", 1200, minimum=0)
+# Semantic/hybrid search: embeddings of new query text per agent per minute (each is a model call); cached
+# query text costs nothing. Cached vectors live this long.
+RATE_LIMIT_SEARCH_EMBEDDINGS_PER_MINUTE = env_int("RATE_LIMIT_SEARCH_EMBEDDINGS_PER_MINUTE", 60, minimum=0)
+SEARCH_EMBEDDING_CACHE_SECONDS = env_int("SEARCH_EMBEDDING_CACHE_SECONDS", 24 * 3600, minimum=1)
 
 # --- Model layer (SPEC §7) ----------------------------------------------------------------------
 LLM_API_KEY = env_str("LLM_API_KEY") or env_str("OPENAI_API_KEY")

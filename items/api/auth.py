@@ -13,8 +13,8 @@ from items.selectors import agent_for_token
 
 
 class RateLimited(ApiError):
-    def __init__(self, retry_after: int) -> None:
-        super().__init__(429, "rate_limited", f"too many requests; retry in {retry_after} s")
+    def __init__(self, retry_after: int, message: str | None = None) -> None:
+        super().__init__(429, "rate_limited", message or f"too many requests; retry in {retry_after} s")
         self.retry_after = retry_after
 
 

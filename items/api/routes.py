@@ -9,6 +9,7 @@ from ninja import Header, Query, Router, Schema, Status
 from pydantic import Field, field_validator
 
 from items import selectors
+from items.api.auth import RateLimited
 from items.api.errors import ApiError
 from items.api.presenters import item_payload
 from items.api.schemas import (
@@ -29,7 +30,7 @@ from items.api.schemas import (
 from items.feed import feed_cached
 from items.models import BroadcastType, ItemStatus, ProcessedItem
 from items.pagination import DEFAULT_LIMIT, MAX_LIMIT, BadCursor, decode_cursor, page
-from items.search import SemanticSearchUnavailable, embed_query
+from items.search import EmbeddingRateLimited, SemanticSearchUnavailable, query_embedding
 from items.services.feedback import item_feedback_submit
 from items.services.publish import IdempotencyConflict, item_publish
 from items.services.retract import item_delete
@@ -222,7 +223,8 @@ class SearchQueryIn(ItemFilters):
     summary="Search completed items",
     description=(
         "`keyword`: PostgreSQL full-text search; `semantic`: nearest items by embedding (pgvector); "
-        "`hybrid` (default): both rankings merged by reciprocal rank fusion."
+        "`hybrid` (default): both rankings merged by reciprocal rank fusion. Query embeddings are cached by "
+        "text; embedding new query text has its own per-agent rate limit (429)."
     ),
 )
 def search(request: HttpRequest, params: Query[SearchQueryIn]):
@@ -234,7 +236,13 @@ def search(request: HttpRequest, params: Query[SearchQueryIn]):
         rankings.append(selectors.search_keyword(q=params.q, **common))
     if params.mode in ("semantic", "hybrid"):
         try:
-            embedding = embed_query(params.q)
+            embedding = query_embedding(text=params.q, agent_id=request.auth.pk)
+        except EmbeddingRateLimited as exc:
+            message = (
+                f"too many semantic searches with new query text; retry in {exc.retry_after} s "
+                "(repeated queries and keyword mode are not limited by this)"
+            )
+            raise RateLimited(exc.retry_after, message) from exc
         except SemanticSearchUnavailable as exc:
             raise ApiError(503, "unavailable", f"semantic search is unavailable: {exc}") from exc
         rankings.append(selectors.search_semantic(embedding=embedding, **common))

@@ -48,3 +48,45 @@ def test_semantic_search_reports_an_unavailable_model(fake_llm):
     response = Client(HTTP_AUTHORIZATION=f"Bearer {token}").get("/api/v1/search?q=anything&mode=semantic")
     assert response.status_code == 503
     assert response.json()["error"]["code"] == "unavailable"
+
+
+# --- bounds on the embedding calls -----------------------------------------------------------------
+
+
+def search(client: Client, q: str, mode: str = "semantic"):
+    return client.get("/api/v1/search", {"q": q, "mode": mode})
+
+
+def test_query_embeddings_are_cached_by_text(fake_llm, settings):
+    _, token = make_agent()
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
+    make_completed_item(content="GPU hours in Frankfurt", embedding=unit(1.0))
+    first = search(client, "gpu  rental ")
+    assert search(client, "gpu rental").json() == first.json()
+    assert search(client, " gpu rental", mode="hybrid").status_code == 200
+    (request,) = fake_llm.requests_for("embed")  # one model call for the three searches
+    assert request.json["input"] == ["gpu rental"]
+    # Another embedding model is another cache entry: no vector from the old model is reused.
+    settings.EMBEDDING_MODEL = "fake-embedding-2"
+    assert search(client, "gpu rental").status_code == 200
+    assert [r.model for r in fake_llm.requests_for("embed")] == ["fake-embedding", "fake-embedding-2"]
+
+
+def test_new_query_embeddings_have_their_own_rate_bucket(fake_llm, settings):
+    settings.RATE_LIMIT_SEARCH_EMBEDDINGS_PER_MINUTE = 2
+    _, token = make_agent()
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert search(client, "first").status_code == 200
+    assert search(client, "second", mode="hybrid").status_code == 200
+    limited = search(client, "third")
+    assert limited.status_code == 429
+    assert int(limited["Retry-After"]) >= 1
+    assert limited.json()["error"]["code"] == "rate_limited"
+    assert "new query text" in limited.json()["error"]["message"]
+    assert fake_llm.count("embed") == 2  # the refused search made no model call
+    # Cached text, keyword mode and other agents are not limited by this bucket.
+    assert search(client, "first").status_code == 200
+    assert search(client, "third", mode="keyword").status_code == 200
+    _, other = make_agent()
+    assert search(Client(HTTP_AUTHORIZATION=f"Bearer {other}"), "third").status_code == 200
+    assert fake_llm.count("embed") == 3
