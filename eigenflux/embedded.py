@@ -28,6 +28,32 @@ from urllib.parse import quote
 _MAX_SOCKET_PATH = 100
 
 
+def postgres_runs_as_other_user() -> bool:
+    """pgserver started by root runs PostgreSQL as its own unprivileged user ("pgserver")."""
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def _private_mode() -> int:
+    # 0700: nobody else may enter. Under root, the embedded PostgreSQL runs as pgserver's own user, which must
+    # pass through to .data/pg (it owns that, mode 0700) from any process of the stack, whether or not that
+    # process started the server: others get traverse only (0711), never a listing, and every secret in the
+    # directory is a 0600 file.
+    return 0o711 if postgres_runs_as_other_user() else 0o700
+
+
+def private_dir(path: Path) -> Path:
+    """Create `path` (and missing parents) private to this user (mode 0700, see _private_mode): it holds the
+    databases, the generated SECRET_KEY and the demo admin password. An existing directory is tightened."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        os.chmod(path, _private_mode())
+    except PermissionError as exc:
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured(f"{path} must be private to the user running EigenFlux (mode 0700): {exc}") from exc
+    return path
+
+
 def secret_key(data_dir: Path) -> str:
     """A SECRET_KEY generated once and kept in .data/secret_key (mode 0600)."""
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -50,6 +76,8 @@ def postgres_url(data_dir: Path) -> str:
     data_dir.mkdir(parents=True, exist_ok=True)
     # cleanup_mode="stop": pgserver keeps its own list of user pids and the last one stops the server.
     server = pgserver.get_server(data_dir / "pg", cleanup_mode="stop")
+    # Started as root, pgserver opens every parent of its data directory to everyone (o+rx); close .data again.
+    private_dir(data_dir)
     info = server.get_postmaster_info()
     socket_dir = str(info.socket_dir)
     return f"postgresql://postgres@{quote(socket_dir, safe='')}/postgres"

@@ -70,3 +70,16 @@ def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
 def env_path(name: str, default: Path) -> Path:
     raw = os.environ.get(name)
     return Path(raw).expanduser().resolve() if raw else default
+
+
+def env_header_value(name: str) -> tuple[str, str] | None:
+    """A request header and the value that marks a secure request, written `Header-Name: value`
+    (e.g. `X-Forwarded-Proto: https`), as Django's WSGI META key and value; None when unset."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None
+    header, sep, value = raw.partition(":")
+    header, value = header.strip(), value.strip()
+    if not sep or not header or not value or any(ch.isspace() for ch in header):
+        raise ImproperlyConfigured(f"{name} must look like 'X-Forwarded-Proto: https', got {raw!r}")
+    return "HTTP_" + header.upper().replace("-", "_"), value

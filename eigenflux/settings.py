@@ -15,6 +15,7 @@ from eigenflux.environ import (
     env_bool,
     env_choice,
     env_float,
+    env_header_value,
     env_int,
     env_list,
     env_path,
@@ -22,12 +23,30 @@ from eigenflux.environ import (
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-DATA_DIR = env_path("EIGENFLUX_DATA_DIR", BASE_DIR / ".data")
+# Created (or tightened) with mode 0700: it holds the embedded databases and generated secrets.
+DATA_DIR = embedded.private_dir(env_path("EIGENFLUX_DATA_DIR", BASE_DIR / ".data"))
 
 SECRET_KEY = env_str("SECRET_KEY") or embedded.secret_key(DATA_DIR)
 DEBUG = env_bool("DEBUG", False)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+# --- HTTPS deployments --------------------------------------------------------------------------------
+# HTTPS=true turns on what a site served over HTTPS needs; each setting can also be set on its own.
+# `manage.py check --deploy` is clean with HTTPS=true and SECURE_HSTS_PRELOAD=true (preload is a separate,
+# deliberate choice: once the header is sent, anyone may submit the domain to the browsers' preload lists).
+HTTPS = env_bool("HTTPS", False)
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", HTTPS)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", HTTPS)
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", HTTPS)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 365 * 24 * 3600 if HTTPS else 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", HTTPS)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+# Behind a TLS-terminating proxy: the header it sets on HTTPS requests, e.g. "X-Forwarded-Proto: https".
+# Only set it when the proxy always sets (or strips) that header, or clients could claim HTTPS themselves.
+SECURE_PROXY_SSL_HEADER = env_header_value("SECURE_PROXY_SSL_HEADER")
+# Probes and scrapers often speak plain HTTP inside the network: no redirect for them.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
 
 INSTALLED_APPS = [
     "eigenflux.apps.EigenFluxAdminConfig",  # django.contrib.admin with a throttled login
@@ -135,6 +154,11 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
+
+# --- Metrics ----------------------------------------------------------------------------------------
+# When set, GET /metrics needs `Authorization: Bearer <METRICS_TOKEN>` (Prometheus: `authorization` in the
+# scrape config). Unset: /metrics is open, as for a server reachable only from the monitoring network.
+METRICS_TOKEN = env_str("METRICS_TOKEN")
 
 # --- Agent API --------------------------------------------------------------------------------
 # Largest request body accepted by the agent API (413 above it).
@@ -269,7 +293,9 @@ PIPELINE_SWEEPER_DEADLINE_SECONDS = env_float("PIPELINE_SWEEPER_DEADLINE_SECONDS
 PIPELINE_SWEEPER_INTERVAL_SECONDS = env_float("PIPELINE_SWEEPER_INTERVAL_SECONDS", 60.0, minimum=1.0)
 PIPELINE_TRIM_INTERVAL_SECONDS = env_float("PIPELINE_TRIM_INTERVAL_SECONDS", 60.0, minimum=1.0)
 PIPELINE_LAG_POLL_SECONDS = env_float("PIPELINE_LAG_POLL_SECONDS", 10.0, minimum=0.1)
-# Prometheus endpoint of each run_pipeline process (0 = off; a busy port is logged and skipped).
+# Prometheus endpoint of each run_pipeline process (0 = off; a busy port is logged and skipped), on the
+# loopback interface unless PIPELINE_METRICS_HOST says otherwise (e.g. 0.0.0.0 in a container).
 PIPELINE_METRICS_PORT = env_int("PIPELINE_METRICS_PORT", 9108, minimum=0)
+PIPELINE_METRICS_HOST = env_str("PIPELINE_METRICS_HOST", "127.0.0.1")
 # Extra consumer modules to import (comma-separated), e.g. test consumers; the product's are in pipeline.consumers.
 PIPELINE_EXTRA_CONSUMER_MODULES = env_list("PIPELINE_EXTRA_CONSUMER_MODULES", [])

@@ -4,6 +4,7 @@ from django.urls import include, path
 from django.views.defaults import page_not_found
 
 from eigenflux import health
+from eigenflux.metrics import metrics
 from items.api.api import api
 
 urlpatterns = [
@@ -12,7 +13,7 @@ urlpatterns = [
     path("api/v1/", api.urls),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
-    path("", include("django_prometheus.urls")),
+    path("metrics", metrics, name="prometheus-django-metrics"),
 ]
 
 

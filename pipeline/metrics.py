@@ -52,14 +52,16 @@ E2E_SECONDS = Histogram(
 )
 
 
-def serve(port: int) -> bool:
-    """Expose the default registry on port (0 = off); a busy port is logged, not fatal."""
+def serve(port: int, host: str = "127.0.0.1") -> tuple[str, int] | None:
+    """Expose the default registry on host:port (port 0 = off); returns the bound address, or None. A busy
+    port is logged, not fatal. The default host is loopback: only this machine can scrape it."""
     if not port:
-        return False
+        return None
     try:
-        start_http_server(port)
+        server, _ = start_http_server(port, addr=host)
     except OSError as exc:
-        log.warning("metrics port %s unavailable (%s); metrics not exposed by this process", port, exc)
-        return False
-    log.info("metrics on :%s/metrics", port)
-    return True
+        log.warning("metrics port %s:%s unavailable (%s); metrics not exposed by this process", host, port, exc)
+        return None
+    address = server.server_address[:2]
+    log.info("metrics on %s:%s/metrics", *address)
+    return address

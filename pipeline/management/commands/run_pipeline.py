@@ -36,6 +36,9 @@ class Command(BaseCommand):
         parser.add_argument("--relay-only", action="store_true", help="run only the outbox relay (no consumers)")
         parser.add_argument("--no-housekeeping", action="store_true", help="no trimming, sweeper or lag poller")
         parser.add_argument("--metrics-port", type=int, default=None, help="Prometheus port (0 = off)")
+        parser.add_argument(
+            "--metrics-host", default=None, help="address the metrics port binds to (default PIPELINE_METRICS_HOST)"
+        )
 
     def handle(self, *args, **options):
         available = load_consumers()
@@ -56,8 +59,9 @@ class Command(BaseCommand):
             raise CommandError("nothing to run: no consumers and --no-relay")
 
         port = settings.PIPELINE_METRICS_PORT if options["metrics_port"] is None else options["metrics_port"]
+        host = options["metrics_host"] or settings.PIPELINE_METRICS_HOST
         self._banner(names, options, relay, port)
-        metrics.serve(port)
+        metrics.serve(port, host)
 
         supervisor = Supervisor(
             [available[name] for name in names],
