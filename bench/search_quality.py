@@ -41,6 +41,7 @@ def parse_args() -> argparse.Namespace:
         "--calibrate", action="store_true", help="also sweep the semantic floor over the corpus and suggest a value"
     )
     parser.add_argument("--json", type=Path, help="write the figures to this file as well")
+    parser.add_argument("--show", metavar="LANG", help="print each query of this language with its top results")
     return parser.parse_args()
 
 
@@ -288,6 +289,10 @@ def main() -> None:
                 metrics = query_metrics(query, found, docs, indexed)
                 per[(mode, query["lang"])].append(metrics)
                 per[(mode, "all")].append(metrics)
+                results.setdefault("per_query", {}).setdefault(query["id"], {})[mode] = round(metrics["ndcg10"], 3)
+                if ARGS.show and query["lang"] == ARGS.show:
+                    shown = " ".join(f"{doc_id}:{grade(query, docs[doc_id])}" for doc_id in found[:10])
+                    print(f"{mode:<9}{query['id']:<16}{metrics['ndcg10']:.2f}  {query['q']}  -> {shown}")
             for query in nonsense:
                 items, _ = search(client, query["q"], mode)
                 nonsense_hits[mode] += bool(items)

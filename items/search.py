@@ -1,17 +1,55 @@
-"""Query embeddings for semantic search. The model layer lives in `pipeline`, which `items` must not
-import, so the pipeline app registers its embedder here when Django starts (pipeline.apps)."""
+"""Search over completed items: keyword (full text), semantic (embeddings) and hybrid (both, fused).
+
+Relevance comes before ranking: keyword mode returns only items whose search vector matches the query;
+semantic mode only items whose cosine similarity to the query reaches the floor calibrated for the embedding
+model (SEARCH_MIN_SIMILARITY); hybrid fuses, by reciprocal rank, only candidates that cleared their own mode's
+bar. So a query that matches nothing returns nothing in every mode.
+
+Cost is bounded as the network grows: keyword ranking (ts_rank_cd on the stored, weighted vector) looks at
+the SEARCH_KEYWORD_CANDIDATES most recent matches at most; semantic search walks the HNSW index with an
+ef_search sized to the page, and when a filter (type, domain) leaves the index's candidates short it
+searches the filtered rows exactly instead (pgvector 0.6 has no iterative index scan).
+
+Query embeddings come from the model layer in `pipeline`, which `items` must not import: the pipeline app
+registers its embedder here when Django starts (pipeline.apps).
+"""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
-QueryEmbedder = Callable[[str], list[float]]
+from django.conf import settings
+from django.contrib.postgres.search import SearchRank
+from django.db import connection, transaction
+from django.db.models import F, Subquery, Value
+from pgvector.django import CosineDistance
 
-_embedder: QueryEmbedder | None = None
+from items import textsearch
+from items.models import ProcessedItem
+from items.selectors import visible_items, with_raw
+
+MODES = ("keyword", "semantic", "hybrid")
+RRF_K = 60  # reciprocal rank fusion's constant: 1 / (k + rank)
+HNSW_MAX_EF_SEARCH = 1000  # pgvector's upper bound for hnsw.ef_search
 
 
 class SemanticSearchUnavailable(RuntimeError):
     pass
+
+
+@dataclass(frozen=True)
+class QueryVector:
+    """A query's embedding and the similarity floor that belongs to the model that made it."""
+
+    values: list[float]
+    min_similarity: float
+
+
+QueryEmbedder = Callable[[str], QueryVector]
+
+_embedder: QueryEmbedder | None = None
 
 
 def set_query_embedder(embedder: QueryEmbedder | None) -> None:
@@ -19,7 +57,178 @@ def set_query_embedder(embedder: QueryEmbedder | None) -> None:
     _embedder = embedder
 
 
-def embed_query(text: str) -> list[float]:
+def embed_query(text: str) -> QueryVector:
     if _embedder is None:
         raise SemanticSearchUnavailable("no query embedder is registered")
     return _embedder(text)
+
+
+@dataclass
+class SearchHit:
+    item: ProcessedItem
+    score: float  # what the results are ordered by in this mode
+    keyword_score: float | None = None  # ts_rank_cd, normalised to [0, 1)
+    semantic_score: float | None = None  # cosine similarity
+
+    @property
+    def matched(self) -> list[str]:
+        return [
+            mode
+            for mode, score in (("keyword", self.keyword_score), ("semantic", self.semantic_score))
+            if score is not None
+        ]
+
+
+@dataclass(frozen=True)
+class SearchPage:
+    hits: list[SearchHit]
+    has_more: bool
+    offset: int = 0
+    fingerprint: str = field(default="", repr=False)
+
+
+def fingerprint(*, q: str, mode: str, broadcast_type: str | None, domain: str | None) -> str:
+    """Identifies a search, so a cursor is only accepted by the search that issued it."""
+    key = "\x1f".join((q, mode, broadcast_type or "", domain or ""))
+    return hashlib.blake2b(key.encode("utf-8"), digest_size=6).hexdigest()
+
+
+def search_items(
+    *, q: str, mode: str, broadcast_type: str | None, domain: str | None, offset: int, limit: int
+) -> SearchPage:
+    """One page of results, best first. Raises SemanticSearchUnavailable when semantic mode (or hybrid's
+    semantic half) cannot embed the query."""
+    if mode not in MODES:
+        raise ValueError(f"unknown search mode {mode!r}; expected one of {', '.join(MODES)}")
+    cap = int(settings.SEARCH_MAX_RESULTS)
+    end = min(offset + limit, cap)
+    depth = min(end + 1, cap)  # one more than the page, to know whether there is more
+    filters = {"broadcast_type": broadcast_type, "domain": domain}
+    keyword: list[tuple[int, float]] = []
+    semantic: list[tuple[int, float]] = []
+    if offset < end:
+        if mode in ("keyword", "hybrid"):
+            keyword = keyword_candidates(q=q, depth=depth, **filters)
+        if mode in ("semantic", "hybrid"):
+            vector = embed_query(q)
+            semantic = semantic_candidates(
+                embedding=vector.values, min_similarity=min_similarity(vector), depth=depth, **filters
+            )
+    if mode == "hybrid":
+        ranked = fuse(keyword, semantic)
+    elif mode == "keyword":
+        ranked = [SearchHitScores(pk, score, score, None) for pk, score in keyword]
+    else:
+        ranked = [SearchHitScores(pk, score, None, score) for pk, score in semantic]
+    page = ranked[offset:end]
+    items = {item.pk: item for item in with_raw(ProcessedItem.objects.filter(pk__in=[row.pk for row in page]))}
+    hits = [
+        SearchHit(item=items[row.pk], score=row.score, keyword_score=row.keyword, semantic_score=row.semantic)
+        for row in page
+        if row.pk in items
+    ]
+    return SearchPage(
+        hits=hits,
+        has_more=len(ranked) > end and end < cap,
+        offset=offset,
+        fingerprint=fingerprint(q=q, mode=mode, broadcast_type=broadcast_type, domain=domain),
+    )
+
+
+def min_similarity(vector: QueryVector) -> float:
+    configured = settings.SEARCH_MIN_SIMILARITY
+    return vector.min_similarity if configured is None else float(configured)
+
+
+@dataclass(frozen=True)
+class SearchHitScores:
+    pk: int
+    score: float
+    keyword: float | None
+    semantic: float | None
+
+
+def fuse(keyword: list[tuple[int, float]], semantic: list[tuple[int, float]]) -> list[SearchHitScores]:
+    """Reciprocal rank fusion of two rankings that each cleared their own bar: items high in either rise,
+    items in both rise most; ties go to the newer item."""
+    fused: dict[int, float] = {}
+    for ranking in (keyword, semantic):
+        for rank, (pk, _score) in enumerate(ranking, start=1):
+            fused[pk] = fused.get(pk, 0.0) + 1.0 / (RRF_K + rank)
+    keyword_scores, semantic_scores = dict(keyword), dict(semantic)
+    ordered = sorted(fused, key=lambda pk: (-fused[pk], -pk))
+    return [SearchHitScores(pk, fused[pk], keyword_scores.get(pk), semantic_scores.get(pk)) for pk in ordered]
+
+
+def keyword_candidates(
+    *, q: str, broadcast_type: str | None, domain: str | None, depth: int
+) -> list[tuple[int, float]]:
+    """Items that clear the keyword bar (items.textsearch), by ts_rank_cd over the stored weighted vector
+    (keywords above summary above content), normalised to rank / (rank + 1). Only the most recent
+    SEARCH_KEYWORD_CANDIDATES matches are ranked, so a query matching most of the network costs the same as
+    one matching a few hundred items."""
+    query = textsearch.keyword_query(q)
+    if query is None:
+        return []
+    recent = (
+        visible_items(broadcast_type, domain)
+        .filter(search_vector=query.match)
+        .order_by("-pk")
+        .values("pk")[: int(settings.SEARCH_KEYWORD_CANDIDATES)]
+    )
+    rank = SearchRank(
+        F("search_vector"), query.rank, weights=textsearch.RANK_WEIGHTS, normalization=Value(32), cover_density=True
+    )
+    rows = (
+        ProcessedItem.objects.filter(pk__in=Subquery(recent))
+        .annotate(rank=rank)
+        .order_by("-rank", "-pk")
+        .values_list("pk", "rank")[:depth]
+    )
+    return [(pk, float(score)) for pk, score in rows]
+
+
+def semantic_candidates(
+    *, embedding: list[float], min_similarity: float, broadcast_type: str | None, domain: str | None, depth: int
+) -> list[tuple[int, float]]:
+    """Nearest items by cosine similarity, at or above the floor, best first."""
+    filtered = bool(broadcast_type or domain)
+    # The index hands out at most ef_search candidates before the WHERE clause filters them; a type or
+    # domain filter keeps only a fraction, so ask for more then.
+    ef_search = min(HNSW_MAX_EF_SEARCH, max(depth * (10 if filtered else 2), 400 if filtered else 40))
+    with transaction.atomic():
+        _set_local("hnsw.ef_search", ef_search)
+        rows = _nearest(embedding, broadcast_type, domain, depth)
+        # Short of a full list while the farthest row still clears the floor: the index's candidates ran out
+        # before the filter was satisfied, not the relevant items. Filtered: search the filtered rows exactly
+        # (no index); unfiltered (only expired or unfinished items in the way): the widest index search.
+        if len(rows) < depth and (not rows or rows[-1][1] >= min_similarity):
+            if filtered:
+                _set_local("enable_indexscan", "off")
+                rows = _nearest(embedding, broadcast_type, domain, depth, min_similarity=min_similarity)
+            elif ef_search < HNSW_MAX_EF_SEARCH:
+                _set_local("hnsw.ef_search", HNSW_MAX_EF_SEARCH)
+                rows = _nearest(embedding, broadcast_type, domain, depth)
+    return [(pk, similarity) for pk, similarity in rows if similarity >= min_similarity]
+
+
+def _nearest(
+    embedding: list[float],
+    broadcast_type: str | None,
+    domain: str | None,
+    depth: int,
+    *,
+    min_similarity: float | None = None,
+) -> list[tuple[int, float]]:
+    distance = CosineDistance("embedding", embedding)
+    queryset = visible_items(broadcast_type, domain).filter(embedding__isnull=False).annotate(distance=distance)
+    if min_similarity is not None:
+        queryset = queryset.filter(distance__lte=1.0 - min_similarity)
+    rows = queryset.order_by("distance").values_list("pk", "distance")[:depth]
+    return [(pk, 1.0 - float(distance)) for pk, distance in rows]
+
+
+def _set_local(name: str, value: object) -> None:
+    """A setting for the current transaction only (SET LOCAL, which takes no bind parameters)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT set_config(%s, %s, true)", [name, str(value)])

@@ -25,8 +25,16 @@ from items.api.schemas import (
 )
 from items.feed import feed_cached
 from items.models import BroadcastType, ItemStatus, ProcessedItem
-from items.pagination import DEFAULT_LIMIT, MAX_LIMIT, BadCursor, decode_cursor, page
-from items.search import SemanticSearchUnavailable, embed_query
+from items.pagination import (
+    DEFAULT_LIMIT,
+    MAX_LIMIT,
+    BadCursor,
+    decode_cursor,
+    decode_search_cursor,
+    encode_search_cursor,
+    page,
+)
+from items.search import SemanticSearchUnavailable, fingerprint, search_items
 from items.services.feedback import item_feedback_submit
 from items.services.publish import IdempotencyConflict, item_publish
 from items.services.retract import item_delete
@@ -195,6 +203,7 @@ def feed(request: HttpRequest, filters: Query[FeedQuery]):
 class SearchQueryIn(ItemFilters):
     q: str = Field(min_length=1, max_length=500, description="Words to look for (web-search syntax in keyword mode).")
     mode: Literal["keyword", "semantic", "hybrid"] = "hybrid"
+    cursor: str | None = Field(None, description="From the previous page's `next_cursor`.")
 
     @field_validator("q")
     @classmethod
@@ -207,25 +216,42 @@ class SearchQueryIn(ItemFilters):
     response={200: SearchOut, **_READ_ERRORS},
     summary="Search completed items",
     description=(
-        "`keyword`: PostgreSQL full-text search; `semantic`: nearest items by embedding (pgvector); "
-        "`hybrid` (default): both rankings merged by reciprocal rank fusion."
+        "`keyword`: full-text search (English stemming; Chinese, Japanese and Korean by character bigrams, so "
+        "any two characters of an item find it), ranked by the text rank with keywords and summary above the "
+        "rest; `semantic`: nearest items by embedding, only those above a similarity floor; `hybrid` (default): "
+        "both, merged by reciprocal rank fusion. A query that matches nothing returns no items. Each result "
+        "carries its `score` and which searches `matched` it; page with `cursor`."
     ),
 )
 def search(request: HttpRequest, params: Query[SearchQueryIn]):
     if not params.q.strip():
         raise ApiError(422, "invalid", "q must contain words", "q")
-    common = {"broadcast_type": params.broadcast_type, "domain": params.domain, "limit": params.limit}
-    rankings = []
-    if params.mode in ("keyword", "hybrid"):
-        rankings.append(selectors.search_keyword(q=params.q, **common))
-    if params.mode in ("semantic", "hybrid"):
-        try:
-            embedding = embed_query(params.q)
-        except SemanticSearchUnavailable as exc:
-            raise ApiError(503, "unavailable", f"semantic search is unavailable: {exc}") from exc
-        rankings.append(selectors.search_semantic(embedding=embedding, **common))
-    rows = rankings[0] if len(rankings) == 1 else selectors.reciprocal_rank_fusion(rankings, limit=params.limit)
-    return {"mode": params.mode, "items": [item_payload(item, request.auth) for item in rows]}
+    filters = {"broadcast_type": params.broadcast_type, "domain": params.domain}
+    try:
+        offset = decode_search_cursor(params.cursor, fingerprint(q=params.q, mode=params.mode, **filters))
+    except BadCursor as exc:
+        raise ApiError(422, "invalid", str(exc), "cursor") from exc
+    try:
+        result = search_items(q=params.q, mode=params.mode, offset=offset, limit=params.limit, **filters)
+    except SemanticSearchUnavailable as exc:
+        raise ApiError(503, "unavailable", f"semantic search is unavailable: {exc}") from exc
+    items = [
+        {
+            **item_payload(hit.item, request.auth),
+            "score": hit.score,
+            "matched": hit.matched,
+            "keyword_score": hit.keyword_score,
+            "semantic_score": hit.semantic_score,
+        }
+        for hit in result.hits
+    ]
+    next_offset = offset + params.limit
+    return {
+        "mode": params.mode,
+        "items": items,
+        "has_more": result.has_more,
+        "next_cursor": encode_search_cursor(next_offset, result.fingerprint) if result.has_more else None,
+    }
 
 
 @router.post(
