@@ -280,3 +280,12 @@ def parse_expire_time(value: str) -> datetime | None:
     if timezone.is_naive(parsed):
         parsed = parsed.replace(tzinfo=UTC)
     return parsed
+
+
+def item_embeddings_store(*, vectors: dict[int, list[float]]) -> int:
+    """Replace stored embeddings (a new embedding model: `manage.py reembed_items`); returns how many rows changed.
+    Only the vector changes; status, groups and every other field stay as they are."""
+    changed = 0
+    for item_id, vector in vectors.items():
+        changed += ProcessedItem.objects.filter(pk=item_id, embedding__isnull=False).update(embedding=vector)
+    return changed
