@@ -220,6 +220,7 @@ def main() -> None:
             recalls[size] = filtered_recall(queries[:40])
             for (mode, label), values in timings.items():
                 rows.append((size, mode, label, len(values), statistics.median(values), pct(values, 0.99)))
+                print(f"  {size:,} {mode} {label}: p50 {rows[-1][4]:.1f} ms, p99 {rows[-1][5]:.1f} ms", flush=True)
     finally:
         connection.creation.destroy_test_db(old_name, verbosity=0)
     print(f"\nSearch latency through the API (in-process client), {len(queries)} queries x {args.rounds} rounds")

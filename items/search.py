@@ -198,12 +198,16 @@ def semantic_candidates(
     ef_search = min(HNSW_MAX_EF_SEARCH, max(depth * (10 if filtered else 2), 400 if filtered else 40))
     with transaction.atomic():
         _set_local("hnsw.ef_search", ef_search)
+        # With a filter the planner tends to fetch every filtered row and sort it by distance (an exact scan of
+        # a quarter of the network for a type filter); walk the index first and fall back only when needed.
+        _set_local("enable_sort", "off")
         rows = _nearest(embedding, broadcast_type, domain, depth)
         # Short of a full list while the farthest row still clears the floor: the index's candidates ran out
         # before the filter was satisfied, not the relevant items. Filtered: search the filtered rows exactly
         # (no index); unfiltered (only expired or unfinished items in the way): the widest index search.
         if len(rows) < depth and (not rows or rows[-1][1] >= min_similarity):
             if filtered:
+                _set_local("enable_sort", "on")
                 _set_local("enable_indexscan", "off")
                 rows = _nearest(embedding, broadcast_type, domain, depth, min_similarity=min_similarity)
             elif ef_search < HNSW_MAX_EF_SEARCH:
