@@ -33,6 +33,8 @@ from items.selectors import visible_items, with_raw
 MODES = ("keyword", "semantic", "hybrid")
 RRF_K = 60  # reciprocal rank fusion's constant: 1 / (k + rank)
 HNSW_MAX_EF_SEARCH = 1000  # pgvector's upper bound for hnsw.ef_search
+# Below this many items an exact, filtered scan costs a few milliseconds: the planner may choose it freely.
+EXACT_SCAN_ROWS = 5000
 
 
 class SemanticSearchUnavailable(RuntimeError):
@@ -198,9 +200,10 @@ def semantic_candidates(
     ef_search = min(HNSW_MAX_EF_SEARCH, max(depth * (10 if filtered else 2), 400 if filtered else 40))
     with transaction.atomic():
         _set_local("hnsw.ef_search", ef_search)
-        # With a filter the planner tends to fetch every filtered row and sort it by distance (an exact scan of
-        # a quarter of the network for a type filter); walk the index first and fall back only when needed.
-        _set_local("enable_sort", "off")
+        if filtered and _estimated_items() > EXACT_SCAN_ROWS:
+            # With a filter the planner tends to fetch every filtered row and sort it by distance (an exact
+            # scan of a quarter of the network for a type filter); walk the index first, fall back if needed.
+            _set_local("enable_sort", "off")
         rows = _nearest(embedding, broadcast_type, domain, depth)
         # Short of a full list while the farthest row still clears the floor: the index's candidates ran out
         # before the filter was satisfied, not the relevant items. Filtered: search the filtered rows exactly
@@ -230,6 +233,14 @@ def _nearest(
         queryset = queryset.filter(distance__lte=1.0 - min_similarity)
     rows = queryset.order_by("distance").values_list("pk", "distance")[:depth]
     return [(pk, 1.0 - float(distance)) for pk, distance in rows]
+
+
+def _estimated_items() -> float:
+    """The planner's own estimate of the table's rows (pg_class.reltuples, kept by autovacuum): no count."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT reltuples FROM pg_class WHERE oid = %s::regclass", [ProcessedItem._meta.db_table])
+        row = cursor.fetchone()
+    return float(row[0]) if row else 0.0
 
 
 def _set_local(name: str, value: object) -> None:
