@@ -15,7 +15,7 @@ from pipeline.llm.clients import provider
 
 SEMANTIC_FLOORS = {
     "local:minilm": 0.35,
-    "local:hashing": 0.30,
+    "local:hashing": 0.225,
 }
 # OpenAI's text-embedding-3 models place related short texts at roughly 0.3-0.6 and unrelated ones below
 # 0.2; not calibrated here (no such model offline), so a middle value: measure and set SEARCH_MIN_SIMILARITY.
