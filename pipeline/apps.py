@@ -1,15 +1,17 @@
 from django.apps import AppConfig
 
 
-def _query_embedding(text: str) -> list[float]:
+def _query_embedding(text: str):
     """items.search's port, served by the model layer (items may not import pipeline)."""
-    from items.search import SemanticSearchUnavailable
+    from items.search import QueryVector, SemanticSearchUnavailable
     from pipeline.llm import ModelError, embed
+    from pipeline.llm.embeddings import semantic_floor
 
     try:
-        return embed([text]).value[0]
+        values = embed([text]).value[0]
     except ModelError as exc:
         raise SemanticSearchUnavailable(f"the embedding model failed: {exc.__class__.__name__}") from exc
+    return QueryVector(values=values, min_similarity=semantic_floor())
 
 
 class PipelineConfig(AppConfig):
@@ -18,6 +20,6 @@ class PipelineConfig(AppConfig):
 
     def ready(self) -> None:
         from items.search import set_query_embedder
-        from pipeline import checks  # noqa: F401  (registers the prompt system check)
+        from pipeline import checks  # noqa: F401  (registers the prompt and embedding system checks)
 
         set_query_embedder(_query_embedding)

@@ -1,12 +1,15 @@
-"""Start-up check (SPEC §7.2): every prompt file exists, renders, and carries an example output whose keys
-are exactly its task schema's fields and which validates against that schema."""
+"""Start-up checks. Prompts (SPEC §7.2): every prompt file exists, renders, and carries an example output
+whose keys are exactly its task schema's fields and which validates against that schema. The offline
+embedding: the all-MiniLM-L6-v2 package is installed and EMBEDDING_DIMENSIONS fits it."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.core.checks import Error, register
 from django.template import TemplateSyntaxError, VariableDoesNotExist
 from pydantic import ValidationError
 
+from pipeline.llm.local import minilm
 from pipeline.llm.prompts import (
     PROMPT_NAMES,
     PROMPT_VARIABLES,
@@ -36,7 +39,8 @@ SAMPLE_CONTEXT = {
 }
 # eigenflux.E001 missing/unreadable prompt or example, E002 key missing from the example,
 # E003 unexpected key in the example, E004 example fails the schema, E005 template does not render,
-# E006 template names a variable the code does not pass (it would render as empty text).
+# E006 template names a variable the code does not pass (it would render as empty text),
+# E007 EMBEDDING_DIMENSIONS does not fit the local model, E008 the local model's package is missing.
 
 
 @register("eigenflux")
@@ -98,4 +102,25 @@ def check_prompts(app_configs=None, **kwargs) -> list[Error]:
                     id="eigenflux.E006",
                 )
             )
+    return errors
+
+
+@register("eigenflux")
+def check_local_embedding(app_configs=None, **kwargs) -> list[Error]:
+    if settings.LLM_PROVIDER != "local" or settings.LOCAL_EMBEDDING != "minilm":
+        return []
+    errors: list[Error] = []
+    if settings.EMBEDDING_DIMENSIONS != minilm.DIMENSIONS:
+        errors.append(
+            Error(
+                f"LOCAL_EMBEDDING=minilm makes {minilm.DIMENSIONS}-dimensional vectors, but EMBEDDING_DIMENSIONS is "
+                f"{settings.EMBEDDING_DIMENSIONS}",
+                hint=f"Set EMBEDDING_DIMENSIONS={minilm.DIMENSIONS}, or LOCAL_EMBEDDING=hashing.",
+                id="eigenflux.E007",
+            )
+        )
+    try:
+        minilm.model_archive()  # only looks for the file; the model itself loads on first use
+    except minilm.ModelFilesMissing as exc:
+        errors.append(Error(str(exc), hint="Run `make install`.", id="eigenflux.E008"))
     return errors

@@ -34,9 +34,9 @@ def make_completed_item(
     **fields,
 ) -> ProcessedItem:
     """A completed item, as the enrichment pipeline would leave it (fields given or plausible defaults)."""
-    from django.contrib.postgres.search import SearchVector
-    from django.db.models import Value
     from django.utils import timezone
+
+    from items.textsearch import search_vector
 
     raw = make_item(author, content)
     values = {
@@ -54,6 +54,6 @@ def make_completed_item(
     }
     ProcessedItem.objects.filter(pk=raw.pk).update(
         **values,
-        search_vector=SearchVector(Value(values["summary"] + " " + raw.content), config="simple"),
+        search_vector=search_vector(summary=values["summary"], keywords=values["keywords"], content=raw.content),
     )
     return ProcessedItem.objects.select_related("raw").get(pk=raw.pk)

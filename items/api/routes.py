@@ -29,8 +29,17 @@ from items.api.schemas import (
 )
 from items.feed import feed_cached
 from items.models import BroadcastType, ItemStatus, ProcessedItem
-from items.pagination import DEFAULT_LIMIT, MAX_LIMIT, BadCursor, decode_cursor, page
-from items.search import EmbeddingRateLimited, SemanticSearchUnavailable, query_embedding
+from items.pagination import (
+    DEFAULT_LIMIT,
+    MAX_LIMIT,
+    BadCursor,
+    decode_cursor,
+    decode_search_cursor,
+    encode_search_cursor,
+    page,
+)
+from items.query_embeddings import EmbeddingRateLimited, query_embedding
+from items.search import SemanticSearchUnavailable, fingerprint, search_items
 from items.services.feedback import item_feedback_submit
 from items.services.publish import IdempotencyConflict, item_publish
 from items.services.retract import item_delete
@@ -210,6 +219,7 @@ class SearchQueryIn(ItemFilters):
         ),
     )
     mode: Literal["keyword", "semantic", "hybrid"] = "hybrid"
+    cursor: str | None = Field(None, description="From the previous page's `next_cursor`.")
 
     @field_validator("q")
     @classmethod
@@ -222,32 +232,57 @@ class SearchQueryIn(ItemFilters):
     response={200: SearchOut, **error_responses()},
     summary="Search completed items",
     description=(
-        "`keyword`: PostgreSQL full-text search; `semantic`: nearest items by embedding (pgvector); "
-        "`hybrid` (default): both rankings merged by reciprocal rank fusion. Query embeddings are cached by "
+        "`keyword`: full-text search (English stemming; Chinese, Japanese and Korean by character bigrams, so "
+        "any two characters of an item find it), ranked by the text rank with keywords and summary above the "
+        "rest; `semantic`: nearest items by embedding, only those above a similarity floor; `hybrid` (default): "
+        "both, merged by reciprocal rank fusion. A query that matches nothing returns no items. Each result "
+        "carries its `score` and which searches `matched` it; page with `cursor`. Query embeddings are cached by "
         "text; embedding new query text has its own per-agent rate limit (429)."
     ),
 )
 def search(request: HttpRequest, params: Query[SearchQueryIn]):
     if not params.q.strip():
         raise ApiError(422, "invalid", "q must contain words", "q")
-    common = {"broadcast_type": params.broadcast_type, "domain": params.domain, "limit": params.limit}
-    rankings = []
-    if params.mode in ("keyword", "hybrid"):
-        rankings.append(selectors.search_keyword(q=params.q, **common))
-    if params.mode in ("semantic", "hybrid"):
-        try:
-            embedding = query_embedding(text=params.q, agent_id=request.auth.pk)
-        except EmbeddingRateLimited as exc:
-            message = (
-                f"too many semantic searches with new query text; retry in {exc.retry_after} s "
-                "(repeated queries and keyword mode are not limited by this)"
-            )
-            raise RateLimited(exc.retry_after, message) from exc
-        except SemanticSearchUnavailable as exc:
-            raise ApiError(503, "unavailable", f"semantic search is unavailable: {exc}") from exc
-        rankings.append(selectors.search_semantic(embedding=embedding, **common))
-    rows = rankings[0] if len(rankings) == 1 else selectors.reciprocal_rank_fusion(rankings, limit=params.limit)
-    return {"mode": params.mode, "items": [item_payload(item, request.auth) for item in rows]}
+    filters = {"broadcast_type": params.broadcast_type, "domain": params.domain}
+    try:
+        offset = decode_search_cursor(params.cursor, fingerprint(q=params.q, mode=params.mode, **filters))
+    except BadCursor as exc:
+        raise ApiError(422, "invalid", str(exc), "cursor") from exc
+    agent_id = request.auth.pk
+    try:
+        result = search_items(
+            q=params.q,
+            mode=params.mode,
+            offset=offset,
+            limit=params.limit,
+            embed=lambda text: query_embedding(text=text, agent_id=agent_id),
+            **filters,
+        )
+    except EmbeddingRateLimited as exc:
+        message = (
+            f"too many semantic searches with new query text; retry in {exc.retry_after} s "
+            "(repeated queries and keyword mode are not limited by this)"
+        )
+        raise RateLimited(exc.retry_after, message) from exc
+    except SemanticSearchUnavailable as exc:
+        raise ApiError(503, "unavailable", f"semantic search is unavailable: {exc}") from exc
+    items = [
+        {
+            **item_payload(hit.item, request.auth),
+            "score": hit.score,
+            "matched": hit.matched,
+            "keyword_score": hit.keyword_score,
+            "semantic_score": hit.semantic_score,
+        }
+        for hit in result.hits
+    ]
+    next_offset = offset + params.limit
+    return {
+        "mode": params.mode,
+        "items": items,
+        "has_more": result.has_more,
+        "next_cursor": encode_search_cursor(next_offset, result.fingerprint) if result.has_more else None,
+    }
 
 
 @router.post(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 from urllib.parse import urlsplit
 
 from ninja import Schema
@@ -157,9 +158,29 @@ class ItemPage(Schema):
     next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null on the last page.")
 
 
+class SearchItemOut(ItemOut):
+    score: float = Field(
+        description=(
+            "What results are ordered by in this mode: keyword, the text rank in [0, 1); semantic, the cosine "
+            "similarity to the query; hybrid, the reciprocal-rank-fusion score."
+        )
+    )
+    matched: list[Literal["keyword", "semantic"]] = Field(
+        description="Which searches found the item: its words matched the query, its meaning was close, or both."
+    )
+    keyword_score: float | None = Field(description="Text rank in [0, 1) when the item matched the words.")
+    semantic_score: float | None = Field(
+        description="Cosine similarity when the item cleared the semantic floor; apply your own floor on it."
+    )
+
+
 class SearchOut(Schema):
     mode: str
-    items: list[ItemOut]
+    items: list[SearchItemOut]
+    has_more: bool = Field(description="Whether another page of results exists.")
+    next_cursor: str | None = Field(
+        description="Pass as `cursor` (with the same q, mode and filters) for the next page; null on the last page."
+    )
 
 
 class FeedbackIn(Schema):

@@ -11,9 +11,8 @@ import enum
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from django.contrib.postgres.search import SearchVector
 from django.db import connection, transaction
-from django.db.models import F, Q, Value
+from django.db.models import F, Q
 from django.utils import timezone
 
 from items.events import ITEM_COMPLETED, ITEM_DISCARDED, ITEM_FAILED, STREAM_ITEM_EVENTS
@@ -21,6 +20,7 @@ from items.feed import feed_invalidate_on_commit
 from items.models import DecisionStage, ItemStatus, ModerationDecision, ProcessedItem, PublicReason, RawItem
 from items.outbox import outbox_event_create
 from items.selectors import exact_duplicate_of
+from items.textsearch import search_vector
 
 CHECKPOINTS = (ItemStatus.COMPLETED, ItemStatus.DISCARDED, ItemStatus.DELETED)
 
@@ -194,10 +194,8 @@ def item_complete(
                     cause=cause,
                     **kept,
                 )
-        search = (
-            SearchVector(Value(fields.get("summary", "")), weight="A", config="simple")
-            + SearchVector(Value(" ".join(fields.get("keywords", []))), weight="A", config="simple")
-            + SearchVector(Value(item.raw.content), weight="B", config="simple")
+        search = search_vector(
+            summary=fields.get("summary", ""), keywords=fields.get("keywords", []), content=item.raw.content
         )
         return _finish(
             item=item,
@@ -282,3 +280,12 @@ def parse_expire_time(value: str) -> datetime | None:
     if timezone.is_naive(parsed):
         parsed = parsed.replace(tzinfo=UTC)
     return parsed
+
+
+def item_embeddings_store(*, vectors: dict[int, list[float]]) -> int:
+    """Replace stored embeddings (a new embedding model: `manage.py reembed_items`); returns how many rows changed.
+    Only the vector changes; status, groups and every other field stay as they are."""
+    changed = 0
+    for item_id, vector in vectors.items():
+        changed += ProcessedItem.objects.filter(pk=item_id, embedding__isnull=False).update(embedding=vector)
+    return changed

@@ -6,9 +6,7 @@ both win), a ModerationDecision carrying the moderator's name, and the outbox ev
 
 from __future__ import annotations
 
-from django.contrib.postgres.search import SearchVector
 from django.db import transaction
-from django.db.models import Value
 from django.utils import timezone
 
 from items.events import (
@@ -21,6 +19,7 @@ from items.events import (
 from items.feed import feed_invalidate_on_commit
 from items.models import DecisionStage, ItemStatus, ModerationDecision, ProcessedItem, PublicReason
 from items.outbox import outbox_event_create
+from items.textsearch import search_vector
 
 # Which states each action starts from. Pending and processing items are the pipeline's: requeueing or
 # approving them would race the consumer; a deleted item belongs to its author and nobody changes it.
@@ -117,11 +116,7 @@ def item_approve(*, item: ProcessedItem, moderator, note: str = "") -> Processed
             raise _refuse("approve", item.pk, APPROVE_FROM)
         extracted = bool(current.summary or current.analyzer)
         if extracted:
-            search = (
-                SearchVector(Value(current.summary), weight="A", config="simple")
-                + SearchVector(Value(" ".join(current.keywords)), weight="A", config="simple")
-                + SearchVector(Value(current.raw.content), weight="B", config="simple")
-            )
+            search = search_vector(summary=current.summary, keywords=current.keywords, content=current.raw.content)
             ProcessedItem.objects.filter(pk=item.pk).update(
                 status=ItemStatus.COMPLETED,
                 reason=PublicReason.NONE,

@@ -11,7 +11,8 @@ network. What it does, task by task:
   quality heuristic for ranking, timeliness, geo and source-type cues.
 - suggest_action / official_reply: fixed templates filled with keywords (never with copied text).
 - extract_keywords: YAKE over the profile, country codes from the lexicon.
-- embedding: signed feature hashing of words and character trigrams, L2-normalised.
+- embedding: all-MiniLM-L6-v2 run in numpy (LOCAL_EMBEDDING=minilm, the default), or signed feature hashing
+  of words and character trigrams (LOCAL_EMBEDDING=hashing).
 """
 
 from pipeline.llm.local.embedding import embed_texts

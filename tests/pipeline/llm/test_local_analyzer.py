@@ -1,5 +1,6 @@
-"""The local analyzer (SPEC §7.4): accuracy per class on a hand-labelled set, determinism, the local
-embedding, and the tasks answering as "local" with LLMCall rows."""
+"""The local analyzer (SPEC §7.4): accuracy per class on a hand-labelled set, determinism, the hashing
+embedding, and the tasks answering as "local" with LLMCall rows. The figures themselves are printed by
+bench/local_analyzer_accuracy.py; these tests only hold the floors."""
 
 from __future__ import annotations
 
@@ -72,12 +73,8 @@ def test_labelled_set_covers_every_class_and_type():
     assert set(kinds) == {"supply", "demand", "info", "alert"}
 
 
-def test_accuracy_per_class(capsys):
+def test_accuracy_per_class():
     table = accuracy_table()
-    with capsys.disabled():
-        print("\nlocal analyzer accuracy (class: right/total)")
-        for key, (right, total) in sorted(table.items()):
-            print(f"  {key:<16} {right:>2}/{total:<2} {right / total:6.0%}")
     for label, floor in CLASS_FLOOR.items():
         right, total = table[label]
         assert right / total >= floor, f"{label}: {right}/{total}"
@@ -107,7 +104,8 @@ def cosine(a, b):
     return sum(x * y for x, y in zip(a, b, strict=True))
 
 
-def test_local_embedding_near_duplicates_close_unrelated_far():
+def test_hashing_embedding_near_duplicates_close_unrelated_far(settings):
+    settings.LOCAL_EMBEDDING = "hashing"
     base = "Offering 200 spare A100 GPU hours in Frankfurt this weekend at a discount."
     near = "Offering 200 spare A100 GPU hours in Frankfurt this weekend, at a discount!"
     other = "Seeking office space for 6 people in Lisbon from February, near a metro station."
@@ -121,6 +119,7 @@ def test_local_embedding_near_duplicates_close_unrelated_far():
 @pytest.mark.django_db
 def test_tasks_answer_as_local_and_are_recorded(settings):
     settings.LLM_PROVIDER = "local"
+    settings.LOCAL_EMBEDDING = "hashing"  # any dimension; MiniLM's own tests are in test_local_embedding.py
     settings.EMBEDDING_DIMENSIONS = 32
     text = "Looking for a freelance Rust developer to help port our tokenizer library. Remote, 3 months."
     assert safety_check(content=text).model == LOCAL_MODEL
@@ -150,7 +149,7 @@ def test_official_first_broadcast_reply_never_copies_the_broadcast():
     assert "http://evil.example" not in message and "Atlas" in message
 
 
-def test_held_out_accuracy(capsys):
+def test_held_out_accuracy():
     """The set written after tuning: reported, with a modest floor (it estimates, it does not prove)."""
     right = Counter()
     total = Counter()
@@ -160,9 +159,5 @@ def test_held_out_accuracy(capsys):
         if kind:
             total["type"] += 1
             right["type"] += local.extract(content=text).broadcast_type == kind
-    with capsys.disabled():
-        print("\nheld-out accuracy (class: right/total)")
-        for key in sorted(total):
-            print(f"  {key:<16} {right[key]:>2}/{total[key]:<2} {right[key] / total[key]:6.0%}")
     classes = [key for key in total if key != "type"]
     assert sum(right[key] for key in classes) / sum(total[key] for key in classes) >= 0.6

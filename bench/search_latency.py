@@ -1,0 +1,239 @@
+"""Search latency as the network grows: seeds 10k, then 100k completed items in bulk (COPY, not the pipeline),
+then times every search mode through the API (in-process client: auth, query embedding, SQL, JSON) with no
+filter, a broadcast_type filter and a domain filter, and prints p50/p99. Also the recall of filtered semantic
+search against an exact (index-free) search with the same filter.
+
+Items are variations of the labelled corpus (bench/data): its texts with extra words from a small vocabulary
+(some of them common, so a query can match a third of the network), and its real MiniLM vectors plus noise,
+so clusters and filters have realistic sizes. A scratch database is created and dropped at the end.
+
+    flock /tmp/eigenflux-bench.lock .venv/bin/python bench/search_latency.py [--sizes 10000,100000] [--rounds 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import io
+import json
+import os
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+for name in ("LLM_API_KEY", "OPENAI_API_KEY", "LLM_PROVIDER"):
+    os.environ.pop(name, None)
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "eigenflux.settings")
+os.environ.setdefault("LOG_LEVEL", "WARNING")
+
+import django  # noqa: E402
+
+django.setup()
+
+import numpy as np  # noqa: E402
+from django.conf import settings  # noqa: E402
+from django.db import connection, transaction  # noqa: E402
+from django.test import Client  # noqa: E402
+
+from items.models import ProcessedItem  # noqa: E402
+from items.search import semantic_candidates  # noqa: E402
+from items.services.agents import agent_create, agent_token_create  # noqa: E402
+from items.textsearch import index_text, search_vector_sql  # noqa: E402
+from pipeline.llm import embed  # noqa: E402
+from pipeline.llm.embeddings import semantic_floor  # noqa: E402
+
+SCRATCH_DB = "bench_eigenflux_search_latency"
+MODES = ("keyword", "semantic", "hybrid")
+FILTERS = {"none": {}, "type=supply": {"broadcast_type": "supply"}, "domain=compute": {"domain": "compute"}}
+COMMON = ["team", "update", "week", "project", "available", "details", "contact", "soon"]  # in many items
+RARE = [f"{a}{b}" for a in ("alpha", "beta", "gamma", "delta", "omega") for b in ("wave", "stone", "leaf", "port")]
+EXTRA_QUERIES = ["team update", "project details", "available soon"]  # common words: many matches each
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def seed(start: int, count: int, docs: list[dict], vectors: np.ndarray, author_id: int, rng: random.Random) -> float:
+    """COPY `count` completed items (ids start+1 ...) with search vectors and embeddings; rebuild the indexes."""
+    started = time.perf_counter()
+    raw_rows, processed_rows, text_rows = io.StringIO(), io.StringIO(), io.StringIO()
+    noise = np.random.default_rng(start).standard_normal((count, vectors.shape[1])).astype(np.float32)
+    now = "2026-01-01 00:00:00+00"
+    for offset in range(count):
+        item_id = start + offset + 1
+        base = rng.randrange(len(docs))
+        doc = docs[base]
+        extra = " ".join([*rng.sample(COMMON, 2), rng.choice(RARE), f"batchref{item_id}"])
+        content = f"{doc['content']} {extra}"
+        vector = vectors[base] + 0.35 * noise[offset] / np.sqrt(vectors.shape[1])
+        vector /= np.linalg.norm(vector)
+        keywords = doc["key_terms"]
+        content_hash = hashlib.sha256(content.encode()).hexdigest()
+        raw_rows.write(_row([item_id, author_id, content, "", "", "\\N", content_hash, now]))
+        processed_rows.write(
+            _row(
+                [
+                    item_id,
+                    author_id,
+                    "completed",
+                    doc["broadcast_type"],
+                    doc["content"][:120],
+                    _array(keywords),
+                    _array(doc["domains"]),
+                    doc["expected_lang"],
+                    0.7,
+                    item_id,
+                    "[" + ",".join(f"{x:.5f}" for x in vector) + "]",
+                    "local",
+                    now,
+                    now,
+                    now,
+                    *[""] * 6,
+                    0,
+                    "",
+                    "",
+                ]
+            )
+        )
+        text_rows.write(
+            _row([item_id, index_text(" ".join(keywords)), index_text(doc["content"][:120]), index_text(content)])
+        )
+    raw_table = ProcessedItem._meta.get_field("raw").related_model._meta.db_table
+    table = ProcessedItem._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute("SET maintenance_work_mem = '768MB'")
+        for index in ("processed_embedding_hnsw", "processed_search", "processed_domains"):
+            cursor.execute(f"DROP INDEX IF EXISTS {index}")
+        raw_copy = (
+            f"COPY {raw_table} (id, author_id, content, notes, url, accept_reply, content_hash, created_at) FROM STDIN"
+        )
+        with cursor.connection.cursor().copy(raw_copy) as copy:
+            copy.write(raw_rows.getvalue())
+        processed_copy = (
+            f"COPY {table} (raw_id, author_id, status, broadcast_type, summary, keywords, domains, lang, quality, "
+            "group_id, embedding, analyzer, created_at, processed_at, updated_at, reason, timeliness, geo, "
+            "source_type, expected_response, suggestion, attempts, last_error, claimed_by) FROM STDIN"
+        )
+        with cursor.connection.cursor().copy(processed_copy) as copy:
+            copy.write(processed_rows.getvalue())
+        cursor.execute("CREATE TEMP TABLE seed_text (id bigint, k text, s text, c text)")
+        with cursor.connection.cursor().copy("COPY seed_text FROM STDIN") as copy:
+            copy.write(text_rows.getvalue())
+        # The same vector items.textsearch.search_vector_sql() describes, over the staged index_text()s.
+        update = f"UPDATE {table} p SET search_vector = {search_vector_sql()} FROM seed_text t WHERE p.raw_id = t.id"  # noqa: S608
+        cursor.execute(update.replace("%s", "t.k", 1).replace("%s", "t.s", 1).replace("%s", "t.c", 1))
+        cursor.execute("DROP TABLE seed_text")
+        cursor.execute(f"CREATE INDEX processed_search ON {table} USING gin (search_vector)")
+        cursor.execute(f"CREATE INDEX processed_domains ON {table} USING gin (domains)")
+        cursor.execute(
+            f"CREATE INDEX processed_embedding_hnsw ON {table} USING hnsw (embedding vector_cosine_ops) "
+            "WITH (m = 16, ef_construction = 64)"
+        )
+        cursor.execute(f"SELECT setval(pg_get_serial_sequence('{raw_table}', 'id'), {start + count})")
+        cursor.execute(f"VACUUM ANALYZE {raw_table}")
+        cursor.execute(f"VACUUM ANALYZE {table}")
+    return time.perf_counter() - started
+
+
+def _escape(value) -> str:
+    if value == "\\N":
+        return value
+    return str(value).replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+
+
+def _row(values: list) -> str:
+    return "\t".join(_escape(value) for value in values) + "\n"
+
+
+def _array(values: list[str]) -> str:
+    return "{" + ",".join('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values) + "}"
+
+
+def measure(client: Client, queries: list[str], rounds: int) -> dict[tuple[str, str], list[float]]:
+    timings: dict[tuple[str, str], list[float]] = {}
+    for _ in range(rounds):
+        for mode in MODES:
+            for label, params in FILTERS.items():
+                for q in queries:
+                    started = time.perf_counter()
+                    response = client.get("/api/v1/search", {"q": q, "mode": mode, "limit": 20, **params})
+                    elapsed = (time.perf_counter() - started) * 1000
+                    if response.status_code != 200:
+                        raise SystemExit(f"search failed: {response.status_code} {response.content[:300]}")
+                    timings.setdefault((mode, label), []).append(elapsed)
+    return timings
+
+
+def filtered_recall(queries: list[str]) -> dict[str, float]:
+    """Filtered semantic search (the product path) against an exact search over the same filtered rows."""
+    floor = semantic_floor()
+    recall: dict[str, list[float]] = {}
+    for label, chosen in FILTERS.items():
+        if not chosen:
+            continue
+        params = {"broadcast_type": None, "domain": None, **chosen}
+        for q in queries:
+            vector = embed([q]).value[0]
+            got = {pk for pk, _ in semantic_candidates(embedding=vector, min_similarity=floor, depth=20, **params)}
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute("SET LOCAL enable_indexscan = off")
+                exact = {
+                    pk for pk, _ in semantic_candidates(embedding=vector, min_similarity=floor, depth=20, **params)
+                }
+            if exact:
+                recall.setdefault(label, []).append(len(got & exact) / len(exact))
+    return {label: statistics.mean(values) for label, values in recall.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="10000,100000", help="network sizes to measure, ascending")
+    parser.add_argument("--rounds", type=int, default=2, help="passes over the query set per mode and filter")
+    args = parser.parse_args()
+    sizes = [int(size) for size in args.sizes.split(",")]
+    settings.RATE_LIMIT_READ_PER_MINUTE = 0
+    docs = [json.loads(line) for line in (ROOT / "bench" / "data" / "search_corpus.jsonl").open(encoding="utf-8")]
+    queries = [json.loads(line)["q"] for line in (ROOT / "bench" / "data" / "search_queries.jsonl").open()]
+    queries += EXTRA_QUERIES
+    rng = random.Random(7)
+    connection.settings_dict["TEST"]["NAME"] = SCRATCH_DB
+    old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False, serialize=False)
+    vectors = np.asarray(embed([doc["content"] for doc in docs]).value, dtype=np.float32)
+    rows = []
+    recalls = {}
+    seeded = 0
+    try:
+        agent = agent_create(name="bench-search")
+        client = Client(HTTP_AUTHORIZATION=f"Bearer {agent_token_create(agent=agent).token}")
+        for size in sizes:
+            seconds = seed(seeded, size - seeded, docs, vectors, agent.pk, rng)
+            seeded = size
+            print(f"seeded {size:,} items in {seconds:.0f} s (COPY, search vectors, index builds)", flush=True)
+            measure(client, queries[:10], 1)  # warm the caches and the query embedder
+            timings = measure(client, queries, args.rounds)
+            recalls[size] = filtered_recall(queries[:40])
+            for (mode, label), values in timings.items():
+                rows.append((size, mode, label, len(values), statistics.median(values), pct(values, 0.99)))
+                print(f"  {size:,} {mode} {label}: p50 {rows[-1][4]:.1f} ms, p99 {rows[-1][5]:.1f} ms", flush=True)
+    finally:
+        connection.creation.destroy_test_db(old_name, verbosity=0)
+    print(f"\nSearch latency through the API (in-process client), {len(queries)} queries x {args.rounds} rounds")
+    print(f"{'items':>8}  {'mode':<9}{'filter':<16}{'requests':>9}{'p50 ms':>9}{'p99 ms':>9}")
+    print("-" * 60)
+    for size, mode, label, n, p50, p99 in rows:
+        print(f"{size:>8,}  {mode:<9}{label:<16}{n:>9}{p50:>9.1f}{p99:>9.1f}")
+    worst = max(rows, key=lambda row: row[5])
+    print(f"target: p99 <= 100 ms for every mode at the largest size; worst {worst[5]:.1f} ms ({worst[1]}, {worst[2]})")
+    for size, values in recalls.items():
+        shown = ", ".join(f"{label} {value:.1%}" for label, value in values.items())
+        print(f"filtered semantic recall@20 vs an exact search at {size:,} items: {shown}")
+
+
+if __name__ == "__main__":
+    main()

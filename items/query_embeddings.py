@@ -1,0 +1,92 @@
+"""Query embeddings for semantic search, bounded: each one costs a model call.
+
+Vectors are cached in Redis by query text (for SEARCH_EMBEDDING_CACHE_SECONDS, keyed with the provider,
+model and dimensions, and stored with the similarity floor of the model that made them), and every
+embedding that is not in the cache counts in its own per-agent rate bucket
+(RATE_LIMIT_SEARCH_EMBEDDINGS_PER_MINUTE). Repeating a query, or searching in keyword mode, costs nothing
+against that bucket."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import logging
+import struct
+
+import redis
+from django.conf import settings
+
+from eigenflux.redis import get_redis
+from items.ratelimit import rate_limit_hit
+from items.search import QueryVector, embed_query
+
+log = logging.getLogger(__name__)
+
+EMBEDDING_BUCKET = "embed"
+
+
+class EmbeddingRateLimited(RuntimeError):
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(f"too many new search embeddings; retry in {retry_after} s")
+        self.retry_after = retry_after
+
+
+def normalise_query(text: str) -> str:
+    """Whitespace collapsed and trimmed: what is embedded and what the cache is keyed by."""
+    return " ".join(text.split())
+
+
+def cache_key(text: str) -> str:
+    identity = (
+        f"{settings.LLM_PROVIDER}|{settings.LOCAL_EMBEDDING}|{settings.EMBEDDING_MODEL}|"
+        f"{settings.EMBEDDING_DIMENSIONS}|{text}"
+    )
+    return f"search:embedding:{hashlib.sha256(identity.encode('utf-8')).hexdigest()}"
+
+
+def _pack(vector: QueryVector) -> str:
+    """The floor first, then the vector, as little-endian float32."""
+    values = [vector.min_similarity, *vector.values]
+    return base64.b64encode(struct.pack(f"<{len(values)}f", *values)).decode("ascii")
+
+
+def _unpack(raw: str) -> QueryVector | None:
+    data = base64.b64decode(raw)
+    if len(data) < 8 or len(data) % 4:
+        return None
+    floor, *values = struct.unpack(f"<{len(data) // 4}f", data)
+    return QueryVector(values=list(values), min_similarity=floor)
+
+
+def _cached(key: str) -> QueryVector | None:
+    try:
+        raw = get_redis().get(key)
+    except redis.RedisError as exc:
+        log.warning("search embedding cache unavailable: %s", exc.__class__.__name__)
+        return None
+    return _unpack(raw) if raw else None
+
+
+def _remember(key: str, vector: QueryVector) -> None:
+    try:
+        get_redis().set(key, _pack(vector), ex=settings.SEARCH_EMBEDDING_CACHE_SECONDS)
+    except redis.RedisError as exc:
+        log.warning("search embedding not cached: %s", exc.__class__.__name__)
+
+
+def query_embedding(*, text: str, agent_id: int) -> QueryVector:
+    """The query's embedding: from the cache, or one model call counted against the agent's embedding bucket
+    (EmbeddingRateLimited when it is full; items.search.SemanticSearchUnavailable when the model fails)."""
+    text = normalise_query(text)
+    key = cache_key(text)
+    vector = _cached(key)
+    if vector is not None:
+        return vector
+    verdict = rate_limit_hit(
+        agent_id=agent_id, bucket=EMBEDDING_BUCKET, per_minute=settings.RATE_LIMIT_SEARCH_EMBEDDINGS_PER_MINUTE
+    )
+    if not verdict.allowed:
+        raise EmbeddingRateLimited(verdict.retry_after)
+    vector = embed_query(text)
+    _remember(key, vector)
+    return vector

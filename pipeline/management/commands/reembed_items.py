@@ -1,0 +1,46 @@
+"""`manage.py reembed_items`: recompute every stored embedding with the embedding now configured.
+
+Run it after changing LOCAL_EMBEDDING, EMBEDDING_MODEL or the local model: vectors from two models are not
+comparable, so semantic search and similarity grouping need all items in the new model's space. Items are
+embedded in batches from their content and notes, as the pipeline embeds them; groups already assigned stay.
+"""
+
+from __future__ import annotations
+
+from django.core.management.base import BaseCommand, CommandError
+
+from items.models import ProcessedItem
+from items.services.enrichment import item_embeddings_store
+from pipeline import llm
+
+
+def embedding_text(content: str, notes: str) -> str:
+    """The text the pipeline embeds (pipeline.enrichment), so re-embedded vectors match new ones."""
+    return content if not notes else f"{content}\n\n{notes}"
+
+
+class Command(BaseCommand):
+    help = "Recompute every stored embedding with the configured embedding model, in batches."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--batch", type=int, default=64, help="items per embedding call (default 64)")
+
+    def handle(self, *args, **options):
+        if options["batch"] < 1:
+            raise CommandError("--batch must be >= 1")
+        rows = ProcessedItem.objects.filter(embedding__isnull=False).order_by("pk")
+        total = rows.count()
+        done, last = 0, 0
+        while True:
+            batch = list(rows.filter(pk__gt=last).values_list("pk", "raw__content", "raw__notes")[: options["batch"]])
+            if not batch:
+                break
+            try:
+                vectors = llm.embed([embedding_text(content, notes) for _, content, notes in batch]).value
+            except llm.ModelError as exc:
+                raise CommandError(f"embedding failed after {done} of {total} items: {exc}") from exc
+            by_item = {pk: vector for (pk, _, _), vector in zip(batch, vectors, strict=True)}
+            done += item_embeddings_store(vectors=by_item)
+            last = batch[-1][0]
+            self.stdout.write(f"{done}/{total}")
+        self.stdout.write(self.style.SUCCESS(f"re-embedded {done} items"))
