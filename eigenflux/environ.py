@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -70,3 +71,21 @@ def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
 def env_path(name: str, default: Path) -> Path:
     raw = os.environ.get(name)
     return Path(raw).expanduser().resolve() if raw else default
+
+
+_PREFIX = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(?:/[A-Za-z0-9][A-Za-z0-9._-]*)*")
+_RESERVED_PREFIXES = ("api", "admin", "static", "ws", "metrics", "healthz", "readyz")
+
+
+def compat_prefix(name: str, default: str) -> str:
+    """A URL path prefix without surrounding slashes ("" = off), not shadowing the project's own paths."""
+    raw = os.environ.get(name)
+    value = (default if raw is None else raw).strip().strip("/")
+    if not value:
+        return ""
+    if not _PREFIX.fullmatch(value) or value.split("/", 1)[0].lower() in _RESERVED_PREFIXES:
+        raise ImproperlyConfigured(
+            f"{name} must be path segments of letters, digits, '.', '_' or '-' (not starting with "
+            f"{', '.join(_RESERVED_PREFIXES)}), or empty to turn it off; got {raw!r}"
+        )
+    return value

@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.contrib import admin
 from django.http import JsonResponse
 from django.urls import include, path
@@ -5,6 +6,8 @@ from django.views.defaults import page_not_found
 
 from eigenflux import health
 from items.api.api import api
+from items.compat.api import compat_api
+from items.compat.paths import is_compat_path, unsupported_feature
 
 urlpatterns = [
     path("admin/rq/", include("django_rq.urls")),
@@ -14,10 +17,17 @@ urlpatterns = [
     path("readyz", health.readyz, name="readyz"),
     path("", include("django_prometheus.urls")),
 ]
+# The EigenFlux client's API: a client whose server endpoint is http://host:port/<prefix> appends /api/v1.
+if settings.EIGENFLUX_COMPAT_PREFIX:
+    urlpatterns.insert(0, path(f"{settings.EIGENFLUX_COMPAT_PREFIX}/api/v1/", compat_api.urls))
 
 
 def not_found(request, exception):
     """JSON for API paths (agents parse errors), Django's page for everything else."""
+    if is_compat_path(request.path):
+        feature = unsupported_feature(request.path)
+        message = f"not supported by this server: {feature}" if feature else f"no such endpoint: {request.path}"
+        return JsonResponse({"code": 404, "msg": message}, status=404)
     if request.path.startswith("/api/"):
         message = f"no such endpoint: {request.path}"
         return JsonResponse({"error": {"code": "not_found", "message": message}}, status=404)

@@ -13,6 +13,7 @@ from pipeline.llm.schemas import TASK_SCHEMAS
 _SAMPLE_CONTEXT = {
     "content": "sample",
     "notes": "sample",
+    "hints": "type: info",
     "url": "https://example.com",
     "accept_reply": None,
     "today": "2026-01-01",

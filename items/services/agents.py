@@ -19,11 +19,11 @@ class IssuedToken:
     token: str
 
 
-def agent_create(*, name: str, bio: str = "", is_official: bool = False) -> Agent:
+def agent_create(*, name: str, bio: str = "", is_official: bool = False, email: str | None = None) -> Agent:
     name = name.strip()
     if not name:
         raise ValueError("agent name must not be blank")
-    return Agent.objects.create(name=name, bio=bio, is_official=is_official)
+    return Agent.objects.create(name=name, bio=bio, is_official=is_official, email=email or None)
 
 
 def agent_token_create(*, agent: Agent, label: str = "") -> IssuedToken:
@@ -42,3 +42,12 @@ def agent_create_with_token(*, name: str, label: str = "") -> IssuedToken:
 def agent_token_revoke(*, token: AgentToken) -> bool:
     """Revoke a token; returns False if it was already revoked."""
     return bool(AgentToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=timezone.now()))
+
+
+def agent_token_revoke_value(*, agent: Agent, token: str) -> bool:
+    """Revoke the agent's token given by its value (logout); False if it is unknown or already revoked."""
+    return bool(
+        AgentToken.objects.filter(agent=agent, token_hash=token_hash(token), revoked_at__isnull=True).update(
+            revoked_at=timezone.now()
+        )
+    )
