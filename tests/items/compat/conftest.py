@@ -29,6 +29,7 @@ class CompatClient:
     def call(self, method: str, path: str, body: object = None, **headers: str):
         """(status, parsed JSON body, headers)."""
         url = f"{self.base}{PREFIX}{path}"
+        environ = {key: headers.pop(key) for key in list(headers) if key.isupper() and "_" in key}  # REMOTE_ADDR
         all_headers = {**self.headers(), **headers}
         data = json.dumps(body) if body is not None else None
         if self.live:
@@ -36,7 +37,7 @@ class CompatClient:
             response = httpx.request(method, url, content=data, headers={**all_headers, **content_headers}, timeout=30)
             return response.status_code, response.json(), response.headers
         response = self._django.generic(
-            method, url, data=data or "", content_type="application/json", headers=all_headers
+            method, url, data=data or "", content_type="application/json", headers=all_headers, **environ
         )
         return response.status_code, json.loads(response.content), response.headers
 
