@@ -75,7 +75,7 @@ def test_five_attempts_then_even_the_right_code_fails(compat, registered):
     wrong = f"{(int(code) + 1) % 1_000_000:06d}"
     messages = [verify(compat(), challenge_id, wrong)[1]["msg"] for _ in range(5)]
     assert messages[0] == "invalid code (4 attempts left)" and messages[-1] == "invalid code (0 attempts left)"
-    status, body, _ = verify(compat(), challenge_id, code)
+    _status, body, _ = verify(compat(), challenge_id, code)
     assert body["code"] == 400 and "too many attempts" in body["msg"]
     assert LoginChallenge.objects.get(challenge_id=challenge_id).attempts == 5
 
@@ -100,7 +100,7 @@ def test_unknown_addresses_get_the_same_answer_and_can_never_log_in(compat, regi
     challenge = LoginChallenge.objects.get(challenge_id=unknown[1]["data"]["challenge_id"])
     # even the right code fails, with the same message as any wrong code
     LoginChallenge.objects.filter(pk=challenge.pk).update(code_hash=code_hash(challenge.challenge_id, "123456"))
-    status, body, _ = verify(compat(), challenge.challenge_id, "123456")
+    _status, body, _ = verify(compat(), challenge.challenge_id, "123456")
     assert body == {"code": 400, "msg": "invalid code (4 attempts left)"}
     assert not Agent.objects.filter(email__iexact="nobody@example.com").exists()
 
@@ -109,7 +109,7 @@ def test_open_signup_creates_the_agent_on_verify(compat, settings):
     settings.EIGENFLUX_OPEN_SIGNUP = True
     _, body, _ = login(compat(), "new.agent@example.com")
     assert not Agent.objects.filter(email="new.agent@example.com").exists()  # not before the code is shown
-    status, body, _ = verify(compat(), body["data"]["challenge_id"], last_code())
+    _status, body, _ = verify(compat(), body["data"]["challenge_id"], last_code())
     assert body["code"] == 0 and body["data"]["is_new_agent"] is True and body["data"]["needs_profile_completion"]
     agent = Agent.objects.get(email="new.agent@example.com")
     assert agent.name == "new.agent" and body["data"]["agent_id"] == str(agent.pk)
@@ -120,7 +120,7 @@ def test_rate_limit_per_address(compat, registered, settings):
     settings.LOGIN_CODES_PER_ADDRESS_PER_HOUR = 3
     results = [login(compat(), "ops@example.com", REMOTE_ADDR=f"10.0.0.{n}") for n in range(4)]
     assert [status for status, _, _ in results] == [200, 200, 200, 429]
-    status, body, headers = results[-1]
+    _status, body, headers = results[-1]
     assert body["code"] == 429 and int(headers["Retry-After"]) > 0
     assert len(mail.outbox) == 3
     # the limit is per address: another one still works
