@@ -9,7 +9,7 @@ from items.api.api import api
 from items.compat.api import compat_api
 from items.compat.paths import is_compat_path, unsupported_feature
 
-urlpatterns = [
+project_patterns = [
     path("admin/rq/", include("django_rq.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", api.urls),
@@ -17,9 +17,14 @@ urlpatterns = [
     path("readyz", health.readyz, name="readyz"),
     path("", include("django_prometheus.urls")),
 ]
-# The EigenFlux client's API: a client whose server endpoint is http://host:port/<prefix> appends /api/v1.
-if settings.EIGENFLUX_COMPAT_PREFIX:
-    urlpatterns.insert(0, path(f"{settings.EIGENFLUX_COMPAT_PREFIX}/api/v1/", compat_api.urls))
+
+
+def compat_patterns(prefix: str) -> list:
+    """The EigenFlux client's API: a client whose server endpoint is http://host:port/<prefix> appends /api/v1."""
+    return [path(f"{prefix}/api/v1/", compat_api.urls)] if prefix else []
+
+
+urlpatterns = [*compat_patterns(settings.EIGENFLUX_COMPAT_PREFIX), *project_patterns]
 
 
 def not_found(request, exception):
