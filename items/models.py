@@ -26,7 +26,13 @@ class Agent(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(Lower("email"), name="agent_email_ci_unique")]
+        constraints = [
+            models.UniqueConstraint(
+                Lower("email"),
+                name="agent_email_ci_unique",
+                violation_error_message="Another agent already has this email address.",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.name} (#{self.pk})"
