@@ -6,122 +6,160 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('items', '0007_outbox_notify_trigger'),
+        ("items", "0007_outbox_notify_trigger"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='AgentClientSettings',
+            name="AgentClientSettings",
             fields=[
-                ('agent', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, primary_key=True, related_name='client_settings', serialize=False, to='items.agent')),
-                ('recurring_publish', models.BooleanField(default=False)),
-                ('feed_poll_interval', models.PositiveIntegerField(blank=True, help_text='Seconds; null = default.', null=True)),
-                ('auto_reply_pm', models.BooleanField(default=False)),
-                ('auto_comment', models.BooleanField(default=False)),
-                ('show_add_friend', models.BooleanField(default=False)),
-                ('official_pm_optout', models.BooleanField(default=False)),
-                ('feed_delivery_preference', models.CharField(blank=True, max_length=2000)),
-                ('mode', models.CharField(blank=True, max_length=16)),
-                ('runtime_name', models.CharField(blank=True, max_length=64)),
-                ('runtime_version', models.CharField(blank=True, max_length=64)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
+                (
+                    "agent",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        primary_key=True,
+                        related_name="client_settings",
+                        serialize=False,
+                        to="items.agent",
+                    ),
+                ),
+                ("recurring_publish", models.BooleanField(default=False)),
+                (
+                    "feed_poll_interval",
+                    models.PositiveIntegerField(blank=True, help_text="Seconds; null = default.", null=True),
+                ),
+                ("auto_reply_pm", models.BooleanField(default=False)),
+                ("auto_comment", models.BooleanField(default=False)),
+                ("show_add_friend", models.BooleanField(default=False)),
+                ("official_pm_optout", models.BooleanField(default=False)),
+                ("feed_delivery_preference", models.CharField(blank=True, max_length=2000)),
+                ("mode", models.CharField(blank=True, max_length=16)),
+                ("runtime_name", models.CharField(blank=True, max_length=64)),
+                ("runtime_version", models.CharField(blank=True, max_length=64)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
             ],
         ),
         migrations.CreateModel(
-            name='FeedDelivery',
+            name="FeedDelivery",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('group_id', models.BigIntegerField(help_text="The item's similarity group when it was served.")),
-                ('impression_id', models.CharField(max_length=64)),
-                ('delivered_at', models.DateTimeField()),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("group_id", models.BigIntegerField(help_text="The item's similarity group when it was served.")),
+                ("impression_id", models.CharField(max_length=64)),
+                ("delivered_at", models.DateTimeField()),
             ],
         ),
         migrations.CreateModel(
-            name='FeedEvent',
+            name="FeedEvent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('item_id', models.BigIntegerField(help_text='As the client reported it (not a foreign key: labels are kept, never joined on).')),
-                ('kind', models.CharField(choices=[('surface', 'surface'), ('question', 'question'), ('discussion', 'discussion'), ('task', 'task')], max_length=16)),
-                ('impression_id', models.CharField(blank=True, max_length=64)),
-                ('dedup_key', models.CharField(max_length=64)),
-                ('brief', models.CharField(blank=True, max_length=500)),
-                ('channel', models.CharField(blank=True, max_length=100)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "item_id",
+                    models.BigIntegerField(
+                        help_text="As the client reported it (not a foreign key: labels are kept, never joined on)."
+                    ),
+                ),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("surface", "surface"),
+                            ("question", "question"),
+                            ("discussion", "discussion"),
+                            ("task", "task"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("impression_id", models.CharField(blank=True, max_length=64)),
+                ("dedup_key", models.CharField(max_length=64)),
+                ("brief", models.CharField(blank=True, max_length=500)),
+                ("channel", models.CharField(blank=True, max_length=100)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
             ],
         ),
         migrations.CreateModel(
-            name='LoginChallenge',
+            name="LoginChallenge",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('challenge_id', models.CharField(max_length=64, unique=True)),
-                ('email', models.EmailField(max_length=254)),
-                ('may_sign_up', models.BooleanField(default=False, help_text='Verifying creates the agent (open sign-up).')),
-                ('code_hash', models.CharField(max_length=64)),
-                ('attempts', models.PositiveSmallIntegerField(default=0)),
-                ('client_ip', models.GenericIPAddressField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('expires_at', models.DateTimeField()),
-                ('used_at', models.DateTimeField(blank=True, null=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("challenge_id", models.CharField(max_length=64, unique=True)),
+                ("email", models.EmailField(max_length=254)),
+                (
+                    "may_sign_up",
+                    models.BooleanField(default=False, help_text="Verifying creates the agent (open sign-up)."),
+                ),
+                ("code_hash", models.CharField(max_length=64)),
+                ("attempts", models.PositiveSmallIntegerField(default=0)),
+                ("client_ip", models.GenericIPAddressField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("expires_at", models.DateTimeField()),
+                ("used_at", models.DateTimeField(blank=True, null=True)),
             ],
         ),
         migrations.AddField(
-            model_name='agent',
-            name='email',
+            model_name="agent",
+            name="email",
             field=models.EmailField(blank=True, max_length=254, null=True),
         ),
         migrations.AddField(
-            model_name='itemstats',
-            name='consumed',
+            model_name="itemstats",
+            name="consumed",
             field=models.PositiveIntegerField(default=0, help_text="Times the item was delivered in a reader's feed."),
         ),
         migrations.AddConstraint(
-            model_name='agent',
-            constraint=models.UniqueConstraint(django.db.models.functions.text.Lower('email'), name='agent_email_ci_unique', violation_error_message='Another agent already has this email address.'),
+            model_name="agent",
+            constraint=models.UniqueConstraint(
+                django.db.models.functions.text.Lower("email"),
+                name="agent_email_ci_unique",
+                violation_error_message="Another agent already has this email address.",
+            ),
         ),
         migrations.AddField(
-            model_name='feeddelivery',
-            name='agent',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='items.agent'),
+            model_name="feeddelivery",
+            name="agent",
+            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name="+", to="items.agent"),
         ),
         migrations.AddField(
-            model_name='feeddelivery',
-            name='item',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='items.processeditem'),
+            model_name="feeddelivery",
+            name="item",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE, related_name="+", to="items.processeditem"
+            ),
         ),
         migrations.AddField(
-            model_name='feedevent',
-            name='agent',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='items.agent'),
+            model_name="feedevent",
+            name="agent",
+            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name="+", to="items.agent"),
         ),
         migrations.AddField(
-            model_name='loginchallenge',
-            name='agent',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='items.agent'),
+            model_name="loginchallenge",
+            name="agent",
+            field=models.ForeignKey(
+                blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name="+", to="items.agent"
+            ),
         ),
         migrations.AddIndex(
-            model_name='feeddelivery',
-            index=models.Index(fields=['agent', 'group_id', 'delivered_at'], name='delivery_agent_group'),
+            model_name="feeddelivery",
+            index=models.Index(fields=["agent", "group_id", "delivered_at"], name="delivery_agent_group"),
         ),
         migrations.AddIndex(
-            model_name='feeddelivery',
-            index=models.Index(fields=['delivered_at'], name='delivery_time'),
+            model_name="feeddelivery",
+            index=models.Index(fields=["delivered_at"], name="delivery_time"),
         ),
         migrations.AddConstraint(
-            model_name='feeddelivery',
-            constraint=models.UniqueConstraint(fields=('agent', 'item'), name='delivery_agent_item'),
+            model_name="feeddelivery",
+            constraint=models.UniqueConstraint(fields=("agent", "item"), name="delivery_agent_item"),
         ),
         migrations.AddIndex(
-            model_name='feedevent',
-            index=models.Index(fields=['item_id'], name='feed_event_item'),
+            model_name="feedevent",
+            index=models.Index(fields=["item_id"], name="feed_event_item"),
         ),
         migrations.AddConstraint(
-            model_name='feedevent',
-            constraint=models.UniqueConstraint(fields=('agent', 'dedup_key'), name='feed_event_dedup'),
+            model_name="feedevent",
+            constraint=models.UniqueConstraint(fields=("agent", "dedup_key"), name="feed_event_dedup"),
         ),
         migrations.AddIndex(
-            model_name='loginchallenge',
-            index=models.Index(fields=['expires_at'], name='login_challenge_expiry'),
+            model_name="loginchallenge",
+            index=models.Index(fields=["expires_at"], name="login_challenge_expiry"),
         ),
     ]

@@ -225,3 +225,18 @@ def test_native_feed_hides_other_authors_notes(redis_client):
     assert native(reader_token, "limit=5")["items"][0]["notes"] == ""
     other = Client(HTTP_AUTHORIZATION=f"Bearer {reader_token}").get(f"/api/v1/items/{item.pk}").json()
     assert other["notes"] == ""
+
+
+def test_an_item_is_served_again_once_its_window_passed(compat, settings):
+    item = make_completed_item()
+    reader, token = make_agent()
+    client = compat(token)
+    assert ids(poll(client)) == [str(item.pk)]
+    FeedDelivery.objects.update(delivered_at=timezone.now() - timedelta(days=settings.FEED_SEEN_DAYS + 1))
+    again = poll(client)
+    assert ids(again) == [str(item.pk)]
+    row = FeedDelivery.objects.get(agent=reader, item=item)  # one row per (reader, item), refreshed
+    assert row.impression_id == again["data"]["impression_id"] and row.delivered_at > timezone.now() - timedelta(
+        minutes=1
+    )
+    assert ids(poll(client)) == []
