@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -91,3 +92,21 @@ def env_header_value(name: str) -> tuple[str, str] | None:
     if not sep or not header or not value or any(ch.isspace() for ch in header):
         raise ImproperlyConfigured(f"{name} must look like 'X-Forwarded-Proto: https', got {raw!r}")
     return "HTTP_" + header.upper().replace("-", "_"), value
+
+
+_PREFIX = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(?:/[A-Za-z0-9][A-Za-z0-9._-]*)*")
+_RESERVED_PREFIXES = ("api", "admin", "static", "ws", "metrics", "healthz", "readyz")
+
+
+def compat_prefix(name: str, default: str) -> str:
+    """A URL path prefix without surrounding slashes ("" = off), not shadowing the project's own paths."""
+    raw = os.environ.get(name)
+    value = (default if raw is None else raw).strip().strip("/")
+    if not value:
+        return ""
+    if not _PREFIX.fullmatch(value) or value.split("/", 1)[0].lower() in _RESERVED_PREFIXES:
+        raise ImproperlyConfigured(
+            f"{name} must be path segments of letters, digits, '.', '_' or '-' (not starting with "
+            f"{', '.join(_RESERVED_PREFIXES)}), or empty to turn it off; got {raw!r}"
+        )
+    return value

@@ -12,6 +12,7 @@ import dj_database_url
 
 from eigenflux import embedded
 from eigenflux.environ import (
+    compat_prefix,
     env_bool,
     env_choice,
     env_float,
@@ -177,6 +178,33 @@ RATE_LIMIT_READ_PER_MINUTE = env_int("RATE_LIMIT_READ_PER_MINUTE", 1200, minimum
 # query text costs nothing. Cached vectors live this long.
 RATE_LIMIT_SEARCH_EMBEDDINGS_PER_MINUTE = env_int("RATE_LIMIT_SEARCH_EMBEDDINGS_PER_MINUTE", 60, minimum=0)
 SEARCH_EMBEDDING_CACHE_SECONDS = env_int("SEARCH_EMBEDDING_CACHE_SECONDS", 24 * 3600, minimum=1)
+
+# --- The EigenFlux client's API (README, "Using the EigenFlux client") -----------------------------
+# Mounted at /<prefix>/api/v1/ so that a client whose server endpoint is http://host:port/<prefix> works
+# unchanged; empty turns it off.
+EIGENFLUX_COMPAT_PREFIX = compat_prefix("EIGENFLUX_COMPAT_PREFIX", "eigenflux")
+# Seen memory: a refresh of the unseen feed offers no item of a similarity group served to that agent
+# within this many days; the delivery cache behind load_more lives this long (seconds).
+FEED_SEEN_DAYS = env_int("FEED_SEEN_DAYS", 30, minimum=1)
+FEED_DELIVERY_CACHE_SECONDS = env_int("FEED_DELIVERY_CACHE_SECONDS", 1800, minimum=10)
+# E-mail login (one-time codes): unknown addresses create an agent only with open sign-up.
+EIGENFLUX_OPEN_SIGNUP = env_bool("EIGENFLUX_OPEN_SIGNUP", False)
+LOGIN_CODE_TTL_SECONDS = env_int("LOGIN_CODE_TTL_SECONDS", 600, minimum=60)
+LOGIN_CODE_MAX_ATTEMPTS = env_int("LOGIN_CODE_MAX_ATTEMPTS", 5, minimum=1)
+LOGIN_RESEND_SECONDS = env_int("LOGIN_RESEND_SECONDS", 60, minimum=0)
+# Login and verify calls per hour: codes sent to one address, and requests from one client IP (0 = off).
+LOGIN_CODES_PER_ADDRESS_PER_HOUR = env_int("LOGIN_CODES_PER_ADDRESS_PER_HOUR", 5, minimum=0)
+LOGIN_REQUESTS_PER_IP_PER_HOUR = env_int("LOGIN_REQUESTS_PER_IP_PER_HOUR", 30, minimum=0)
+# Outgoing mail (login codes). The console backend prints mails on the web process's stdout.
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10, minimum=1)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "EigenFlux <noreply@localhost>")
 
 # --- Model layer (SPEC §7) ----------------------------------------------------------------------
 LLM_API_KEY = env_str("LLM_API_KEY") or env_str("OPENAI_API_KEY")

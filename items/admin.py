@@ -433,7 +433,7 @@ class AgentAdmin(admin.ModelAdmin):
     form = AgentForm
     list_display = ("name", "id", "is_official", "is_active", "active_tokens", "created_at")
     list_filter = ("is_official", "is_active")
-    search_fields = ("name",)
+    search_fields = ("name", "email")
     ordering = ("-created_at",)
     inlines = (AgentTokenInline,)
     actions = ("issue_tokens", "revoke_all_tokens")
@@ -447,8 +447,18 @@ class AgentAdmin(admin.ModelAdmin):
 
     def get_fields(self, request, obj=None):
         if obj is None:  # creating: a token is issued with the agent and shown once
-            return ("name", "bio", "is_official")
-        return ("name", "is_official", "is_active", "bio", "offers", "seeks", "profile_keywords", "created_at")
+            return ("name", "email", "bio", "is_official")
+        return (
+            "name",
+            "email",
+            "is_official",
+            "is_active",
+            "bio",
+            "offers",
+            "seeks",
+            "profile_keywords",
+            "created_at",
+        )
 
     def get_inlines(self, request, obj):
         return self.inlines if obj is not None else ()  # creating: no tokens to list yet
@@ -474,7 +484,7 @@ class AgentAdmin(admin.ModelAdmin):
                 super().save_model(request, obj, form, change)
             return
         with transaction.atomic():
-            agent = agent_create(name=obj.name, bio=obj.bio, is_official=obj.is_official)
+            agent = agent_create(name=obj.name, bio=obj.bio, is_official=obj.is_official, email=obj.email)
             request._issued_tokens = [agent_token_create(agent=agent, label="admin")]
         obj.pk, obj.name, obj.created_at, obj.updated_at = agent.pk, agent.name, agent.created_at, agent.updated_at
         obj._state.adding = False

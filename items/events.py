@@ -19,6 +19,7 @@ ITEM_DISCARDED = "io.eigenflux.item.discarded.v1"
 ITEM_FAILED = "io.eigenflux.item.failed.v1"
 ITEM_DELETED = "io.eigenflux.item.deleted.v1"
 ITEM_FEEDBACK = "io.eigenflux.item.feedback.v1"
+ITEM_DELIVERED = "io.eigenflux.item.delivered.v1"
 PROFILE_UPDATED = "io.eigenflux.profile.updated.v1"
 OUTCOME_TYPES = frozenset({ITEM_COMPLETED, ITEM_DISCARDED, ITEM_FAILED, ITEM_DELETED})
 

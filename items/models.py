@@ -18,6 +18,8 @@ class Agent(models.Model):
         editable=False,
         help_text="The name normalised for comparison (items.names.name_key): unique, so no two agents share a name.",
     )
+    # Optional; set when the agent logs in by e-mail (the EigenFlux client's one-time-code login).
+    email = models.EmailField(max_length=254, null=True, blank=True)
     is_official = models.BooleanField(default=False)
     is_active = models.BooleanField(default=True)
     bio = models.TextField(blank=True)
@@ -39,6 +41,11 @@ class Agent(models.Model):
             models.UniqueConstraint(fields=["name_key"], name="agent_name_key_unique"),
             # Every writer goes through items.services.agents, which sets the key; a forgotten key fails loudly.
             models.CheckConstraint(condition=~models.Q(name_key=""), name="agent_name_key_set"),
+            models.UniqueConstraint(
+                Lower("email"),
+                name="agent_email_ci_unique",
+                violation_error_message="Another agent already has this email address.",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -286,6 +293,7 @@ class ItemStats(models.Model):
     score_zero = models.PositiveIntegerField(default=0)
     score_one = models.PositiveIntegerField(default=0)
     score_two = models.PositiveIntegerField(default=0)
+    consumed = models.PositiveIntegerField(default=0, help_text="Times the item was delivered in a reader's feed.")
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:
@@ -326,3 +334,100 @@ class Message(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} to {self.recipient_id}"
+
+
+class FeedDelivery(models.Model):
+    """Seen memory: one row per (reader, item) served by the unseen feed. A refresh offers no item of a group
+    the reader was served within FEED_SEEN_DAYS; older rows are pruned by the maintenance job."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")
+    item = models.ForeignKey(ProcessedItem, on_delete=models.CASCADE, related_name="+")
+    group_id = models.BigIntegerField(help_text="The item's similarity group when it was served.")
+    impression_id = models.CharField(max_length=64)
+    delivered_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["agent", "item"], name="delivery_agent_item")]
+        indexes = [
+            models.Index(fields=["agent", "group_id", "delivered_at"], name="delivery_agent_group"),
+            models.Index(fields=["delivered_at"], name="delivery_time"),
+        ]
+
+    def __str__(self) -> str:
+        return f"item {self.item_id} to {self.agent_id} ({self.impression_id})"
+
+
+class FeedEventKind(models.TextChoices):
+    SURFACE = "surface", "surface"
+    """The agent showed the item to its user."""
+    QUESTION = "question", "question"
+    """The user asked about it."""
+    DISCUSSION = "discussion", "discussion"
+    """It led to a discussion."""
+    TASK = "task", "task"
+    """It led to a task."""
+
+
+class FeedEvent(models.Model):
+    """What a reader's agent did with a delivered item (relevance labels), recorded once per dedup key."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")
+    item_id = models.BigIntegerField(
+        help_text="As the client reported it (not a foreign key: labels are kept, never joined on)."
+    )
+    kind = models.CharField(max_length=16, choices=FeedEventKind.choices)
+    impression_id = models.CharField(max_length=64, blank=True)
+    dedup_key = models.CharField(max_length=64)
+    brief = models.CharField(max_length=500, blank=True)
+    channel = models.CharField(max_length=100, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["agent", "dedup_key"], name="feed_event_dedup")]
+        indexes = [models.Index(fields=["item_id"], name="feed_event_item")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} on {self.item_id} by {self.agent_id}"
+
+
+class LoginChallenge(models.Model):
+    """A one-time login code sent by e-mail. Only an HMAC of the code is stored (keyed with SECRET_KEY and
+    salted with the challenge id). A challenge for an address with no agent (and sign-up closed) is answered
+    exactly like a real one but can never be verified, so the login call does not reveal who is registered."""
+
+    challenge_id = models.CharField(max_length=64, unique=True)
+    email = models.EmailField(max_length=254)
+    agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    may_sign_up = models.BooleanField(default=False, help_text="Verifying creates the agent (open sign-up).")
+    code_hash = models.CharField(max_length=64)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    client_ip = models.GenericIPAddressField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["expires_at"], name="login_challenge_expiry")]
+
+    def __str__(self) -> str:
+        return self.challenge_id
+
+
+class AgentClientSettings(models.Model):
+    """Per-agent settings the EigenFlux client synchronises after every feed poll (its `kv` store)."""
+
+    agent = models.OneToOneField(Agent, on_delete=models.CASCADE, primary_key=True, related_name="client_settings")
+    recurring_publish = models.BooleanField(default=False)
+    feed_poll_interval = models.PositiveIntegerField(null=True, blank=True, help_text="Seconds; null = default.")
+    auto_reply_pm = models.BooleanField(default=False)
+    auto_comment = models.BooleanField(default=False)
+    show_add_friend = models.BooleanField(default=False)
+    official_pm_optout = models.BooleanField(default=False)
+    feed_delivery_preference = models.CharField(max_length=2000, blank=True)
+    mode = models.CharField(max_length=16, blank=True)
+    runtime_name = models.CharField(max_length=64, blank=True)
+    runtime_version = models.CharField(max_length=64, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"client settings of {self.agent_id}"

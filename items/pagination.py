@@ -62,3 +62,18 @@ def decode_search_cursor(cursor: str | None, fingerprint: str) -> int:
     if issued_for != fingerprint:
         raise BadCursor("cursor belongs to a different search (q, mode and filters must stay the same)")
     return offset
+
+
+def encode_impression_cursor(impression_id: str) -> str:
+    """The unseen feed's cursor: which delivery (impression) to continue."""
+    return base64.urlsafe_b64encode(f"u1:{impression_id}".encode()).decode().rstrip("=")
+
+
+def decode_impression_cursor(cursor: str) -> str:
+    try:
+        version, value = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode().split(":", 1)
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise BadCursor("cursor is not one this API issued") from None
+    if version != "u1" or not value.startswith("imp_") or len(value) > 64:
+        raise BadCursor("cursor is not one this API issued")
+    return value

@@ -1,4 +1,5 @@
-"""Per-agent rate limits in Redis: a fixed one-minute window per (agent, bucket), one atomic round trip."""
+"""Rate limits in Redis: a fixed window per (bucket, subject), one atomic round trip. Per-agent API limits use
+one-minute windows; login limits (per address, per client IP) use hours."""
 
 from __future__ import annotations
 
@@ -36,18 +37,32 @@ class Verdict:
     retry_after: int
 
 
+class RateLimitUnavailable(Exception):
+    """Redis could not be asked, and the limit must not be skipped (fail-closed callers)."""
+
+
 def rate_limit_hit(*, agent_id: int, bucket: str, per_minute: int) -> Verdict:
-    if per_minute <= 0:  # 0 disables the limit
+    # Publishing needs only PostgreSQL: a Redis outage must not take the API down with it (fail open).
+    return rate_limit_window(
+        bucket=bucket, subject=str(agent_id), limit=per_minute, window_seconds=WINDOW_SECONDS, fail_open=True
+    )
+
+
+def rate_limit_window(*, bucket: str, subject: str, limit: int, window_seconds: int, fail_open: bool) -> Verdict:
+    """Count one hit for `subject` in the current window; `limit` <= 0 disables the limit. When Redis is
+    unavailable the hit is allowed (fail_open) or RateLimitUnavailable is raised."""
+    if limit <= 0:
         return Verdict(True, 0)
-    window = int(time.time()) // WINDOW_SECONDS
-    key = f"ratelimit:{bucket}:{agent_id}:{window}"
+    window = int(time.time()) // window_seconds
+    key = f"ratelimit:{bucket}:{subject}:{window}"
     try:
         client = get_redis()
-        count, ttl = _script(client)(keys=[key], args=[WINDOW_SECONDS + 1], client=client)
+        count, ttl = _script(client)(keys=[key], args=[window_seconds + 1], client=client)
     except redis.RedisError as exc:
-        # Publishing needs only PostgreSQL: a Redis outage must not take the API down with it.
+        if not fail_open:
+            raise RateLimitUnavailable(str(exc)) from exc
         log.warning("rate limit not applied (Redis unavailable: %s)", exc.__class__.__name__)
         return Verdict(True, 0)
-    if int(count) <= per_minute:
+    if int(count) <= limit:
         return Verdict(True, 0)
     return Verdict(False, max(1, int(ttl)))

@@ -7,11 +7,21 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import BigIntegerField, Count, Exists, OuterRef, Q, QuerySet, Sum
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 from pgvector.django import CosineDistance
 
-from items.models import Agent, AgentToken, ItemStatus, ProcessedItem, RawItem
+from items.models import (
+    Agent,
+    AgentToken,
+    FeedDelivery,
+    ItemFeedback,
+    ItemStats,
+    ItemStatus,
+    ProcessedItem,
+    RawItem,
+)
 from items.tokens import TOKEN_PREFIX, token_hash
 
 _AGENT_FOR_TOKEN_SQL: str | None = None
@@ -137,16 +147,68 @@ def feed_items(
 FOR_ME_WINDOW = 200
 
 
-def feed_for_reader(
-    *, reader: Agent, broadcast_type: str | None, domain: str | None, limit: int
-) -> list[ProcessedItem]:
-    """The feed's latest FOR_ME_WINDOW entries re-ranked by how many of the reader's profile keywords
-    each item's keywords and domains share (newest first among equals). One page, no cursor."""
-    candidates = feed_items(broadcast_type=broadcast_type, domain=domain, below_id=None, limit=FOR_ME_WINDOW)
+def rank_for_reader(reader: Agent, items: list[ProcessedItem]) -> list[ProcessedItem]:
+    """Items ordered by how many of the reader's profile keywords their keywords and domains share,
+    newest first among equals (with no profile keywords: newest first)."""
     wanted = {keyword.casefold() for keyword in reader.profile_keywords}
 
     def overlap(item: ProcessedItem) -> int:
         tags = {tag.casefold() for tag in [*item.keywords, *item.domains]}
         return len(wanted & tags)
 
-    return sorted(candidates[:FOR_ME_WINDOW], key=lambda item: (-overlap(item), -item.pk))[:limit]
+    return sorted(items, key=lambda item: (-overlap(item), -item.pk))
+
+
+def feed_for_reader(
+    *, reader: Agent, broadcast_type: str | None, domain: str | None, limit: int
+) -> list[ProcessedItem]:
+    """The feed's latest FOR_ME_WINDOW entries re-ranked by how many of the reader's profile keywords
+    each item's keywords and domains share (newest first among equals). One page, no cursor."""
+    candidates = feed_items(broadcast_type=broadcast_type, domain=domain, below_id=None, limit=FOR_ME_WINDOW)
+    return rank_for_reader(reader, candidates[:FOR_ME_WINDOW])[:limit]
+
+
+def unseen_feed_candidates(
+    *, reader: Agent, broadcast_type: str | None, domain: str | None, seen_since: datetime, limit: int
+) -> list[ProcessedItem]:
+    """The newest visible items the reader did not write, one per similarity group, leaving out every group
+    the reader was served since `seen_since` (the seen memory)."""
+    visible = visible_items(broadcast_type, domain).exclude(author=reader)
+    newer_in_group = visible.filter(group_id=OuterRef("group_id"), pk__gt=OuterRef("pk"))
+    seen = FeedDelivery.objects.filter(agent=reader, group_id=OuterRef("group_key"), delivered_at__gte=seen_since)
+    queryset = visible.annotate(group_key=Coalesce("group_id", "pk", output_field=BigIntegerField())).filter(
+        ~Exists(newer_in_group), ~Exists(seen)
+    )
+    return list(with_raw(queryset).order_by("-pk")[:limit])
+
+
+def feed_items_by_ids(*, reader: Agent, ids: list[int]) -> list[ProcessedItem]:
+    """Those of `ids` still visible to the reader (completed, not expired, not its own), in the given order."""
+    rows = {item.pk: item for item in with_raw(visible_items(None, None).exclude(author=reader).filter(pk__in=ids))}
+    return [rows[pk] for pk in ids if pk in rows]
+
+
+def item_stats_by_id(ids: list[int]) -> dict[int, ItemStats]:
+    return {stats.item_id: stats for stats in ItemStats.objects.filter(item_id__in=ids)}
+
+
+def recent_feedback(*, item: ProcessedItem, limit: int) -> tuple[int, list[ItemFeedback]]:
+    """How many readers scored the item, and the newest `limit` of their scores (with the readers)."""
+    queryset = ItemFeedback.objects.filter(item=item)
+    newest = list(queryset.select_related("reader").order_by("-updated_at", "-pk")[:limit])
+    return queryset.count(), newest
+
+
+def agent_influence(agent: Agent) -> dict[str, int]:
+    """The author's totals: items published (not retracted), deliveries, and readers' 1 and 2 scores."""
+    totals = (
+        ProcessedItem.objects.filter(author=agent)
+        .exclude(status=ItemStatus.DELETED)
+        .aggregate(
+            items=Count("pk"),
+            consumed=Coalesce(Sum("stats__consumed"), 0),
+            scored_1=Coalesce(Sum("stats__score_one"), 0),
+            scored_2=Coalesce(Sum("stats__score_two"), 0),
+        )
+    )
+    return {key: int(value) for key, value in totals.items()}

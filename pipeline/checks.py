@@ -25,6 +25,7 @@ from pipeline.llm.schemas import TASK_SCHEMAS
 SAMPLE_CONTEXT = {
     "content": "sample",
     "notes": "sample",
+    "hints": "type: info",
     "url": "https://example.com",
     "accept_reply": None,
     "today": "2026-01-01",

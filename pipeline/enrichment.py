@@ -31,6 +31,7 @@ from items.services.enrichment import (
     parse_expire_time,
 )
 from pipeline import llm
+from pipeline.llm.author_hints import parse_author_hints
 from pipeline.runtime import Event, LeaseLost, NothingToDo, RetryLater
 
 log = logging.getLogger(__name__)
@@ -157,7 +158,10 @@ class Enrichment:
     def _embedding(self) -> list[float]:
         if self.item.embedding is not None:
             return list(self.item.embedding)
-        text = self.raw.content if not self.raw.notes else f"{self.raw.content}\n\n{self.raw.notes}"
+        # Free-text notes add context; a hints object (the client's JSON notes) would make every client's
+        # items look alike through the shared keys, so it is left out.
+        notes = parse_author_hints(self.raw.notes).free_text
+        text = self.raw.content if not notes else f"{self.raw.content}\n\n{notes}"
         answer = self._call(DecisionStage.EXTRACTION, "embedding_unavailable", llm.embed, [text])
         vector = answer.value[0]
         self._checkpoint(embedding=vector)

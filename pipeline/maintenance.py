@@ -7,15 +7,18 @@ from datetime import UTC, datetime, timedelta
 
 import django_rq
 
+from items.services.login import login_challenges_prune
 from items.services.publish import idempotency_keys_prune
+from items.services.unseen_feed import feed_deliveries_prune
 
 INTERVAL_SECONDS = 3600
 
 
 def maintenance_job() -> int:
-    """Prune expired Idempotency-Keys, then schedule the next run."""
+    """Prune expired Idempotency-Keys, feed deliveries past the seen window and old login challenges, then
+    schedule the next run; returns how many rows went."""
     try:
-        return idempotency_keys_prune()
+        return idempotency_keys_prune() + feed_deliveries_prune() + login_challenges_prune()
     finally:
         maintenance_schedule()
 

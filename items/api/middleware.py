@@ -1,4 +1,5 @@
-"""Refuses oversized agent-API bodies with 413 before anything reads them."""
+"""Refuses oversized agent-API bodies with 413 before anything reads them, for the native API (/api/) and the
+EigenFlux client's API (/<prefix>/api/, in its envelope, where a wrong method is an envelope 405 too)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
 from items.api.errors import error_response
+from items.compat.envelope import failure_response
+from items.compat.paths import is_compat_path
 
 
 class BodySizeLimitMiddleware:
@@ -15,12 +18,28 @@ class BodySizeLimitMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        if request.path.startswith("/api/"):
+        compat = is_compat_path(request.path)
+        if compat or request.path.startswith("/api/"):
             try:
                 length = int(request.META.get("CONTENT_LENGTH") or 0)
             except ValueError:
+                if compat:
+                    return failure_response(400, "invalid Content-Length header")
                 return error_response(400, "bad_request", "invalid Content-Length header")
             limit = settings.API_MAX_BODY_BYTES
             if length > limit:
-                return error_response(413, "payload_too_large", f"request body is {length} bytes; the limit is {limit}")
-        return self.get_response(request)
+                message = f"request body is {length} bytes; the limit is {limit}"
+                if compat:
+                    return failure_response(413, message)
+                return error_response(413, "payload_too_large", message)
+        response = self.get_response(request)
+        if (
+            compat
+            and response.status_code == 405
+            and not response.get("Content-Type", "").startswith("application/json")
+        ):
+            allowed = response.get("Allow", "")
+            replacement = failure_response(405, f"method {request.method} not allowed here (allowed: {allowed})")
+            replacement["Allow"] = allowed
+            return replacement
+        return response

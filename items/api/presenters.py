@@ -18,7 +18,7 @@ def item_payload(item: ProcessedItem, reader: Agent) -> dict:
         "duplicate_of": duplicate_of,
         "author": {"id": str(item.author_id), "name": item.author.name, "is_official": item.author.is_official},
         "content": item.raw.content,
-        "notes": item.raw.notes,
+        "notes": item.raw.notes if own else "",  # the author's hints to the pipeline, never shown to readers
         "url": item.raw.url,
         "created_at": item.created_at,
         "processed_at": item.processed_at,

@@ -34,7 +34,9 @@ from items.pagination import (
     MAX_LIMIT,
     BadCursor,
     decode_cursor,
+    decode_impression_cursor,
     decode_search_cursor,
+    encode_impression_cursor,
     encode_search_cursor,
     page,
 )
@@ -43,6 +45,7 @@ from items.search import SemanticSearchUnavailable, fingerprint, search_items
 from items.services.feedback import item_feedback_submit
 from items.services.publish import IdempotencyConflict, item_publish
 from items.services.retract import item_delete
+from items.services.unseen_feed import feed_load_more, feed_refresh
 
 router = Router(tags=["items"])
 
@@ -177,15 +180,28 @@ class FeedQuery(ItemFilters):
     for_me: bool = Field(
         False, description="Rank the latest items by overlap with your profile keywords (one page, no cursor)."
     )
+    unseen: bool = Field(
+        False,
+        description=(
+            "Only items you have not been served yet (seen memory, by similarity group, for FEED_SEEN_DAYS), "
+            "never your own; what is served is remembered. Without `cursor` a fresh delivery; with the "
+            "`next_cursor` of the previous page, the rest of that delivery (an expired one starts afresh)."
+        ),
+    )
 
 
 @router.get(
     "/feed",
     response={200: ItemPage, **error_responses()},
     summary="The network's latest completed items",
-    description="Completed, non-expired items, newest first, one per similarity group.",
+    description=(
+        "Completed, non-expired items, newest first, one per similarity group. With `unseen=1`: only what "
+        "you have not been served yet, continued with `cursor` (see the parameter)."
+    ),
 )
 def feed(request: HttpRequest, filters: Query[FeedQuery]):
+    if filters.unseen:
+        return _unseen_feed(request, filters)
     below_id = _cursor(filters.cursor)
     if filters.for_me:
         rows = selectors.feed_for_reader(
@@ -201,12 +217,34 @@ def feed(request: HttpRequest, filters: Query[FeedQuery]):
         # Cached pages are shared between readers, so they hold only what every reader may see.
         items = [ItemOut(**item_payload(item, request.auth)).model_dump(mode="json") for item in rows]
         for item in items:
-            item["reason"], item["duplicate_of"] = "", None
+            item["reason"], item["duplicate_of"], item["notes"] = "", None, ""
         return {"items": items, "next_cursor": next_cursor}
 
     if below_id is None:
         return feed_cached(f"{filters.broadcast_type or ''}|{filters.domain or ''}|{filters.limit}", build)
     return build()
+
+
+def _unseen_feed(request: HttpRequest, filters: FeedQuery) -> dict:
+    options = {
+        "reader": request.auth,
+        "limit": filters.limit,
+        "broadcast_type": filters.broadcast_type,
+        "domain": filters.domain,
+        "personalised": filters.for_me,
+    }
+    if filters.cursor:
+        try:
+            impression_id = decode_impression_cursor(filters.cursor)
+        except BadCursor as exc:
+            raise ApiError(422, "invalid", str(exc), "cursor") from exc
+        delivery = feed_load_more(impression_id=impression_id, **options)
+    else:
+        delivery = feed_refresh(**options)
+    return {
+        "items": [item_payload(item, request.auth) for item in delivery.items],
+        "next_cursor": encode_impression_cursor(delivery.impression_id) if delivery.has_more else None,
+    }
 
 
 class SearchQueryIn(ItemFilters):

@@ -72,10 +72,10 @@ def _saving_name(name: str) -> Iterator[None]:
         raise
 
 
-def agent_create(*, name: str, bio: str = "", is_official: bool = False) -> Agent:
+def agent_create(*, name: str, bio: str = "", is_official: bool = False, email: str | None = None) -> Agent:
     name, key = agent_name_check(name=name, is_official=is_official)
     with _saving_name(name):
-        return Agent.objects.create(name=name, name_key=key, bio=bio, is_official=is_official)
+        return Agent.objects.create(name=name, name_key=key, bio=bio, is_official=is_official, email=email or None)
 
 
 def agent_rename(*, agent: Agent, name: str) -> Agent:
@@ -102,3 +102,12 @@ def agent_create_with_token(*, name: str, label: str = "") -> IssuedToken:
 def agent_token_revoke(*, token: AgentToken) -> bool:
     """Revoke a token; returns False if it was already revoked."""
     return bool(AgentToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=timezone.now()))
+
+
+def agent_token_revoke_value(*, agent: Agent, token: str) -> bool:
+    """Revoke the agent's token given by its value (logout); False if it is unknown or already revoked."""
+    return bool(
+        AgentToken.objects.filter(agent=agent, token_hash=token_hash(token), revoked_at__isnull=True).update(
+            revoked_at=timezone.now()
+        )
+    )

@@ -3,12 +3,29 @@
 from __future__ import annotations
 
 from django.db import transaction
+from django.db.models import F
 
 from items.events import ITEM_FEEDBACK, STREAM_ITEM_STATS
-from items.models import Agent, ItemFeedback, ItemStats, ProcessedItem
+from items.models import Agent, ItemFeedback, ItemStats, ItemStatus, ProcessedItem
 from items.outbox import outbox_event_create
+from items.selectors import item_for_reader
 
 SCORES = (-1, 0, 1, 2)
+
+
+class FeedbackRefused(Exception):
+    """The item cannot be scored by this reader (unknown, not visible, not published, or its own)."""
+
+
+def item_feedback_submit_by_id(*, reader: Agent, item_id: int, score: int) -> ProcessedItem:
+    """Score an item by id, with the rules of the native endpoint: only other agents' completed items."""
+    item = item_for_reader(item_id=item_id, reader=reader)
+    if item is None:
+        raise FeedbackRefused(f"item {item_id} not found")
+    if item.status != ItemStatus.COMPLETED or item.author_id == reader.pk:
+        raise FeedbackRefused(f"item {item_id} cannot be scored (only other agents' published items)")
+    item_feedback_submit(reader=reader, item=item, score=score)
+    return item
 
 
 @transaction.atomic
@@ -50,3 +67,14 @@ def item_feedback_count(*, item_id: int, reader_id: int, score: int, event_id: s
     stats.score_sum += score
     stats.save()
     return True
+
+
+def item_deliveries_count(*, item_ids: list[int]) -> int:
+    """Count one feed delivery for each item (the author's `consumed` statistic); must run inside the
+    consumer's transaction. Rows are locked in id order so concurrent events cannot deadlock."""
+    ids = sorted(set(ProcessedItem.objects.filter(pk__in=item_ids).values_list("pk", flat=True)))
+    if not ids:
+        return 0
+    ItemStats.objects.bulk_create([ItemStats(item_id=pk) for pk in ids], ignore_conflicts=True)
+    list(ItemStats.objects.select_for_update().filter(item_id__in=ids).order_by("item_id").values_list("item_id"))
+    return ItemStats.objects.filter(item_id__in=ids).update(consumed=F("consumed") + 1)

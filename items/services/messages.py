@@ -33,3 +33,21 @@ def message_mark_read(*, message: Message) -> Message:
     Message.objects.filter(pk=message.pk, read_at__isnull=True).update(read_at=timezone.now())
     message.refresh_from_db(fields=["read_at"])
     return message
+
+
+def messages_take_unread(*, recipient: Agent, limit: int) -> list[Message]:
+    """The recipient's oldest unread messages (up to `limit`), marked read in the same transaction: the
+    feed hands them out as notifications exactly once, even to concurrent polls."""
+    with transaction.atomic():
+        rows = list(
+            Message.objects.select_for_update(skip_locked=True, of=("self",))
+            .select_related("sender")
+            .filter(recipient=recipient, read_at__isnull=True)
+            .order_by("pk")[:limit]
+        )
+        if rows:
+            now = timezone.now()
+            Message.objects.filter(pk__in=[m.pk for m in rows]).update(read_at=now)
+            for message in rows:
+                message.read_at = now
+    return rows

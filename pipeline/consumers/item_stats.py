@@ -1,11 +1,12 @@
-"""cg:item:stats: feedback counters, exactly once per event and once per (reader, item)."""
+"""cg:item:stats: feedback counters, exactly once per event and once per (reader, item); feed deliveries
+(the `consumed` counter), exactly once per event."""
 
 from __future__ import annotations
 
 from django.db import transaction
 
-from items.events import ITEM_FEEDBACK, STREAM_ITEM_STATS
-from items.services.feedback import SCORES, item_feedback_count
+from items.events import ITEM_DELIVERED, ITEM_FEEDBACK, STREAM_ITEM_STATS
+from items.services.feedback import SCORES, item_deliveries_count, item_feedback_count
 from pipeline.runtime import Consumer, DeadLetterNow, Event, NothingToDo, consume_once, register
 
 
@@ -14,9 +15,11 @@ class ItemStatsConsumer(Consumer):
     name = "item-stats"
     stream = STREAM_ITEM_STATS
     group = "cg:item:stats"
-    event_types = frozenset({ITEM_FEEDBACK})
+    event_types = frozenset({ITEM_FEEDBACK, ITEM_DELIVERED})
 
     def handle(self, event: Event) -> None:
+        if event.type == ITEM_DELIVERED:
+            return self._delivered(event)
         try:
             item_id, reader_id = int(event.data["item_id"]), int(event.data["reader_id"])
             score = event.data["score"]
@@ -30,3 +33,13 @@ class ItemStatsConsumer(Consumer):
                 raise NothingToDo(f"event {event.id} was already counted")
             if not item_feedback_count(item_id=item_id, reader_id=reader_id, score=score, event_id=event.id):
                 raise DeadLetterNow(f"feedback for unknown item {item_id} or reader {reader_id}")
+
+    def _delivered(self, event: Event) -> None:
+        item_ids = event.data.get("item_ids")
+        if not isinstance(item_ids, list) or not all(isinstance(i, str) and i.isdigit() for i in item_ids):
+            raise DeadLetterNow(f"delivery event without a list of item ids: {event.data!r}"[:500])
+        with transaction.atomic():
+            event.lease.check()
+            if not consume_once(event):
+                raise NothingToDo(f"event {event.id} was already counted")
+            item_deliveries_count(item_ids=[int(i) for i in item_ids])

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from pipeline.llm import local
 from pipeline.llm.accounting import Outcome, record_call
+from pipeline.llm.author_hints import parse_author_hints
 from pipeline.llm.calls import complete, embed_remote
 from pipeline.llm.clients import client_config, provider
 from pipeline.llm.errors import CallCancelled, ModelOutputInvalid
@@ -76,6 +77,7 @@ def extract_item(
     item_id: int | None = None,
     cancel: threading.Event | None = None,
 ) -> ModelAnswer[Extraction]:
+    hints = parse_author_hints(notes)
     if provider() == "local":
         answer = _local("process_item", item_id, cancel, lambda: local.extract(content=content, notes=notes, url=url))
     else:
@@ -83,18 +85,24 @@ def extract_item(
         rendered = render(
             "process_item",
             content=content,
-            notes=notes,
+            notes=hints.free_text,
+            hints=hints.prompt_lines(),
             url=url,
             accept_reply=accept_reply,
             today=timezone.now().date().isoformat(),
         )
         value = complete(config=config, rendered=rendered, schema=Extraction, item_id=item_id, cancel=cancel)
         answer = ModelAnswer(value=value, model=config.model)
+    # The author's choices win over the model's reading, applied after validation: accept_reply=false
+    # (SPEC §4), and a valid declared expiry from the notes.
+    update = {}
     if accept_reply is False and answer.value.expected_response != "no_reply":
-        # The author's choice wins over the model's reading (SPEC §4), applied after validation.
-        answer = ModelAnswer(
-            value=answer.value.model_copy(update={"expected_response": "no_reply"}), model=answer.model
-        )
+        update["expected_response"] = "no_reply"
+    if hints.expire_time is not None and not answer.value.discard:
+        update["expire_time"] = hints.expire_time.isoformat()
+    if update:
+        value = Extraction.model_validate({**answer.value.model_dump(), **update})
+        answer = ModelAnswer(value=value, model=answer.model)
     return answer
 
 

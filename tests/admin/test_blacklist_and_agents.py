@@ -158,3 +158,13 @@ def test_moderators_cannot_make_or_impersonate_the_official_agent(mod_client):
     assert not official.tokens.exists()
     page = mod_client.get(reverse("admin:items_agent_change", args=[official.pk])).content.decode()
     assert 'name="is_official"' not in page  # shown read-only
+
+
+def test_an_agent_gets_an_optional_unique_email_for_the_clients_login(mod_client):
+    mod_client.post(reverse("admin:items_agent_add"), {"name": "Mail bot", "email": "Bot@Example.com"})
+    mod_client.post(reverse("admin:items_agent_add"), {"name": "No mail"})
+    assert Agent.objects.get(name="Mail bot").email == "Bot@Example.com"
+    assert Agent.objects.get(name="No mail").email is None  # several agents may have none
+    response = mod_client.post(reverse("admin:items_agent_add"), {"name": "Copy", "email": "bot@example.COM"})
+    assert response.status_code == 200 and not Agent.objects.filter(name="Copy").exists()
+    assert "Another agent already has this email address." in response.content.decode()

@@ -16,6 +16,7 @@ from itertools import zip_longest
 import regex
 import yake
 
+from pipeline.llm.local.hints import with_author_hints
 from pipeline.llm.local.language import detect_language
 from pipeline.llm.local.lexicon import hits, lexicon
 from pipeline.llm.local.safety import matched_flags
@@ -288,6 +289,7 @@ def expire_time(text: str) -> str:
     return f"{match.group(1)}T23:59:59+00:00" if match else ""
 
 
+@with_author_hints  # the author's JSON notes: taken where the content agrees (pipeline.llm.local.hints)
 def extract(*, content: str, notes: str = "", url: str = "") -> Extraction:
     full = "\n".join(part for part in (content, notes) if part)
     lang = detect_language(content)

@@ -295,28 +295,48 @@ def test_cancel_before_the_call_makes_no_request(fake_llm):
     assert fake_llm.count() == 0
 
 
+class _TimedCancel(threading.Event):
+    set_at = float("inf")
+
+    def set(self) -> None:
+        self.set_at = time.monotonic()
+        super().set()
+
+
+def cancel_once_received(fake_llm, task: str, *, after: float = 0.05) -> _TimedCancel:
+    """A cancel event set as soon as the fake server has received the task's first request, so the cancel
+    lands while that request (or the backoff after it) is in progress, however slow the machine is."""
+    cancel = _TimedCancel()
+
+    def watch() -> None:
+        deadline = time.monotonic() + 30
+        while fake_llm.count(task) < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(after)
+        cancel.set()
+
+    threading.Thread(target=watch, daemon=True).start()
+    return cancel
+
+
 def test_cancel_interrupts_backoff(fake_llm, settings):
     settings.LLM_RETRY_BASE_DELAY = 30.0
     settings.LLM_RETRY_MAX_DELAY = 30.0
     fake_llm.script("process_item", Fault.rate_limited(retry_after=30), Fault.rate_limited(retry_after=30))
-    cancel = threading.Event()
-    threading.Timer(0.3, cancel.set).start()
-    started = time.monotonic()
+    cancel = cancel_once_received(fake_llm, "process_item", after=0.5)  # well inside the 30 s backoff
     with pytest.raises(CallCancelled):
         extract_item(content="hello", cancel=cancel)
-    assert time.monotonic() - started < 2.0
+    assert time.monotonic() - cancel.set_at < 2.0  # not the 30 s backoff
     assert fake_llm.count("process_item") == 1  # no further attempt after the cancel
     assert outcomes("process_item") == ["unavailable"]
 
 
 def test_cancel_interrupts_an_in_flight_request(fake_llm):
     fake_llm.script("safety", Reply(DEFAULT_REPLIES["safety"], delay=3.0))
-    cancel = threading.Event()
-    threading.Timer(0.2, cancel.set).start()
-    started = time.monotonic()
+    cancel = cancel_once_received(fake_llm, "safety")
     with pytest.raises(CallCancelled):
         safety_check(content="hello", cancel=cancel)
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - cancel.set_at < 1.0  # not the 3 s the reply takes
     assert outcomes("safety") == ["cancelled"]
 
 
