@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from items.models import Agent, AgentToken
 from items.tokens import VISIBLE_PREFIX_LENGTH, token_generate, token_hash
+from items.ws import token_revoked_announce
 
 
 @dataclass(frozen=True)
@@ -40,5 +41,10 @@ def agent_create_with_token(*, name: str, label: str = "") -> IssuedToken:
 
 
 def agent_token_revoke(*, token: AgentToken) -> bool:
-    """Revoke a token; returns False if it was already revoked."""
-    return bool(AgentToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=timezone.now()))
+    """Revoke a token; returns False if it was already revoked. Once committed, the token's open
+    WebSockets are told to close."""
+    revoked = bool(AgentToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=timezone.now()))
+    if revoked:
+        agent_id, digest = token.agent_id, token.token_hash
+        transaction.on_commit(lambda: token_revoked_announce(agent_id=agent_id, digest=digest))
+    return revoked
