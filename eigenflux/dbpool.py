@@ -10,15 +10,27 @@ from __future__ import annotations
 import dj_database_url
 from django.conf import settings
 
+PIPELINE_APPLICATION_NAME = "eigenflux-pipeline"
+
 # Nothing here imports django.db at module level: settings.py imports db_settings() while settings load.
 
 
 def db_settings(
-    url: str, *, pool: bool, min_size: int, max_size: int, timeout: float, conn_max_age: int, name: str = "web"
+    url: str,
+    *,
+    pool: bool,
+    min_size: int,
+    max_size: int,
+    timeout: float,
+    conn_max_age: int,
+    application_name: str,
+    name: str = "web",
 ) -> dict:
     """The DATABASES entry for `url`. Pooled connections are never persistent per thread (CONN_MAX_AGE 0:
-    Django hands them back to the pool instead of closing them)."""
+    Django hands them back to the pool instead of closing them). `application_name` shows in
+    pg_stat_activity, so connections can be counted per process kind."""
     config = dj_database_url.parse(url, conn_max_age=0 if pool else conn_max_age, conn_health_checks=True)
+    config.setdefault("OPTIONS", {}).setdefault("application_name", application_name)
     if pool:
         config.setdefault("OPTIONS", {})["pool"] = pool_options(
             min_size=min_size, max_size=max_size, timeout=timeout, name=name
@@ -37,7 +49,8 @@ def use_pipeline_pool() -> None:
     next connection builds the new one."""
     from django.db import connection, connections
 
-    options = connections["default"].settings_dict.get("OPTIONS", {})
+    options = connections["default"].settings_dict.setdefault("OPTIONS", {})
+    options["application_name"] = PIPELINE_APPLICATION_NAME
     if "pool" not in options:
         return
     options["pool"] = pool_options(

@@ -46,7 +46,7 @@ def main() -> int:
     }
     # The job worker forks a process per job, and a pool must not cross a fork: each job opens its own
     # connection instead (counted as 2 per worker in the connection budget).
-    envs = {"jobs": env | {"DB_POOL": "false", "DB_CONN_MAX_AGE": "0"}}
+    envs = {"jobs": env | {"DB_POOL": "false", "DB_CONN_MAX_AGE": "0", "DB_APPLICATION_NAME": "eigenflux-jobs"}}
     # This process is done with the database: its pool's connections are not kept while the children run.
     connections.close_all()
     connection.close_pool()

@@ -104,6 +104,8 @@ DATABASES = {
         max_size=DB_POOL_MAX_SIZE,
         timeout=DB_POOL_TIMEOUT,
         conn_max_age=env_int("DB_CONN_MAX_AGE", 600, minimum=0),
+        # run_pipeline names itself eigenflux-pipeline; `make run` names its job worker eigenflux-jobs.
+        application_name=env_str("DB_APPLICATION_NAME", "eigenflux-web"),
     )
 }
 # Parallel test runs (several checkouts, helpers) can keep apart by naming their test database.

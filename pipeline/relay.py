@@ -180,6 +180,7 @@ class OutboxRelay:
                 port=params.get("PORT") or None,
                 autocommit=True,
                 connect_timeout=5,
+                application_name="eigenflux-pipeline-listen",  # outside the pool: one per relay
             )
             conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
         except psycopg.Error:
