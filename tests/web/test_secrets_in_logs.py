@@ -44,22 +44,24 @@ def test_no_token_appears_in_any_log_of_make_run(web_env):
         assert httpx.get(f"{base}/api/v1/feed?token={token}", headers=headers).status_code == 200
         assert httpx.get(f"{base}/api/v1/no-such-thing?token={token}").status_code == 404
         assert httpx.get(f"{base}/api/v1/agents/me", headers={"Authorization": f"Bearer {token}x"}).status_code == 401
-        by_query = ws_connect(f"ws://127.0.0.1:{port}/ws/v1/events?token={token}", open_timeout=10)
-        by_header = ws_connect(
-            f"ws://127.0.0.1:{port}/ws/v1/events",
-            subprotocols=["eigenflux.v1", f"eigenflux.bearer.{token}"],
-            open_timeout=10,
-        )
-        assert by_header.subprotocol == "eigenflux.v1"
-        for socket in (by_query, by_header):
-            with pytest.raises(TimeoutError):
-                socket.recv(timeout=0.5)  # open and quiet
-        agent_token_revoke(token=AgentToken.objects.get(agent=agent))
-        for socket in (by_query, by_header):
-            assert '"the token was revoked"' in socket.recv(timeout=5)
-            with pytest.raises(ConnectionClosed) as closed:
-                socket.recv(timeout=5)
-            assert closed.value.rcvd.code == 4401
+        with (
+            ws_connect(f"ws://127.0.0.1:{port}/ws/v1/events?token={token}", open_timeout=10) as by_query,
+            ws_connect(
+                f"ws://127.0.0.1:{port}/ws/v1/events",
+                subprotocols=["eigenflux.v1", f"eigenflux.bearer.{token}"],
+                open_timeout=10,
+            ) as by_header,
+        ):
+            assert by_header.subprotocol == "eigenflux.v1"
+            for socket in (by_query, by_header):
+                with pytest.raises(TimeoutError):
+                    socket.recv(timeout=0.5)  # open and quiet
+            agent_token_revoke(token=AgentToken.objects.get(agent=agent))
+            for socket in (by_query, by_header):
+                assert '"the token was revoked"' in socket.recv(timeout=5)
+                with pytest.raises(ConnectionClosed) as closed:
+                    socket.recv(timeout=5)
+                assert closed.value.rcvd.code == 4401
     finally:
         stack.send_signal(signal.SIGINT)
         try:
