@@ -95,7 +95,8 @@ class ConnectionPeaks(threading.Thread):
         while not self.stop.is_set():
             rows = self.conn.execute(
                 "SELECT application_name, count(*) FROM pg_stat_activity "
-                "WHERE backend_type = 'client backend' AND application_name LIKE 'eigenflux-%%' "
+                "WHERE backend_type = 'client backend' AND datname = current_database() "
+                "AND application_name LIKE 'eigenflux-%%' "
                 "AND application_name <> 'eigenflux-bench' GROUP BY 1"
             ).fetchall()
             total = 0
