@@ -37,7 +37,13 @@ def test_no_token_appears_in_any_log_of_make_run(web_env):
     base = f"http://127.0.0.1:{port}"
     agent, token = make_agent()
     try:
-        wait_for(lambda: _ready(base), timeout=90, interval=0.2, message="make run's web server")
+        wait_for(
+            lambda: _ready(base) or stack.poll() is not None,
+            timeout=180,
+            interval=0.2,
+            message="make run's web server",
+        )
+        assert stack.poll() is None, Path(log.name).read_text(errors="replace")[-4000:]
         time.sleep(2)  # the pipeline and the job worker are up too
         headers = {"Authorization": f"Bearer {token}"}
         assert httpx.get(f"{base}/api/v1/agents/me", headers=headers).status_code == 200
