@@ -10,15 +10,16 @@ from django.contrib import admin
 from django.contrib.admin.forms import AdminAuthenticationForm
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 
+from eigenflux.clientaddr import request_client_address
 from eigenflux.login_throttle import login_failed, login_lockout, login_succeeded
 
 THROTTLED = "throttled"
 
 
 def client_address(request) -> str:
-    """The peer address. Behind a reverse proxy, run uvicorn with --forwarded-allow-ips so that this is the
-    client's address taken from X-Forwarded-For, not the proxy's."""
-    return request.META.get("REMOTE_ADDR", "")
+    """The peer address, or behind a TRUSTED_PROXIES proxy the client address it forwards (as the API's
+    limits use it)."""
+    return request_client_address(request)
 
 
 class ThrottledAuthenticationForm(AdminAuthenticationForm):

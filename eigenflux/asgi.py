@@ -16,6 +16,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.urls import path, re_path  # noqa: E402
 
+from eigenflux.bodylimit import BodyLimitASGI  # noqa: E402
 from eigenflux.ws_not_found import websocket_not_found  # noqa: E402
 from items.ws import AgentEventsConsumer  # noqa: E402
 from pipeline.ws import HealthConsumer  # noqa: E402
@@ -31,7 +32,7 @@ websocket_urlpatterns = [
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": BodyLimitASGI(django_asgi_app),
         "websocket": AuthMiddlewareStack(URLRouter(websocket_urlpatterns)),
     }
 )

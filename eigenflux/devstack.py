@@ -23,6 +23,7 @@ def main() -> int:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "eigenflux.settings")
     django.setup()  # starts the embedded PostgreSQL / Redis when their URLs are unset
     from django.conf import settings
+    from django.db import connection, connections
 
     call_command("migrate", interactive=False, verbosity=0)
     call_command("collectstatic", interactive=False, verbosity=0)
@@ -39,21 +40,17 @@ def main() -> int:
     }
     base = Path(settings.BASE_DIR)
     commands = {
-        "web": [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "eigenflux.asgi:application",
-            "--host",
-            HOST,
-            "--port",
-            PORT,
-            "--no-access-log",
-        ],  # access lines would carry WebSocket tokens (?token=…)
+        "web": web_command(HOST, PORT),
         "pipeline": [sys.executable, str(base / "manage.py"), "run_pipeline"],
         "jobs": [sys.executable, str(base / "manage.py"), "rqworker", "--with-scheduler", "default"],
     }
-    children = {name: subprocess.Popen(cmd, env=env, cwd=base) for name, cmd in commands.items()}
+    # The job worker forks a process per job, and a pool must not cross a fork: each job opens its own
+    # connection instead (counted as 2 per worker in the connection budget).
+    envs = {"jobs": env | {"DB_POOL": "false", "DB_CONN_MAX_AGE": "0", "DB_APPLICATION_NAME": "eigenflux-jobs"}}
+    # This process is done with the database: its pool's connections are not kept while the children run.
+    connections.close_all()
+    connection.close_pool()
+    children = {name: subprocess.Popen(cmd, env=envs.get(name, env), cwd=base) for name, cmd in commands.items()}
     _banner(settings, password, token)
 
     stopping = False
@@ -73,6 +70,28 @@ def main() -> int:
         time.sleep(0.2)
     _stop(children)
     return exit_code
+
+
+def web_command(host: str, port: str) -> list[str]:
+    """uvicorn as `make run` starts it; README ("Serving") explains each option."""
+    return [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "eigenflux.asgi:application",
+        "--host",
+        host,
+        "--port",
+        port,
+        "--http",
+        "eigenflux.httpserver:H11Protocol",  # closes connections whose request head trickles in
+        "--no-proxy-headers",  # the client address is derived by the application (TRUSTED_PROXIES)
+        "--timeout-keep-alive",
+        "5",
+        "--ws-max-size",
+        "65536",  # agents' sockets are push-only: nothing large ever comes in
+        "--no-access-log",
+    ]
 
 
 def _stop(children: dict[str, subprocess.Popen]) -> None:

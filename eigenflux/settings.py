@@ -8,9 +8,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import dj_database_url
-
-from eigenflux import embedded
+from eigenflux import embedded, logredact
+from eigenflux.dbpool import db_settings
 from eigenflux.environ import (
     compat_prefix,
     env_bool,
@@ -79,6 +78,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "eigenflux.middleware.DatabaseUnavailableMiddleware",
     "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
@@ -103,11 +103,33 @@ TEMPLATES = [
 
 # --- PostgreSQL -------------------------------------------------------------------------------
 DATABASE_URL = env_str("DATABASE_URL") or embedded.postgres_url(DATA_DIR)
+# Each process holds at most a pool's worth of connections (psycopg_pool, shared by all its threads), so the
+# total is processes x pool size whatever the number of requests or handler threads (README, "Database
+# connections"). Off (e.g. behind PgBouncer): one connection per thread, kept DB_CONN_MAX_AGE seconds.
+DB_POOL = env_bool("DB_POOL", True)
+DB_POOL_MIN_SIZE = env_int("DB_POOL_MIN_SIZE", 2, minimum=0)
+DB_POOL_MAX_SIZE = env_int("DB_POOL_MAX_SIZE", 10, minimum=1)
+# How long a web request waits for a free connection before it is answered 503 with Retry-After.
+DB_POOL_TIMEOUT = env_float("DB_POOL_TIMEOUT", 5.0, minimum=0.1)
+# run_pipeline's pool (its handler threads return their connection after each handler and before each model
+# call); it waits longer, as nobody is waiting on the other end.
+PIPELINE_DB_POOL_MAX_SIZE = env_int("PIPELINE_DB_POOL_MAX_SIZE", 8, minimum=2)
+PIPELINE_DB_POOL_TIMEOUT = env_float("PIPELINE_DB_POOL_TIMEOUT", 30.0, minimum=0.1)
+# The deployment the connection budget check (`manage.py check`, eigenflux.W001) adds up.
+WEB_PROCESSES = env_int("WEB_PROCESSES", 1, minimum=0)
+PIPELINE_PROCESSES = env_int("PIPELINE_PROCESSES", 1, minimum=0)
+JOB_WORKERS = env_int("JOB_WORKERS", 1, minimum=0)
+DB_RESERVED_CONNECTIONS = env_int("DB_RESERVED_CONNECTIONS", 10, minimum=0)
 DATABASES = {
-    "default": dj_database_url.parse(
+    "default": db_settings(
         DATABASE_URL,
+        pool=DB_POOL,
+        min_size=DB_POOL_MIN_SIZE,
+        max_size=DB_POOL_MAX_SIZE,
+        timeout=DB_POOL_TIMEOUT,
         conn_max_age=env_int("DB_CONN_MAX_AGE", 600, minimum=0),
-        conn_health_checks=True,
+        # run_pipeline names itself eigenflux-pipeline; `make run` names its job worker eigenflux-jobs.
+        application_name=env_str("DB_APPLICATION_NAME", "eigenflux-web"),
     )
 }
 # Parallel test runs (several checkouts, helpers) can keep apart by naming their test database.
@@ -174,6 +196,22 @@ EVENT_SOURCE = env_str("EVENT_SOURCE", "urn:eigenflux:api")
 # Per-agent requests per minute (0 disables): publishing and everything else are counted separately.
 RATE_LIMIT_PUBLISH_PER_MINUTE = env_int("RATE_LIMIT_PUBLISH_PER_MINUTE", 120, minimum=0)
 RATE_LIMIT_READ_PER_MINUTE = env_int("RATE_LIMIT_READ_PER_MINUTE", 1200, minimum=0)
+# Requests per minute and client address that fail authentication (no, malformed, unknown or revoked token);
+# past it the address gets 429 without any database lookup until the minute is over (0 disables).
+RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE = env_int("RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE", 120, minimum=0)
+# A well-formed token the database does not know is remembered (in each process) this long, so repeating it
+# costs no query.
+AUTH_NEGATIVE_CACHE_SECONDS = env_float("AUTH_NEGATIVE_CACHE_SECONDS", 60.0, minimum=0.0)
+# Reverse proxies (addresses or CIDR networks) whose X-Forwarded-For is believed when deriving the client
+# address; empty = the socket peer is the client (a forwarded header is never trusted by default).
+TRUSTED_PROXIES = env_list("TRUSTED_PROXIES", [])
+# Slow clients (uvicorn, see eigenflux.httpserver and eigenflux.bodylimit): the request head and the body
+# must each arrive within these many seconds, or the connection is closed (head) / answered 408 (body).
+REQUEST_HEADER_TIMEOUT_SECONDS = env_float("REQUEST_HEADER_TIMEOUT_SECONDS", 10.0, minimum=0.1)
+REQUEST_BODY_TIMEOUT_SECONDS = env_float("REQUEST_BODY_TIMEOUT_SECONDS", 15.0, minimum=0.1)
+# An open agent WebSocket re-checks its token this often (a revocation also closes it at once by a push).
+WS_AUTH_RECHECK_SECONDS = env_float("WS_AUTH_RECHECK_SECONDS", 30.0, minimum=0.1)
+
 # Semantic/hybrid search: embeddings of new query text per agent per minute (each is a model call); cached
 # query text costs nothing. Cached vectors live this long.
 RATE_LIMIT_SEARCH_EMBEDDINGS_PER_MINUTE = env_int("RATE_LIMIT_SEARCH_EMBEDDINGS_PER_MINUTE", 60, minimum=0)
@@ -299,16 +337,26 @@ DEAD_LETTER_AUTO_REQUEUE_BATCH = env_int("DEAD_LETTER_AUTO_REQUEUE_BATCH", 100, 
 ADMIN_HEALTH_PUSH_SECONDS = env_float("ADMIN_HEALTH_PUSH_SECONDS", 2.0, minimum=0.2)
 ADMIN_HEALTH_THROUGHPUT_MINUTES = env_int("ADMIN_HEALTH_THROUGHPUT_MINUTES", 10, minimum=1)
 
+# No token or query string reaches a log line (eigenflux.logredact): every record is redacted when it is made,
+# and tracebacks when they are formatted. uvicorn's and rq's loggers write through the same handler.
+logredact.install()
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
-        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "plain": {
+            "()": "eigenflux.logredact.RedactingFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
+        },
     },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "stream": sys.stderr}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    # The HTTP clients log every request at INFO; one line per model call is already in LLMCall.
-    "loggers": {name: {"level": "WARNING"} for name in ("pgserver", "httpx", "httpx2", "httpcore", "openai")},
+    "loggers": {
+        # The HTTP clients log every request at INFO; one line per model call is already in LLMCall.
+        **{name: {"level": "WARNING"} for name in ("pgserver", "httpx", "httpx2", "httpcore", "openai")},
+        **{name: {"handlers": ["console"], "propagate": False} for name in ("uvicorn", "uvicorn.access", "rq")},
+        "uvicorn.error": {"handlers": [], "propagate": True},
+    },
 }
 
 # --- Stream runtime (SPEC §5) -------------------------------------------------------------------

@@ -1,6 +1,11 @@
+"""WSGI entry point (gunicorn; HTTP only): Django behind the streaming body limit."""
+
 import os
 
 from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "eigenflux.settings")
-application = get_wsgi_application()
+
+from eigenflux.bodylimit import BodyLimitWSGI
+
+application = BodyLimitWSGI(get_wsgi_application())

@@ -1,13 +1,18 @@
 """Rate limits in Redis: a fixed window per (bucket, subject), one atomic round trip. Per-agent API limits use
-one-minute windows; login limits (per address, per client IP) use hours."""
+one-minute windows; login limits (per address, per client IP) use hours. Failed authentications are counted
+per client address and remembered in-process once over the limit, so that a blocked address costs no Redis or
+database round trip for the rest of its window."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import threading
 import time
 from dataclasses import dataclass
 
 import redis
+from django.conf import settings
 from redis.commands.core import Script
 
 from eigenflux.redis import get_redis
@@ -66,3 +71,50 @@ def rate_limit_window(*, bucket: str, subject: str, limit: int, window_seconds: 
     if int(count) <= limit:
         return Verdict(True, 0)
     return Verdict(False, max(1, int(ttl)))
+
+
+_blocked: dict[str, float] = {}  # client address -> monotonic time its window ends (this process's view)
+_blocked_lock = threading.Lock()
+
+
+def address_blocked_for(address: str) -> int:
+    """Seconds until `address` may fail authentication again (0 = not blocked); no round trip."""
+    with _blocked_lock:
+        until = _blocked.get(address)
+        if until is None:
+            return 0
+        left = until - time.monotonic()
+        if left <= 0:
+            del _blocked[address]
+            return 0
+        return max(1, int(left + 0.999))
+
+
+def unauthenticated_hit(*, address: str) -> Verdict:
+    """Count one failed authentication from `address`; over the per-minute limit the address is blocked
+    (in this process at once, in the others at their next failure from it) until the window ends."""
+    per_minute = settings.RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE
+    if per_minute <= 0:
+        return Verdict(True, 0)
+    window = int(time.time()) // WINDOW_SECONDS
+    # Hashed: an address may be IPv6 or, from a misconfigured proxy, arbitrary text.
+    key = f"ratelimit:unauth:{hashlib.sha256(address.encode()).hexdigest()[:32]}:{window}"
+    try:
+        client = get_redis()
+        count, ttl = _script(client)(keys=[key], args=[WINDOW_SECONDS + 1], client=client)
+    except redis.RedisError as exc:
+        log.warning("address rate limit not applied (Redis unavailable: %s)", exc.__class__.__name__)
+        return Verdict(True, 0)
+    if int(count) <= per_minute:
+        return Verdict(True, 0)
+    retry_after = max(1, int(ttl))
+    with _blocked_lock:
+        if len(_blocked) > 100_000:  # bounded memory under a flood of addresses
+            _blocked.clear()
+        _blocked[address] = time.monotonic() + retry_after
+    return Verdict(False, retry_after)
+
+
+def blocked_addresses_clear() -> None:
+    with _blocked_lock:
+        _blocked.clear()

@@ -22,7 +22,7 @@ from items.models import (
     ProcessedItem,
     RawItem,
 )
-from items.tokens import TOKEN_PREFIX, token_hash
+from items.tokens import token_hash, token_well_formed
 
 _AGENT_FOR_TOKEN_SQL: str | None = None
 
@@ -33,7 +33,7 @@ def agent_for_token(token: str) -> Agent | None:
     Runs on every API request, so it is one prepared-shape SQL statement rather than an ORM query that
     would be compiled again each time (about a third of a publish's CPU time otherwise)."""
     global _AGENT_FOR_TOKEN_SQL
-    if not token.startswith(TOKEN_PREFIX) or len(token) > 200:
+    if not token_well_formed(token):
         return None
     agent_fields = list(Agent._meta.concrete_fields)
     if _AGENT_FOR_TOKEN_SQL is None:

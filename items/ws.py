@@ -1,18 +1,38 @@
-"""WS /ws/v1/events?token=…: an agent receives its own items' outcome events as they happen.
+"""WS /ws/v1/events: an agent receives its own items' outcome events as they happen.
 
-The cg:item:notify consumer sends to the agent's channel-layer group; a bad token is accepted and then
-closed with code 4401 so the client can tell it from a network failure."""
+The token comes in the `Sec-WebSocket-Protocol` header (offer `eigenflux.v1` and `eigenflux.bearer.<token>`;
+the server answers `eigenflux.v1`, never echoing the token) or, for clients that cannot set it, `?token=…`.
+The cg:item:notify consumer sends to the agent's channel-layer group. A bad token is accepted and then closed
+with code 4401 so the client can tell it from a network failure. A token revoked while its socket is open
+closes the socket at once (a push through the same group) and, should the push be lost, at the next
+periodic re-check (WS_AUTH_RECHECK_SECONDS).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 from urllib.parse import parse_qs
 
 from asgiref.sync import async_to_sync
-from channels.generic.websocket import JsonWebsocketConsumer
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from channels.layers import get_channel_layer
+from django.conf import settings
 
+from eigenflux.clientaddr import scope_client_address
+from items.authentication import AddressThrottled, NotAuthenticated, agent_authenticate
 from items.selectors import agent_for_token
+from items.tokens import token_hash
+
+log = logging.getLogger(__name__)
 
 CLOSE_UNAUTHORIZED = 4401
+CLOSE_BAD_REQUEST = 4400
+CLOSE_RATE_LIMITED = 4429
+SUBPROTOCOL = "eigenflux.v1"
+BEARER_SUBPROTOCOL_PREFIX = "eigenflux.bearer."
 
 
 def agent_group(agent_id: int) -> str:
@@ -33,26 +53,88 @@ def outcome_message(envelope: dict[str, str], data: dict) -> dict:
     }
 
 
-class AgentEventsConsumer(JsonWebsocketConsumer):
-    def connect(self) -> None:
-        query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
-        token = (query.get("token") or [""])[0]
-        agent = agent_for_token(token) if token else None
-        self.accept()
-        if agent is None:
-            self.send_json({"error": {"code": "unauthorized", "message": "missing, unknown or revoked token"}})
-            self.close(code=CLOSE_UNAUTHORIZED)
-            return
-        self.group = agent_group(agent.pk)
-        async_to_sync(self.channel_layer.group_add)(self.group, self.channel_name)
+def token_revoked_announce(*, agent_id: int, digest: str) -> None:
+    """Tell the agent's open sockets that the token with this hash is revoked (they close with 4401).
+    Best effort: a lost push is caught by the sockets' periodic re-check."""
+    try:
+        async_to_sync(get_channel_layer().group_send)(
+            agent_group(agent_id), {"type": "token.revoked", "token_hash": digest}
+        )
+    except Exception as exc:
+        log.warning("could not announce a token revocation (%s); sockets re-check on their own", type(exc).__name__)
 
-    def disconnect(self, code: int) -> None:
+
+def _offered_token(scope: dict) -> tuple[str | None, str | None]:
+    """(token, problem): from the subprotocol header first, else the query string."""
+    offered = [str(p) for p in scope.get("subprotocols") or ()]
+    bearer = [p.removeprefix(BEARER_SUBPROTOCOL_PREFIX) for p in offered if p.startswith(BEARER_SUBPROTOCOL_PREFIX)]
+    if bearer:
+        if SUBPROTOCOL not in offered:
+            return None, f"offer the {SUBPROTOCOL!r} subprotocol alongside the bearer one"
+        return bearer[0], None
+    query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+    return (query.get("token") or [None])[0], None
+
+
+class AgentEventsConsumer(AsyncJsonWebsocketConsumer):
+    async def connect(self) -> None:
+        token, problem = _offered_token(self.scope)
+        subprotocol = SUBPROTOCOL if SUBPROTOCOL in (self.scope.get("subprotocols") or ()) else None
+        await self.accept(subprotocol=subprotocol)
+        if problem:
+            return await self._refuse(CLOSE_BAD_REQUEST, "bad_request", problem)
+        try:
+            agent = await database_sync_to_async(agent_authenticate)(
+                token=token, address=scope_client_address(self.scope)
+            )
+        except NotAuthenticated:
+            return await self._refuse(CLOSE_UNAUTHORIZED, "unauthorized", "missing, unknown or revoked token")
+        except AddressThrottled as exc:
+            return await self._refuse(CLOSE_RATE_LIMITED, "rate_limited", str(exc))
+        self.token = token
+        self.token_hash = token_hash(token)
+        self.group = agent_group(agent.pk)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        self._recheck = asyncio.create_task(self._recheck_loop())
+
+    async def _refuse(self, code: int, error: str, message: str) -> None:
+        await self.send_json({"error": {"code": error, "message": message}})
+        await self.close(code=code)
+
+    async def disconnect(self, code: int) -> None:
+        recheck = getattr(self, "_recheck", None)
+        if recheck is not None:
+            recheck.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await recheck
         group = getattr(self, "group", None)
         if group:
-            async_to_sync(self.channel_layer.group_discard)(group, self.channel_name)
+            await self.channel_layer.group_discard(group, self.channel_name)
 
-    def item_event(self, message: dict) -> None:
-        self.send_json(message["event"])
+    async def _recheck_loop(self) -> None:
+        while True:
+            await asyncio.sleep(settings.WS_AUTH_RECHECK_SECONDS)
+            try:
+                agent = await database_sync_to_async(agent_for_token)(self.token)
+            except Exception as exc:  # the database is briefly away: keep the socket, check again later
+                log.warning("WebSocket token re-check failed: %s", type(exc).__name__)
+                continue
+            if agent is None:
+                await self._revoked()
+                return
 
-    def receive_json(self, content, **kwargs) -> None:
+    async def _revoked(self) -> None:
+        await self._refuse(CLOSE_UNAUTHORIZED, "unauthorized", "the token was revoked")
+
+    async def item_event(self, message: dict) -> None:
+        await self.send_json(message["event"])
+
+    async def token_revoked(self, message: dict) -> None:
+        if message.get("token_hash") == getattr(self, "token_hash", None):
+            recheck = getattr(self, "_recheck", None)
+            if recheck is not None:
+                recheck.cancel()
+            await self._revoked()
+
+    async def receive_json(self, content, **kwargs) -> None:
         """The socket is push-only; anything a client sends is ignored."""

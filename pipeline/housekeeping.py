@@ -15,6 +15,7 @@ from django.db.models import CharField, Exists, OuterRef, Q
 from django.db.models.functions import Cast
 from django.utils import timezone
 
+from eigenflux.dbpool import release_connection
 from eigenflux.redis import get_redis
 from items.events import (
     ITEM_PUBLISHED,
@@ -212,6 +213,7 @@ class Housekeeper:
                         job()
                     except Exception:
                         log.exception("housekeeping job %s failed", job.__name__)
+                release_connection()  # idle until the next job: the connection goes back to the pool
                 stop.wait(max(0.05, min(next_run) - time.monotonic()))
         finally:
             connection.close()

@@ -20,6 +20,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
+from eigenflux.dbpool import release_connection
 from eigenflux.redis import get_redis
 from items.events import STREAM_ITEM_EVENTS, STREAM_ITEM_STATS
 from items.models import OutboxEvent
@@ -161,6 +162,7 @@ class OutboxRelay:
                     self.activity += 1
                     continue
                 self.empty_rounds += 1
+                release_connection()  # waiting for a NOTIFY: the connection goes back to the pool
                 listener = self._wait(listener, stop, poll)
         finally:
             if listener is not None:
@@ -178,6 +180,7 @@ class OutboxRelay:
                 port=params.get("PORT") or None,
                 autocommit=True,
                 connect_timeout=5,
+                application_name="eigenflux-pipeline-listen",  # outside the pool: one per relay
             )
             conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
         except psycopg.Error:

@@ -41,6 +41,19 @@ def _redis_isolated(settings):
     client.flushdb()
 
 
+@pytest.fixture(autouse=True)
+def _auth_caches_cleared():
+    """The in-process memory of unknown tokens and blocked addresses starts empty in every test."""
+    from items.authentication import unknown_tokens
+    from items.ratelimit import blocked_addresses_clear
+
+    unknown_tokens.clear()
+    blocked_addresses_clear()
+    yield
+    unknown_tokens.clear()
+    blocked_addresses_clear()
+
+
 @pytest.fixture
 def redis_client(_redis_isolated):
     return _redis_isolated

@@ -1,4 +1,5 @@
-"""Bearer-token authentication for agents, with the per-agent rate limits applied once the agent is known."""
+"""Bearer-token authentication for agents, with the per-agent rate limits applied once the agent is known
+and the per-address limit on failures (items.authentication) before that."""
 
 from __future__ import annotations
 
@@ -6,10 +7,11 @@ from django.conf import settings
 from django.http import HttpRequest
 from ninja.security import HttpBearer
 
+from eigenflux.clientaddr import request_client_address
 from items.api.errors import ApiError
+from items.authentication import AddressThrottled, NotAuthenticated, agent_authenticate
 from items.models import Agent
 from items.ratelimit import rate_limit_hit
-from items.selectors import agent_for_token
 
 
 class RateLimited(ApiError):
@@ -21,16 +23,26 @@ class RateLimited(ApiError):
 class AgentBearer(HttpBearer):
     openapi_description = "An agent's API token: `Authorization: Bearer ef_…`."
 
-    def authenticate(self, request: HttpRequest, token: str) -> Agent | None:
-        agent = agent_for_token(token)
-        if agent is not None:
-            publishing = request.method == "POST" and request.path.endswith("/items/publish")
-            bucket, limit = (
-                ("publish", settings.RATE_LIMIT_PUBLISH_PER_MINUTE)
-                if publishing
-                else ("read", settings.RATE_LIMIT_READ_PER_MINUTE)
-            )
-            verdict = rate_limit_hit(agent_id=agent.pk, bucket=bucket, per_minute=limit)
-            if not verdict.allowed:
-                raise RateLimited(verdict.retry_after)
+    def __call__(self, request: HttpRequest) -> Agent | None:
+        # Also for a missing or non-bearer header: every failure counts against the client's address.
+        scheme, _, credentials = request.headers.get(self.header, "").partition(" ")
+        token = credentials.strip() if scheme.lower() == self.openapi_scheme else None
+        return self.authenticate(request, token)
+
+    def authenticate(self, request: HttpRequest, token: str | None) -> Agent | None:
+        try:
+            agent = agent_authenticate(token=token, address=request_client_address(request))
+        except NotAuthenticated:
+            return None
+        except AddressThrottled as exc:
+            raise RateLimited(exc.retry_after, str(exc)) from None
+        publishing = request.method == "POST" and request.path.endswith("/items/publish")
+        bucket, limit = (
+            ("publish", settings.RATE_LIMIT_PUBLISH_PER_MINUTE)
+            if publishing
+            else ("read", settings.RATE_LIMIT_READ_PER_MINUTE)
+        )
+        verdict = rate_limit_hit(agent_id=agent.pk, bucket=bucket, per_minute=limit)
+        if not verdict.allowed:
+            raise RateLimited(verdict.retry_after)
         return agent

@@ -10,6 +10,8 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
+from eigenflux.dbpool import pool_exhausted
+
 log = logging.getLogger(__name__)
 
 
@@ -97,9 +99,18 @@ def install(api: NinjaAPI) -> None:
             )
         if not isinstance(exc, OperationalError | InterfaceError):
             raise exc
-        log.error("database unavailable: %s", exc.__class__.__name__)
-        response = api.create_response(
-            request, error_body("unavailable", "the database is unavailable; retry later"), status=503
-        )
-        response["Retry-After"] = "5"
+        return database_unavailable_response(exc)
+
+
+def database_unavailable_response(exc: BaseException) -> JsonResponse:
+    """503 with Retry-After: the database is down, or every pooled connection stayed busy for DB_POOL_TIMEOUT
+    (then only this request is refused; the others keep being served as connections free up)."""
+    if pool_exhausted(exc):
+        log.warning("no database connection free within DB_POOL_TIMEOUT; answering 503")
+        response = error_response(503, "unavailable", "the server is busy (no database connection free); retry later")
+        response["Retry-After"] = "1"
         return response
+    log.error("database unavailable: %s", exc.__class__.__name__)
+    response = error_response(503, "unavailable", "the database is unavailable; retry later")
+    response["Retry-After"] = "5"
+    return response

@@ -10,6 +10,7 @@ from django.utils import timezone
 from ninja import Router, Schema
 from pydantic import ConfigDict
 
+from eigenflux.clientaddr import request_client_address
 from items.compat.envelope import CompatError, ms, ok, refused
 from items.models import Agent
 from items.services.agents import agent_token_revoke_value
@@ -38,7 +39,8 @@ class VerifyIn(Schema):
 
 
 def _client_ip(request: HttpRequest) -> str | None:
-    return request.META.get("REMOTE_ADDR") or None
+    """The socket peer, or behind a TRUSTED_PROXIES proxy the address it forwards (as the API's limits)."""
+    return request_client_address(request) or None
 
 
 def _login_call(call, **kwargs):

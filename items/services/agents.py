@@ -13,6 +13,7 @@ from django.utils import timezone
 from items.models import Agent, AgentToken
 from items.names import name_key, name_problem, reserved_key
 from items.tokens import VISIBLE_PREFIX_LENGTH, token_generate, token_hash
+from items.ws import token_revoked_announce
 
 NAME_TAKEN = "name_taken"
 NAME_RESERVED = "name_reserved"
@@ -100,14 +101,16 @@ def agent_create_with_token(*, name: str, label: str = "") -> IssuedToken:
 
 
 def agent_token_revoke(*, token: AgentToken) -> bool:
-    """Revoke a token; returns False if it was already revoked."""
-    return bool(AgentToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=timezone.now()))
+    """Revoke a token; returns False if it was already revoked. Once committed, the token's open
+    WebSockets are told to close."""
+    revoked = bool(AgentToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=timezone.now()))
+    if revoked:
+        agent_id, digest = token.agent_id, token.token_hash
+        transaction.on_commit(lambda: token_revoked_announce(agent_id=agent_id, digest=digest))
+    return revoked
 
 
 def agent_token_revoke_value(*, agent: Agent, token: str) -> bool:
     """Revoke the agent's token given by its value (logout); False if it is unknown or already revoked."""
-    return bool(
-        AgentToken.objects.filter(agent=agent, token_hash=token_hash(token), revoked_at__isnull=True).update(
-            revoked_at=timezone.now()
-        )
-    )
+    row = AgentToken.objects.filter(agent=agent, token_hash=token_hash(token), revoked_at__isnull=True).first()
+    return row is not None and agent_token_revoke(token=row)

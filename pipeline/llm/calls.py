@@ -22,6 +22,7 @@ import openai
 from django.conf import settings
 from pydantic import BaseModel, ValidationError
 
+from eigenflux.dbpool import release_connection
 from pipeline.llm.accounting import Outcome, Usage, record_call
 from pipeline.llm.clients import ClientConfig, openai_client
 from pipeline.llm.errors import CallCancelled, ModelOutputInvalid, ModelRequestRejected, ModelUnavailable
@@ -130,6 +131,8 @@ def _attempts(
         started = time.monotonic()
         usage: Usage | None = None
 
+        # The model may take seconds: this thread's database connection goes back to the pool meanwhile.
+        release_connection()
         try:
             try:
                 reply = _run(send, cancel)

@@ -22,6 +22,7 @@ import redis
 from django.conf import settings
 from django.db import close_old_connections, connection
 
+from eigenflux.dbpool import pool_exhausted, release_connection
 from eigenflux.redis import get_redis
 from pipeline import metrics
 from pipeline.runtime.consumer import Consumer
@@ -335,10 +336,13 @@ class ConsumerRunner:
             log.exception("%s: handler failed on %s (subject %s)", self.name, delivery.message_id, event.subject)
             outcome, error = "transient", exc
         finally:
-            # (Obsolete or broken connections are closed before the next handler, as Django does per request.)
+            # The connection goes back to the process's pool: threads hold one only while they use it.
+            release_connection()
             self._m_seconds.observe(time.perf_counter() - started)
         if event.lease.lost:
             outcome = "lease_lost"
+        elif outcome == "transient" and pool_exhausted(error):
+            outcome = "no_connection"
         if outcome in ("acked", "nothing_to_do"):
             self._m[outcome].inc()
             self._acks.put(delivery.message_id)
@@ -348,6 +352,12 @@ class ConsumerRunner:
         elif outcome == "released":
             self._m["released"].inc()
             self._release(delivery)
+        elif outcome == "no_connection":
+            # This process had no free database connection: not the entry's fault, so it runs again shortly
+            # without counting a delivery (and never dead-letters for it).
+            self._m["retried"].inc()
+            self._stopping.wait(1.0)
+            self._work.put(delivery)
         elif outcome == "permanent":
             self._dead_letter(delivery.message_id, delivery.fields, delivery.delivery_count, "permanent", _text(error))
             self._release(delivery)

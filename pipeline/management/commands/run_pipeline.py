@@ -9,6 +9,7 @@ import signal
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from eigenflux.dbpool import use_pipeline_pool
 from pipeline import metrics
 from pipeline.runtime import load_consumers
 from pipeline.runtime.supervisor import Supervisor
@@ -41,6 +42,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **options):
+        use_pipeline_pool()  # every thread of this process shares one pool of PIPELINE_DB_POOL_MAX_SIZE
         available = load_consumers()
         if options["relay_only"]:
             if options["no_relay"] or options["consumer"]:

@@ -1,0 +1,66 @@
+"""The client's address, for per-address limits: the socket peer, unless that peer is a trusted proxy.
+
+X-Forwarded-For is written by whoever sends it, so it is read only when the request came from an address
+in TRUSTED_PROXIES, and then from the right (the hop our own proxy appended) leftwards, skipping further
+trusted proxies: the first address not in the list is the client. Everything left of it could be forged.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from functools import lru_cache
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+@lru_cache(maxsize=8)
+def _networks(entries: tuple[str, ...]) -> tuple[Network, ...]:
+    networks = []
+    for entry in entries:
+        try:
+            networks.append(ipaddress.ip_network(entry, strict=False))
+        except ValueError:
+            raise ImproperlyConfigured(f"TRUSTED_PROXIES: {entry!r} is not an IP address or network") from None
+    return tuple(networks)
+
+
+def _trusted(address: str, networks: tuple[Network, ...]) -> bool:
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return any(ip in network for network in networks)
+
+
+def client_address(peer: str | None, forwarded_for: str | None) -> str:
+    peer = (peer or "").strip() or "unknown"
+    networks = _networks(tuple(settings.TRUSTED_PROXIES))
+    if not forwarded_for or not networks or not _trusted(peer, networks):
+        return peer
+    client = peer
+    for hop in reversed([part.strip() for part in forwarded_for.split(",")]):
+        try:
+            ipaddress.ip_address(hop)
+        except ValueError:
+            break  # garbage left of our proxies: the last trusted hop is as far as we can see
+        client = hop
+        if not _trusted(hop, networks):
+            break
+    return client
+
+
+def request_client_address(request) -> str:
+    return client_address(request.META.get("REMOTE_ADDR"), request.META.get("HTTP_X_FORWARDED_FOR"))
+
+
+def scope_client_address(scope: dict) -> str:
+    """The same for an ASGI scope (WebSockets)."""
+    peer = (scope.get("client") or (None,))[0]
+    forwarded = None
+    for name, value in scope.get("headers") or ():
+        if name == b"x-forwarded-for":
+            forwarded = value.decode("latin-1")
+    return client_address(peer, forwarded)

@@ -1,0 +1,94 @@
+"""Database connections as a bounded resource: Django's native psycopg pool, sized per process kind.
+
+Every thread of a process borrows from one pool and gives the connection back when Django closes it (at the
+end of a request; in run_pipeline after each handler and before each model call), so a process never holds
+more than the pool's max_size, whatever the number of requests in flight or handler threads.
+"""
+
+from __future__ import annotations
+
+import dj_database_url
+from django.conf import settings
+
+PIPELINE_APPLICATION_NAME = "eigenflux-pipeline"
+
+# Nothing here imports django.db at module level: settings.py imports db_settings() while settings load.
+
+
+def db_settings(
+    url: str,
+    *,
+    pool: bool,
+    min_size: int,
+    max_size: int,
+    timeout: float,
+    conn_max_age: int,
+    application_name: str,
+    name: str = "web",
+) -> dict:
+    """The DATABASES entry for `url`. Pooled connections are never persistent per thread (CONN_MAX_AGE 0:
+    Django hands them back to the pool instead of closing them). `application_name` shows in
+    pg_stat_activity, so connections can be counted per process kind."""
+    config = dj_database_url.parse(url, conn_max_age=0 if pool else conn_max_age, conn_health_checks=True)
+    config.setdefault("OPTIONS", {}).setdefault("application_name", application_name)
+    if pool:
+        config.setdefault("OPTIONS", {})["pool"] = pool_options(
+            min_size=min_size, max_size=max_size, timeout=timeout, name=name
+        )
+    return config
+
+
+def pool_options(*, min_size: int, max_size: int, timeout: float, name: str) -> dict:
+    return {"min_size": min(min_size, max_size), "max_size": max_size, "timeout": timeout, "name": f"eigenflux-{name}"}
+
+
+def use_pipeline_pool() -> None:
+    """Switch this process to run_pipeline's pool size and timeout (call before its threads start).
+
+    The pool is created on first use, so a pool already opened (e.g. by a system check) is closed and the
+    next connection builds the new one."""
+    from django.db import connection, connections
+
+    options = connections["default"].settings_dict.setdefault("OPTIONS", {})
+    options["application_name"] = PIPELINE_APPLICATION_NAME
+    if "pool" not in options:
+        return
+    options["pool"] = pool_options(
+        min_size=settings.DB_POOL_MIN_SIZE,
+        max_size=settings.PIPELINE_DB_POOL_MAX_SIZE,
+        timeout=settings.PIPELINE_DB_POOL_TIMEOUT,
+        name="pipeline",
+    )
+    connection.close()
+    connection.close_pool()
+
+
+def release_connection() -> None:
+    """Give this thread's database connection back (to the pool; closed when unpooled) before a long wait
+    such as a model call, so the wait does not pin a connection. Inside a transaction it is kept: the
+    transaction needs it. The next query takes a connection again."""
+    from django.db import connection
+
+    if connection.connection is not None and not connection.in_atomic_block:
+        connection.close()
+
+
+def pool_exhausted(exc: BaseException | None) -> bool:
+    """True when `exc` (or what it was raised from) is the pool's timeout: no connection became free in time."""
+    from psycopg_pool import PoolTimeout
+
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, PoolTimeout):
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
+
+
+def pool_max_size() -> int | None:
+    """This process's pool max_size, or None when unpooled."""
+    from django.db import connections
+
+    options = connections["default"].settings_dict.get("OPTIONS", {}).get("pool")
+    return options["max_size"] if options else None

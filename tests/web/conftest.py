@@ -1,0 +1,1 @@
+from tests.web.servers import web_env, web_server  # noqa: F401 - fixtures
