@@ -1,6 +1,8 @@
 """Response-shape comparison for the client contract: same object keys, same JSON types, recursively (lists
 must be empty exactly when the reference is; element i is compared with the reference's element i, or with
-its first element when the reference is shorter)."""
+its first element when the reference is shorter). The exceptions are the item fields the client documents as
+"string array, may be []" (MAY_BE_EMPTY): whether they are empty depends on what the analyzer found, not on
+the contract."""
 
 from __future__ import annotations
 
@@ -23,6 +25,10 @@ def json_type(value: object) -> str:
     raise TypeError(f"not a JSON value: {value!r}")
 
 
+# Item fields the wire contract types as string arrays that may be empty.
+MAY_BE_EMPTY = frozenset({"domains", "keywords"})
+
+
 def shape_problems(actual: object, expected: object, path: str = "$", extra: dict[str, set[str]] | None = None) -> list:
     """Every difference in shape; `extra` allows documented optional keys beyond the reference's, by path."""
     extra = extra or {}
@@ -37,7 +43,9 @@ def shape_problems(actual: object, expected: object, path: str = "$", extra: dic
         for key in expected.keys() & actual.keys():
             problems += shape_problems(actual[key], expected[key], f"{path}.{key}", extra)
     elif isinstance(expected, list):
-        if bool(actual) != bool(expected):
+        if not actual and path.rsplit(".", 1)[-1] in MAY_BE_EMPTY:
+            pass
+        elif bool(actual) != bool(expected):
             problems.append(f"{path}: {len(actual)} elements where the contract has {len(expected)}")
         elif expected:
             for index, element in enumerate(actual[:50]):
