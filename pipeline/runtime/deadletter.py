@@ -37,6 +37,7 @@ class GiveUp:
     error: str
     delivery_count: int
     fields: dict[str, str] = field(default_factory=dict)  # as read (undecodable bytes backslash-escaped)
+    payload: str = ""  # the letter's payload: the fields as JSON (truncated), or the bytes in base64
 
 
 def dlq_stream(stream: str) -> str:
@@ -62,6 +63,11 @@ def raw_payload(raw: RawFields) -> str:
     return json.dumps(base64_fields(raw, max_chars=PAYLOAD_MAX_CHARS), separators=(",", ":"))
 
 
+def letter_payload(fields: dict[str, str] | None, raw: RawFields | None = None) -> str:
+    """What a letter carries of its entry: the decoded fields, or the raw bytes when they did not decode."""
+    return truncate_payload(fields) if fields is not None or raw is None else raw_payload(raw)
+
+
 def dead_letter(
     client: redis.Redis,
     *,
@@ -83,6 +89,7 @@ def dead_letter(
     payload then carries the bytes in base64 and the letter's headers are decoded leniently.
     """
     shown = fields if fields is not None else (lenient_fields(raw) if raw is not None else {})
+    payload = letter_payload(fields, raw)
     letter = {
         "stream": stream,
         "group": group,
@@ -93,7 +100,7 @@ def dead_letter(
         "delivery_count": str(delivery_count),
         "error_class": error_class,
         "error": error[:ERROR_MAX_CHARS],
-        "payload": truncate_payload(fields) if fields is not None or raw is None else raw_payload(raw),
+        "payload": payload,
         "failed_at": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
         "consumer": consumer,
     }

@@ -47,7 +47,7 @@ from pipeline import metrics
 from pipeline.runtime import dependencies
 from pipeline.runtime.breaker import Admission, Breakers, State
 from pipeline.runtime.consumer import Consumer
-from pipeline.runtime.deadletter import GiveUp, dead_letter
+from pipeline.runtime.deadletter import GiveUp, dead_letter, letter_payload
 from pipeline.runtime.entries import RawFields, UndecodableEntry, decode_fields, lenient_fields, text
 from pipeline.runtime.errors import DeadLetterNow, LeaseLost, NothingToDo, RetryLater
 from pipeline.runtime.event import Event, Lease, MalformedEntry
@@ -360,6 +360,7 @@ class ConsumerRunner:
             error=error,
             delivery_count=delivery.delivery_count,
             fields=delivery.fields if delivery.fields is not None else lenient_fields(delivery.raw),
+            payload=letter_payload(delivery.fields, delivery.raw),
         )
 
     def _enqueue(self, delivery: Delivery, parked: list[Delivery]) -> None:

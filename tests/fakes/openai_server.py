@@ -18,6 +18,7 @@ import hashlib
 import json
 import math
 import re
+import socket
 import struct
 import threading
 import time
@@ -83,6 +84,11 @@ class Fault:
     def empty_body(cls) -> Fault:
         return cls("empty_body")
 
+    @classmethod
+    def disconnect(cls) -> Fault:
+        """Close the connection without answering (the client sees a connection error)."""
+        return cls("disconnect")
+
 
 @dataclass(frozen=True)
 class Reply:
@@ -126,6 +132,7 @@ class RecordedRequest:
     json: dict[str, Any]
     task: str
     time: float = field(default_factory=time.time)
+    status: int = 0  # the HTTP status answered (0: none, the connection was dropped)
 
     @property
     def model(self) -> str:
@@ -150,6 +157,7 @@ class FakeOpenAIServer:
     def __init__(self, host: str = "127.0.0.1", port: int = 0, *, safety_model: str = "fake-safety"):
         self.safety_model = safety_model
         self.latency = 0.0  # added to every reply
+        self.outage: Fault | None = None  # while set, every request gets this fault (scripts are kept)
         self.reasoning_tokens = 0  # reported in every reply's usage unless a Reply says otherwise
         self.requests: list[RecordedRequest] = []
         self._scripts: dict[str, deque[Any]] = defaultdict(deque)
@@ -201,6 +209,11 @@ class FakeOpenAIServer:
         with self._lock:
             return sum(1 for request in self.requests if task is None or request.task == task)
 
+    def answered(self, task: str | None = None) -> int:
+        """Requests answered with a reply (HTTP 200): the calls a provider would bill."""
+        with self._lock:
+            return sum(1 for r in self.requests if (task is None or r.task == task) and r.status == 200)
+
     def requests_for(self, task: str) -> list[RecordedRequest]:
         with self._lock:
             return [request for request in self.requests if request.task == task]
@@ -213,6 +226,7 @@ class FakeOpenAIServer:
             self._defaults = {task: dict(reply) for task, reply in DEFAULT_REPLIES.items()}
             self.latency = 0.0
             self.reasoning_tokens = 0
+            self.outage = None
 
     # -- serving ------------------------------------------------------------------------------------
     def _task_of(self, path: str, body: dict[str, Any]) -> str:
@@ -252,11 +266,12 @@ class FakeOpenAIServer:
                     body = {}
                 path = self.path.split("?", 1)[0]
                 task = server._task_of(path, body)
+                record = RecordedRequest(path, {k.lower(): v for k, v in self.headers.items()}, body, task)
+                self._record = record
                 with server._lock:
-                    server.requests.append(
-                        RecordedRequest(path, {k.lower(): v for k, v in self.headers.items()}, body, task)
-                    )
-                reply = server._next_reply(task)
+                    server.requests.append(record)
+                outage = server.outage
+                reply = outage if outage is not None else server._next_reply(task)
                 delay, reasoning = server.latency, server.reasoning_tokens
                 if isinstance(reply, Reply):
                     delay, reasoning, reply = delay + reply.delay, reply.reasoning_tokens, reply.body
@@ -266,6 +281,7 @@ class FakeOpenAIServer:
                     self._answer(path, body, task, reply, reasoning)
 
             def _send(self, status: int, payload: bytes, headers: dict[str, str] | None = None) -> None:
+                self._record.status = status
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(payload)))
@@ -284,6 +300,11 @@ class FakeOpenAIServer:
                         reply = server._defaults.get(task)
                     elif reply.kind == "empty_body":
                         self._send(200, b"")
+                        return
+                    elif reply.kind == "disconnect":
+                        self.close_connection = True
+                        with contextlib.suppress(OSError):
+                            self.connection.shutdown(socket.SHUT_RDWR)
                         return
                     else:
                         headers = {"x-should-retry": "false"}
