@@ -12,7 +12,7 @@ import pytest
 from eigenflux.redis import get_redis
 from pipeline.consumers.dlq_archive import GROUP, DlqArchiver, dlq_archive_drain
 from pipeline.models import DeadLetter, ErrorClass
-from tests.pipeline.runtime.fixtures import wait_for
+from tests.pipeline.runtime.fixtures import pipeline_env, run_pipeline, wait_for  # noqa: F401 - fixtures
 
 DLQ = "stream:item:publish:dlq"
 
@@ -80,7 +80,7 @@ def test_letters_an_older_archiver_dead_lettered_are_unwrapped(redis_client):
 
 
 @pytest.mark.slow
-def test_the_archiver_loses_no_letter_while_postgresql_is_down_30s(run_pipeline, postgres_proxy, redis_client):
+def test_the_archiver_loses_no_letter_while_postgresql_is_down_30s(run_pipeline, postgres_proxy, redis_client):  # noqa: F811
     """Letters arrive before and during a 30 s PostgreSQL outage (for the archiver's process only): every one is
     archived once the database is back, none is dead-lettered again, nothing stays pending."""
     for n in range(10):

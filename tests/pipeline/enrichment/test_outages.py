@@ -39,9 +39,12 @@ def completed(pks) -> int:
     return ProcessedItem.objects.filter(pk__in=pks, status=ItemStatus.COMPLETED).count()
 
 
-def publish(n: int) -> list[int]:
+def publish(n: int, first: int = 0) -> list[int]:
     author, _ = make_agent()
-    return [make_item(author, f"Outage test broadcast {i}: a GPU rental offer in city {i}").pk for i in range(n)]
+    return [
+        make_item(author, f"Outage test broadcast {i}: a GPU rental offer in city {i}").pk
+        for i in range(first, first + n)
+    ]
 
 
 def start(run_pipeline, fake_llm, **env):
@@ -71,7 +74,7 @@ def assert_no_dead_letters_and_no_call_paid_twice(fake_llm, redis_client, pks) -
 
 
 def test_a_postgresql_outage_pauses_enrichment_and_loses_nothing(fake_llm, run_pipeline, postgres_proxy, redis_client):
-    fake_llm.latency = 0.1  # items in flight when the database goes away
+    fake_llm.server.latency = 0.1  # items in flight when the database goes away
     pks = publish(ITEMS)
     proc = start(run_pipeline, fake_llm, DATABASE_URL=postgres_proxy.database_url)
     wait_for(lambda: completed(pks) >= 4, 60, message="enrichment under way")
@@ -92,15 +95,17 @@ def test_a_postgresql_outage_pauses_enrichment_and_loses_nothing(fake_llm, run_p
 
 @pytest.mark.parametrize("fault", [Fault.server_error(503), Fault.disconnect()], ids=["503", "disconnect"])
 def test_a_model_endpoint_outage_pauses_enrichment_and_loses_nothing(fake_llm, run_pipeline, redis_client, fault):
-    fake_llm.latency = 0.1
-    pks = publish(ITEMS)
+    fake_llm.server.latency = 0.1
+    pks = publish(8)
     proc = start(run_pipeline, fake_llm)
     wait_for(lambda: completed(pks) >= 4, 60, message="enrichment under way")
 
-    fake_llm.outage = fault
+    fake_llm.server.outage = fault
+    pks += publish(ITEMS - 8, first=8)  # arriving during the outage
     time.sleep(OUTAGE_SECONDS)
     failed_requests = fake_llm.count() - fake_llm.answered()
-    fake_llm.outage = None
+    assert completed(pks) < ITEMS
+    fake_llm.server.outage = None
 
     wait_for(lambda: completed(pks) == ITEMS, 30, message=f"every item completed after recovery: {statuses(pks)}")
     output = proc.output()
