@@ -5,13 +5,15 @@ consumer that never touches the model is never paused by a model outage. Pure ob
 clock, tested without any server.
 
 - closed: entries start freely. When entries fail because of the dependency, `threshold` *different*
-  entries in a row (no success of the dependency in between) open the breaker. One entry failing again and
-  again does not: that is the entry's problem, its deliveries count and it ends in a dead letter.
+  entries in a row (no success of the dependency in between) open the breaker at once. Below that, the
+  runtime asks the dependency itself (pipeline.runtime.dependencies.is_up) and `trip`s the breaker if it is
+  down for everyone — so even a single entry in flight is not drained; if it is up, the failure is the
+  entry's own: its deliveries count and it ends in a dead letter.
 - open: no entry starts. Failures while open are the outage's, not the entries': the runtime hands those
   entries back without spending a delivery. After `open_seconds` the breaker is half-open.
-- half-open: exactly one entry may start, the probe. A successful use of the dependency closes the breaker;
-  a failure opens it again for twice as long (capped at `max_open_seconds`); a probe that ended without
-  using the dependency gives its slot back.
+- half-open: one probe. The runtime probes the dependency directly (SELECT 1, PING, GET /models); an entry
+  admitted as the probe works too. A success closes the breaker; a failure opens it again for twice as long
+  (capped at `max_open_seconds`); a probe that ended without using the dependency gives its slot back.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ early (an item already completed) never passes for proof that the model endpoint
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -102,3 +103,38 @@ def dependency_of(exc: BaseException | None) -> str | None:
         exc = exc.__cause__ or exc.__context__
         seen += 1
     return None
+
+
+def is_up(dependency: str) -> bool:
+    """Ask the dependency directly, independently of any entry: PostgreSQL a SELECT 1 on this thread's
+    connection, Redis a PING, the model endpoint a GET /models. The breaker uses it to tell an outage from one
+    entry's own failure (even with a single entry in flight) and, once half-open, to probe without risking
+    an entry."""
+    try:
+        if dependency == POSTGRESQL:
+            return _postgres_up()
+        if dependency == REDIS:
+            from eigenflux.redis import get_redis
+
+            return bool(get_redis().ping())
+        if dependency == MODEL:
+            from pipeline.llm.reachability import endpoints_reachable
+
+            return endpoints_reachable()
+    except (redis.RedisError, OSError):
+        return False
+    return True
+
+
+def _postgres_up() -> bool:
+    try:
+        if not connection.in_atomic_block:
+            connection.close_if_unusable_or_obsolete()  # a connection the outage broke is replaced
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+    except db_utils.DatabaseError as exc:
+        if not connection.in_atomic_block:
+            with contextlib.suppress(db_utils.DatabaseError):
+                connection.close()
+        return not is_postgres_outage(exc)
+    return True

@@ -45,7 +45,7 @@ from django.db import close_old_connections, connection
 from eigenflux.redis import get_redis
 from pipeline import metrics
 from pipeline.runtime import dependencies
-from pipeline.runtime.breaker import Admission, Breakers, State
+from pipeline.runtime.breaker import Admission, Admit, Breakers, State
 from pipeline.runtime.consumer import Consumer
 from pipeline.runtime.deadletter import GiveUp, dead_letter, letter_payload
 from pipeline.runtime.entries import RawFields, UndecodableEntry, decode_fields, lenient_fields, text
@@ -275,18 +275,39 @@ class ConsumerRunner:
 
     def _read_room(self) -> int:
         """How many entries a read may take now: never more than idle handler threads, so each starts at once.
-        While a breaker is open, none; when it turns half-open with nothing paused here, one, as the probe."""
+        While a breaker is not closed, none: the reader, idle anyway, probes the dependency instead."""
+        if not self.breakers.all_closed():
+            self._probe_dependencies()
         with self._room:
+            room = 0
             if self.breakers.all_closed():
                 active = len(self._held) - len(self._retry_heap)
                 room = min(self.concurrency - self._dispatched, self.capacity - active, self.batch_size)
-            elif not self._blocked and self._dispatched == 0 and self.breakers.ready():
-                room = 1
-            else:
-                room = 0
             if room <= 0:
                 self._room.wait(0.5)
             return max(room, 0)
+
+    def _probe_dependencies(self) -> None:
+        """Half-open breakers are probed directly (SELECT 1, PING, GET /models), not with an entry."""
+        for name, breaker in self.breakers.by_name.items():
+            if breaker.admit() is not Admit.PROBE:
+                continue
+            if dependencies.is_up(name):
+                log.info("%s: %s is back; resuming", self.name, name)
+                breaker.success()
+                self._keeper_wake.set()
+            else:
+                breaker.failure("probe", probe=True)
+
+    def _confirm_outage(self, dependency: str | None, outage: bool) -> bool:
+        """A failure blamed on a dependency whose breaker is still closed: ask the dependency itself. Down for
+        everyone means an outage (the entry keeps its delivery); up means the failure is the entry's own."""
+        if dependency is None or outage:
+            return outage
+        if dependencies.is_up(dependency):
+            return False
+        self.breakers.by_name[dependency].trip()
+        return True
 
     def _recreate_group(self) -> None:
         try:
@@ -534,6 +555,7 @@ class ConsumerRunner:
             outcome = "lease_lost"
         failed = dependencies.dependency_of(error) if outcome == "transient" else None
         outage = self.breakers.settle(admission, entry=delivery.message_id, ok=uses.ok, failed_dependency=failed)
+        outage = self._confirm_outage(failed, outage)
         if outcome in ("acked", "nothing_to_do"):
             self._m[outcome].inc()
             self._acks.put(delivery.message_id)
@@ -612,19 +634,12 @@ class ConsumerRunner:
         self._keeper_wake.set()
 
     def _unblock(self) -> None:
-        """Resume paused entries: all of them once every breaker is closed, else one as a half-open probe."""
-        with self._lock:
-            if not self._blocked:
-                return
-        if self.breakers.all_closed():
-            with self._lock:
-                resumed = list(self._blocked)
-                self._blocked.clear()
-        elif self.breakers.ready():
-            with self._lock:
-                resumed = [self._blocked.popleft()] if self._blocked and self._dispatched == 0 else []
-        else:
+        """Resume the paused entries once every breaker is closed again."""
+        if not self.breakers.all_closed():
             return
+        with self._lock:
+            resumed = list(self._blocked)
+            self._blocked.clear()
         for delivery in resumed:
             self._dispatch(delivery)
 
@@ -640,6 +655,7 @@ class ConsumerRunner:
                     outage = self.breakers.settle(
                         admission or Admission(), entry=delivery.message_id, ok=uses.ok, failed_dependency=failed
                     )
+                    outage = self._confirm_outage(failed, outage)
                     delivery.hook_failures += 1
                     log.warning(
                         "%s: final hook failed for %s (%s); the entry stays pending: %s",
@@ -783,7 +799,6 @@ class ConsumerRunner:
                     self._heartbeat()
                     next_beat = now + beat_every
                 if not self._stopping.is_set():
-                    self._probe_redis()
                     self._unblock()
                     self._redeliver_due(now)
                     if now >= next_reclaim:
@@ -834,17 +849,6 @@ class ConsumerRunner:
             self._retry_heap = [entry for entry in self._retry_heap if entry[2] is not delivery]
             heapq.heapify(self._retry_heap)
             delivery.retry_at = None
-
-    def _probe_redis(self) -> None:
-        """The runtime's own probe of Redis (a PING) once its breaker turns half-open."""
-        breaker = self.breakers.by_name[dependencies.REDIS]
-        if breaker.state is State.HALF_OPEN:
-            try:
-                self.client.ping()
-            except redis.RedisError as exc:
-                self._redis_down(exc, "PING")
-                return
-            breaker.success()
 
     def _redeliver_due(self, now: float) -> None:
         if not self.breakers.all_closed():

@@ -1,11 +1,13 @@
 """An OpenAI-compatible fake server for tests and benchmarks: POST /v1/responses, /v1/chat/completions and
-/v1/embeddings, in the shapes the real `openai` SDK parses.
+/v1/embeddings, in the shapes the real `openai` SDK parses, and GET /v1/models.
 
 Requests are told apart by the `TASK: <name>` marker every prompt carries (embeddings are task "embed";
-a request naming the safety model with no marker counts as "safety"). Each task answers a valid default
-reply unless a test scripted replies for it: `server.script("safety", reply, ...)` queues replies (consumed
-in order, then back to the default). A reply is a dict (sent as JSON text), a str (sent verbatim, e.g.
-prose-wrapped or truncated JSON) or a Fault. Every request is recorded in `server.requests`.
+a request naming the safety model with no marker counts as "safety"; GET /v1/models is task "models").
+Each task answers a valid default reply unless a test scripted replies for it: `server.script("safety",
+reply, ...)` queues replies (consumed in order, then back to the default). A reply is a dict (sent as JSON
+text), a str (sent verbatim, e.g. prose-wrapped or truncated JSON) or a Fault. Every request is recorded in
+`server.requests`, with the status it got. `server.outage = Fault...` answers every request with that fault
+until it is set back to None.
 
 Plain HTTP on 127.0.0.1, so other processes (`manage.py run_pipeline`) can use it through its URL.
 """
@@ -256,6 +258,23 @@ class FakeOpenAIServer:
 
             def log_message(self, format: str, *args: Any) -> None:  # quiet test output
                 return
+
+            def do_GET(self) -> None:
+                """GET /v1/models (a reachability probe): answered, or the outage's fault while one is set."""
+                path = self.path.split("?", 1)[0]
+                record = RecordedRequest(path, {k.lower(): v for k, v in self.headers.items()}, {}, "models")
+                self._record = record
+                with server._lock:
+                    server.requests.append(record)
+                outage = server.outage
+                if outage is not None:
+                    self._answer(path, {}, "models", outage, 0)
+                elif path.endswith("/models"):
+                    models = [server.safety_model, "fake-main", "fake-embedding"]
+                    data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in models]
+                    self._json(200, {"object": "list", "data": data})
+                else:
+                    self._json(404, {"error": {"message": f"no route {path}", "type": "fake"}})
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length") or 0)

@@ -93,6 +93,25 @@ def test_a_postgresql_outage_pauses_enrichment_and_loses_nothing(fake_llm, run_p
     assert_no_dead_letters_and_no_call_paid_twice(fake_llm, redis_client, pks)
 
 
+def test_a_single_item_in_flight_is_not_drained_by_a_postgresql_outage(
+    fake_llm, run_pipeline, postgres_proxy, redis_client
+):
+    """One entry failing alone cannot open a breaker by numbers; the runtime asks PostgreSQL itself."""
+    fake_llm.server.latency = 1.0
+    [pk] = publish(1)
+    proc = start(run_pipeline, fake_llm, DATABASE_URL=postgres_proxy.database_url)
+    wait_for(lambda: fake_llm.count("embed") == 1, 30, message="the item is being enriched")
+    postgres_proxy.down()
+    time.sleep(OUTAGE_SECONDS / 2)  # four times the whole retry span
+    postgres_proxy.up()
+    wait_for(lambda: completed([pk]) == 1, 30, message=f"the item completed after recovery: {statuses([pk])}")
+    output = proc.output()
+    assert "postgresql is down" in output and "postgresql is back" in output
+    proc.terminate()
+    assert proc.wait(30) == 0, output[-3000:]
+    assert_no_dead_letters_and_no_call_paid_twice(fake_llm, redis_client, [pk])
+
+
 @pytest.mark.parametrize("fault", [Fault.server_error(503), Fault.disconnect()], ids=["503", "disconnect"])
 def test_a_model_endpoint_outage_pauses_enrichment_and_loses_nothing(fake_llm, run_pipeline, redis_client, fault):
     fake_llm.server.latency = 0.1

@@ -12,7 +12,8 @@ from django.db import utils as db_utils
 from pipeline.llm.errors import ModelOutputInvalid, ModelUnavailable
 from pipeline.runtime import RetryLater
 from pipeline.runtime.breaker import Admission, Admit, Breakers, CircuitBreaker, State
-from pipeline.runtime.dependencies import MODEL, POSTGRESQL, REDIS, dependency_of, observing, report
+from pipeline.runtime.dependencies import MODEL, POSTGRESQL, REDIS, dependency_of, is_up, observing, report
+from tests.fakes.openai_server import Fault
 
 
 class Clock:
@@ -179,3 +180,36 @@ class TestDependencyOf:
         assert POSTGRESQL in uses.ok and MODEL in uses.failed
         report(MODEL, True)  # outside a scope: ignored
         assert MODEL not in uses.ok
+
+
+class TestIsUp:
+    """The direct probes the runtime uses to confirm an outage and to close a half-open breaker."""
+
+    def test_the_model_endpoint_up_down_and_unreachable(self, fake_llm, settings):
+        assert is_up(MODEL) is True
+        fake_llm.server.outage = Fault.server_error(503)
+        assert is_up(MODEL) is False
+        fake_llm.server.outage = Fault.disconnect()
+        assert is_up(MODEL) is False
+        fake_llm.server.outage = None
+        assert [r.task for r in fake_llm.requests][-1] == "models"
+        assert fake_llm.answered("safety") == 0  # probing costs no model call
+        settings.SAFETY_LLM_BASE_URL = "http://127.0.0.1:1/v1"  # nothing listens there
+        assert is_up(MODEL) is False
+
+    def test_a_server_without_a_models_route_still_counts_as_up(self, fake_llm, settings):
+        settings.LLM_BASE_URL = settings.SAFETY_LLM_BASE_URL = settings.EMBEDDING_BASE_URL = (
+            fake_llm.url.removesuffix("/v1") + "/other"
+        )
+        assert is_up(MODEL) is True  # it answered (404): reachable
+
+    def test_the_local_analyzer_is_always_up(self, settings):
+        settings.LLM_PROVIDER = "local"
+        assert is_up(MODEL) is True
+
+    @pytest.mark.django_db(transaction=True)
+    def test_postgresql_and_redis(self, settings, tmp_path):
+        assert is_up(POSTGRESQL) is True
+        assert is_up(REDIS) is True
+        settings.REDIS_URL = f"unix://{tmp_path}/nothing.sock"
+        assert is_up(REDIS) is False
