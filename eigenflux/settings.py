@@ -249,10 +249,11 @@ PIPELINE_RELAY_POLL_SECONDS = env_float("PIPELINE_RELAY_POLL_SECONDS", 1.0, mini
 PIPELINE_RELAY_MAX_BACKOFF_SECONDS = env_float("PIPELINE_RELAY_MAX_BACKOFF_SECONDS", 30.0, minimum=0.1)
 PIPELINE_RELAY_MARK_TTL_SECONDS = env_int("PIPELINE_RELAY_MARK_TTL_SECONDS", 24 * 3600, minimum=60)
 # Circuit breakers (per consumer and dependency): this many different entries failing in a row because of a
-# dependency open it; no entry starts for OPEN seconds, doubling per failed probe up to MAX_OPEN.
+# dependency open it (a single failure does when the dependency itself says it is down); no entry starts for
+# OPEN seconds, doubling per failed probe up to MAX_OPEN (probes are cheap: SELECT 1, PING, GET /models).
 PIPELINE_BREAKER_THRESHOLD = env_int("PIPELINE_BREAKER_THRESHOLD", 3, minimum=1)
 PIPELINE_BREAKER_OPEN_SECONDS = env_float("PIPELINE_BREAKER_OPEN_SECONDS", 1.0, minimum=0.01)
-PIPELINE_BREAKER_MAX_OPEN_SECONDS = env_float("PIPELINE_BREAKER_MAX_OPEN_SECONDS", 8.0, minimum=0.01)
+PIPELINE_BREAKER_MAX_OPEN_SECONDS = env_float("PIPELINE_BREAKER_MAX_OPEN_SECONDS", 4.0, minimum=0.01)
 # Entries waiting in memory for a retry, per consumer; past it a failed entry is left for reclaim instead.
 PIPELINE_MAX_WAITING_RETRIES = env_int("PIPELINE_MAX_WAITING_RETRIES", 1000, minimum=1)
 # Housekeeping: items pending/processing past the deadline whose stream entry is gone are re-published (replay

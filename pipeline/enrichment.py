@@ -33,7 +33,7 @@ from items.services.enrichment import (
     parse_expire_time,
 )
 from pipeline import llm
-from pipeline.runtime import Event, LeaseLost, NothingToDo, RetryLater
+from pipeline.runtime import Event, LeaseLost, NothingToDo, RetryLater, dependencies
 from pipeline.runtime.dependencies import is_postgres_outage
 
 log = logging.getLogger(__name__)
@@ -226,6 +226,10 @@ class Enrichment:
         except llm.CallCancelled as exc:
             raise LeaseLost(str(exc)) from exc
         except llm.ModelError as exc:
+            if isinstance(exc, llm.ModelUnavailable) and not dependencies.is_up(dependencies.MODEL):
+                # Not this item's failure but an outage: wait for the model (the runtime pauses the entry,
+                # the other results are checkpointed) rather than publish the item without its suggestion.
+                raise RetryLater(f"suggest_action: {exc.__class__.__name__}: {exc}") from exc
             log.warning("suggestion failed for item %s: %s", self.item.pk, exc.__class__.__name__)
             suggestion = ""
         else:
