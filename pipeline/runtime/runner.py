@@ -242,6 +242,12 @@ class ConsumerRunner:
     # --- reading and dispatch -----------------------------------------------------------------------------
 
     def _read_loop(self) -> None:
+        try:
+            self._read_until_stopped()
+        finally:
+            connection.close()  # opened only to probe PostgreSQL during an outage
+
+    def _read_until_stopped(self) -> None:
         while not self._stopping.is_set():
             self.loops.tick("reader")
             room = self._read_room()
