@@ -532,7 +532,7 @@ class ConsumerRunner:
                 self._running -= 1
 
     def _handle(self, delivery: Delivery, admission: Admission) -> None:
-        event = delivery.event
+        event, subject = delivery.event, delivery.subject
         event.delivery_count = delivery.delivery_count
         delivery.credit -= 1  # this attempt uses its delivery
         close_old_connections()
@@ -551,8 +551,12 @@ class ConsumerRunner:
             except RetryLater as exc:
                 outcome, error = "transient", exc
             except Exception as exc:
-                # Unexpected: treated as transient, retried, then dead-lettered for a person to look at.
-                log.exception("%s: handler failed on %s (subject %s)", self.name, delivery.message_id, event.subject)
+                # Unexpected: treated as transient, retried, then dead-lettered for a person to look at. A
+                # dependency going away is not unexpected: one line, the breaker takes it from there.
+                if dependencies.dependency_of(exc) is None:
+                    log.exception("%s: handler failed on %s (subject %s)", self.name, delivery.message_id, subject)
+                else:
+                    log.warning("%s: handler failed on %s: %s", self.name, delivery.message_id, _text(exc)[:300])
                 outcome, error = "transient", exc
             finally:
                 # (Obsolete or broken connections are closed before the next handler, as Django does per request.)
