@@ -333,6 +333,15 @@ DEAD_LETTER_AUTO_REQUEUE_MIN_AGE_SECONDS = env_float("DEAD_LETTER_AUTO_REQUEUE_M
 # How often the scheduled django-rq job runs, and how many letters one run requeues at most.
 DEAD_LETTER_AUTO_REQUEUE_INTERVAL_SECONDS = env_int("DEAD_LETTER_AUTO_REQUEUE_INTERVAL_SECONDS", 300, minimum=10)
 DEAD_LETTER_AUTO_REQUEUE_BATCH = env_int("DEAD_LETTER_AUTO_REQUEUE_BATCH", 100, minimum=1)
+# Retention (the maintenance job, every MAINTENANCE_INTERVAL_SECONDS): dispatched outbox rows, consumed-event
+# records (keep them longer than any entry can stay pending), model-call rows (rolled up per hour before they
+# go), audit rows (0 = keep), and resolved or requeued dead letters.
+MAINTENANCE_INTERVAL_SECONDS = env_int("MAINTENANCE_INTERVAL_SECONDS", 3600, minimum=10)
+OUTBOX_RETENTION_HOURS = env_float("OUTBOX_RETENTION_HOURS", 72.0, minimum=0.01)
+CONSUMED_EVENT_RETENTION_HOURS = env_float("CONSUMED_EVENT_RETENTION_HOURS", 168.0, minimum=0.01)
+LLM_CALL_RETENTION_HOURS = env_float("LLM_CALL_RETENTION_HOURS", 168.0, minimum=0.01)
+AUDIT_RETENTION_DAYS = env_float("AUDIT_RETENTION_DAYS", 0.0, minimum=0.0)
+DEAD_LETTER_RETENTION_DAYS = env_float("DEAD_LETTER_RETENTION_DAYS", 30.0, minimum=0.001)
 # The admin's pipeline health page: WebSocket push interval and the throughput window.
 ADMIN_HEALTH_PUSH_SECONDS = env_float("ADMIN_HEALTH_PUSH_SECONDS", 2.0, minimum=0.2)
 ADMIN_HEALTH_THROUGHPUT_MINUTES = env_int("ADMIN_HEALTH_THROUGHPUT_MINUTES", 10, minimum=1)
@@ -379,10 +388,24 @@ PIPELINE_RELAY_BATCH = env_int("PIPELINE_RELAY_BATCH", 100, minimum=1)
 PIPELINE_RELAY_POLL_SECONDS = env_float("PIPELINE_RELAY_POLL_SECONDS", 1.0, minimum=0.01)
 PIPELINE_RELAY_MAX_BACKOFF_SECONDS = env_float("PIPELINE_RELAY_MAX_BACKOFF_SECONDS", 30.0, minimum=0.1)
 PIPELINE_RELAY_MARK_TTL_SECONDS = env_int("PIPELINE_RELAY_MARK_TTL_SECONDS", 24 * 3600, minimum=60)
-# Housekeeping: items pending/processing longer than the deadline are re-published (replay set).
-PIPELINE_SWEEPER_DEADLINE_SECONDS = env_float("PIPELINE_SWEEPER_DEADLINE_SECONDS", 900.0, minimum=1.0)
+# Circuit breakers (per consumer and dependency): this many different entries failing in a row because of a
+# dependency open it (a single failure does when the dependency itself says it is down); no entry starts for
+# OPEN seconds, doubling per failed probe up to MAX_OPEN (probes are cheap: SELECT 1, PING, GET /models).
+PIPELINE_BREAKER_THRESHOLD = env_int("PIPELINE_BREAKER_THRESHOLD", 3, minimum=1)
+PIPELINE_BREAKER_OPEN_SECONDS = env_float("PIPELINE_BREAKER_OPEN_SECONDS", 1.0, minimum=0.01)
+PIPELINE_BREAKER_MAX_OPEN_SECONDS = env_float("PIPELINE_BREAKER_MAX_OPEN_SECONDS", 4.0, minimum=0.01)
+# Entries waiting in memory for a retry, per consumer; past it a failed entry is left for reclaim instead.
+PIPELINE_MAX_WAITING_RETRIES = env_int("PIPELINE_MAX_WAITING_RETRIES", 1000, minimum=1)
+# Housekeeping: items pending/processing past the deadline whose stream entry is gone are re-published (replay
+# set). 0 derives the deadline from the leases and the retry settings (pipeline.housekeeping.sweeper_deadline).
+PIPELINE_SWEEPER_DEADLINE_SECONDS = env_float("PIPELINE_SWEEPER_DEADLINE_SECONDS", 0.0, minimum=0.0)
 PIPELINE_SWEEPER_INTERVAL_SECONDS = env_float("PIPELINE_SWEEPER_INTERVAL_SECONDS", 60.0, minimum=1.0)
 PIPELINE_TRIM_INTERVAL_SECONDS = env_float("PIPELINE_TRIM_INTERVAL_SECONDS", 60.0, minimum=1.0)
+# MINID trimming keeps what any existing group still needs, and every entry younger than this (a group created
+# later can still read them); groups that do not exist are not waited for.
+PIPELINE_STREAM_MIN_RETENTION_SECONDS = env_float("PIPELINE_STREAM_MIN_RETENTION_SECONDS", 3600.0, minimum=0.0)
+# Consumers with no pending entries that stopped reporting alive this long ago are removed from their groups.
+PIPELINE_CONSUMER_PRUNE_SECONDS = env_float("PIPELINE_CONSUMER_PRUNE_SECONDS", 3600.0, minimum=60.0)
 PIPELINE_LAG_POLL_SECONDS = env_float("PIPELINE_LAG_POLL_SECONDS", 10.0, minimum=0.1)
 # Prometheus endpoint of each run_pipeline process (0 = off; a busy port is logged and skipped), on the
 # loopback interface unless PIPELINE_METRICS_HOST says otherwise (e.g. 0.0.0.0 in a container).

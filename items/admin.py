@@ -35,12 +35,12 @@ from items.services.agents import (
 from items.services.blacklist import blacklist_keyword_create, blacklist_keyword_delete, blacklist_keyword_update
 from items.services.moderation import (
     APPROVE_FROM,
-    REQUEUE_FROM,
     TAKEDOWN_FROM,
     ActionRefused,
     item_approve,
     item_requeue,
     item_takedown,
+    requeue_allowed,
 )
 
 # Panels other apps add to an item's page (the pipeline adds its model calls): items never imports pipeline.
@@ -264,7 +264,7 @@ class ProcessedItemAdmin(admin.ModelAdmin):
             "group_items": group,
             "panels": [panel(item) for panel in ITEM_DETAIL_PANELS],
             "item_actions": [
-                ("requeue_items", "Requeue", item.status in REQUEUE_FROM),
+                ("requeue_items", "Requeue", requeue_allowed(item)),
                 ("approve_items", "Approve", item.status in APPROVE_FROM),
                 ("take_down_items", "Take down", item.status in TAKEDOWN_FROM),
             ],
@@ -281,7 +281,7 @@ class ProcessedItemAdmin(admin.ModelAdmin):
             done += 1
         report(self, request, verb, done, refusals)
 
-    @admin.action(description="Requeue: re-run enrichment", permissions=["change"])
+    @admin.action(description="Requeue: re-run enrichment (also releases a stuck claim)", permissions=["change"])
     def requeue_items(self, request, queryset):
         self._each(request, queryset, item_requeue, "Requeued")
 

@@ -147,6 +147,9 @@ class ProcessedItem(models.Model):
     # Intermediate checkpoints: a retried enrichment reuses them, so no model call is paid twice.
     safety_passed_at = models.DateTimeField(null=True, blank=True)
     extraction = models.JSONField(null=True, blank=True, help_text="The validated extraction, kept until persist.")
+    suggested_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the suggestion was asked for (it may be empty: best effort)."
+    )
     search_vector = SearchVectorField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     processed_at = models.DateTimeField(null=True, blank=True)
@@ -181,6 +184,8 @@ class DecisionStage(models.TextChoices):
     QUALITY = "quality", "quality"
     MODERATOR = "moderator", "moderator"
     AUTHOR = "author", "author"
+    DELIVERY = "delivery", "delivery"
+    """The stream runtime gave up on the item's entry (retries or deliveries exhausted)."""
 
 
 class ModerationDecision(models.Model):
@@ -229,6 +234,11 @@ class OutboxEvent(models.Model):
                 fields=["id"],
                 name="outbox_undispatched",
                 condition=models.Q(dispatched_at__isnull=True),
+            ),
+            models.Index(  # retention of dispatched rows
+                fields=["dispatched_at"],
+                name="outbox_dispatched",
+                condition=models.Q(dispatched_at__isnull=False),
             ),
         ]
 

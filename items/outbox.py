@@ -49,3 +49,21 @@ def outbox_event_create(
     )
     # The relays are woken by a trigger on this table (migration items.0007), at COMMIT.
     return event
+
+
+def outbox_events_prune(*, dispatched_before: datetime, batch: int = 5000) -> int:
+    """Delete outbox rows dispatched before the cutoff, a batch per statement; returns how many. Undispatched
+    rows are never touched: they are the relay's work."""
+    table = OutboxEvent._meta.db_table
+    sql = (
+        f"DELETE FROM {table} WHERE id IN (SELECT id FROM {table} "  # noqa: S608 - table name from meta
+        "WHERE dispatched_at IS NOT NULL AND dispatched_at < %s LIMIT %s FOR UPDATE SKIP LOCKED)"
+    )
+    deleted = 0
+    while True:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [dispatched_before, batch])
+            count = cursor.rowcount
+        deleted += count
+        if count < batch:
+            return deleted

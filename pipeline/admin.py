@@ -19,7 +19,7 @@ from items.admin import ITEM_DETAIL_PANELS, badge, report
 from items.models import ProcessedItem
 from pipeline import health
 from pipeline.deadletters import DeadLetterRefused, dead_letter_requeue, dead_letter_resolve
-from pipeline.models import DeadLetter, DeadLetterState, ErrorClass, LLMCall
+from pipeline.models import DeadLetter, DeadLetterState, ErrorClass, LLMCall, LLMCallHourly
 
 STATE_TONES = {DeadLetterState.OPEN: "bad", DeadLetterState.REQUEUED: "processing", DeadLetterState.RESOLVED: "ok"}
 ERROR_TONES = {ErrorClass.TRANSIENT: "warn", ErrorClass.PERMANENT: "bad"}
@@ -238,6 +238,40 @@ class LLMCallAdmin(admin.ModelAdmin):
                 "prompts": health.prompt_statuses(),
             },
         )
+
+
+@admin.register(LLMCallHourly)
+class LLMCallHourlyAdmin(admin.ModelAdmin):
+    """Model calls rolled up per hour as their rows are pruned (LLM_CALL_RETENTION_HOURS): the cost history."""
+
+    list_display = (
+        "hour",
+        "prompt",
+        "model",
+        "outcome",
+        "calls",
+        "average_ms",
+        "latency_ms_max",
+        "input_tokens",
+        "output_tokens",
+        "reasoning_tokens",
+    )
+    list_filter = ("prompt", "outcome", "model", "hour")
+    ordering = ("-hour", "prompt")
+    show_full_result_count = False
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="avg ms")
+    def average_ms(self, obj):
+        return round(obj.latency_ms_sum / obj.calls, 1) if obj.calls else 0
 
 
 def item_model_calls_panel(item: ProcessedItem):

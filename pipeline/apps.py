@@ -20,6 +20,9 @@ class PipelineConfig(AppConfig):
 
     def ready(self) -> None:
         from items.search import set_query_embedder
+        from items.services.moderation import set_claim_holder_check
         from pipeline import checks  # noqa: F401  (registers the prompt and embedding system checks)
+        from pipeline.consumers.item_publish import claim_holder_gone
 
         set_query_embedder(_query_embedding)
+        set_claim_holder_check(claim_holder_gone)

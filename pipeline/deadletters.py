@@ -26,11 +26,14 @@ from django.utils.dateparse import parse_datetime
 from items.models import ItemStatus, ProcessedItem
 from items.outbox import outbox_event_create
 from pipeline.models import DeadLetter, DeadLetterState, ErrorClass
+from pipeline.runtime.deadletter import ARCHIVE_GROUP
 
 log = logging.getLogger(__name__)
 
 AUTO_REQUEUE_JOB_PREFIX = "eigenflux-dead-letters-auto-requeue"
 TRUNCATION_MARK = "…[truncated]"
+ENRICHMENT_GROUP = "cg:item:publish"
+FINISHED = (ItemStatus.COMPLETED, ItemStatus.DISCARDED, ItemStatus.DELETED)
 
 
 class DeadLetterRefused(Exception):
@@ -65,22 +68,22 @@ def dead_letter_archive(
     A letter born from a requeued event inherits the auto-requeue count of the letter it was requeued from
     (found by causation id), so the scheduled job's bound holds over the whole chain.
     """
-    payload = payload or {}
+    payload = _clean(payload or {})
     inherited = 0
     causation = payload.get("causationid") if isinstance(payload, dict) else None
     if causation:
         parent = DeadLetter.objects.filter(event_id=causation).values_list("auto_requeues", flat=True).first()
         inherited = parent or 0
     letter, created = DeadLetter.objects.get_or_create(
-        stream=stream[:100],
-        group=group[:100],
-        message_id=message_id[:32],
+        stream=_clean(stream)[:100],
+        group=_clean(group)[:100],
+        message_id=_clean(message_id)[:32],
         defaults={
-            "event_id": event_id[:64],
-            "subject": subject[:64],
-            "event_type": event_type[:100],
+            "event_id": _clean(event_id)[:64],
+            "subject": _clean(subject)[:64],
+            "event_type": _clean(event_type)[:100],
             "error_class": error_class if error_class in ErrorClass.values else ErrorClass.PERMANENT,
-            "error": error,
+            "error": _clean(error),
             "delivery_count": max(0, delivery_count),
             "payload": payload,
             "failed_at": failed_at or timezone.now(),
@@ -90,19 +93,44 @@ def dead_letter_archive(
     return Archived(letter=letter, created=created)
 
 
-def dead_letter_archive_fields(fields: dict[str, str]) -> Archived:
-    """Archive a `<stream>:dlq` entry as the runtime writes it (pipeline.runtime.deadletter.dead_letter)."""
+def _clean(value):
+    """PostgreSQL's text and jsonb refuse the NUL character, which a hostile entry may well contain: it is
+    stored as the visible escape `\\u0000` instead, so archiving can never fail on what a letter carries."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\\u0000")
+    if isinstance(value, dict):
+        return {_clean(key): _clean(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_clean(item) for item in value]
+    return value
+
+
+def _payload(text: str) -> dict:
     try:
-        payload = json.loads(fields.get("payload") or "{}")
+        payload = json.loads(text or "{}")
     except ValueError:
-        payload = {"_unparsed": fields.get("payload", "")[:8192]}
-    if not isinstance(payload, dict):
-        payload = {"_unparsed": str(payload)[:8192]}
+        return {"_unparsed": text[:8192]}
+    return payload if isinstance(payload, dict) else {"_unparsed": str(payload)[:8192]}
+
+
+def dead_letter_archive_fields(fields: dict[str, str]) -> Archived:
+    """Archive a `<stream>:dlq` entry as the runtime writes it (pipeline.runtime.deadletter.dead_letter).
+
+    A letter of the archiver itself (from a `<stream>:dlq:dlq` stream an older version wrote) is unwrapped:
+    the letter it failed to archive is stored instead, under its own origin."""
+    payload = _payload(fields.get("payload", ""))
+    if fields.get("group") == ARCHIVE_GROUP and fields.get("stream", "").endswith(":dlq"):
+        inner = {key: str(value) for key, value in payload.items()}
+        if all(inner.get(name) for name in ("stream", "group", "message_id")) and "_truncated" not in inner:
+            return dead_letter_archive_fields(inner)
     try:
-        delivery_count = int(fields.get("delivery_count") or 0)
+        delivery_count = min(max(int(fields.get("delivery_count") or 0), 0), 2**31 - 1)
     except ValueError:
         delivery_count = 0
-    failed_at = parse_datetime(fields.get("failed_at", "").replace("Z", "+00:00")) if fields.get("failed_at") else None
+    try:
+        failed_at = parse_datetime(fields.get("failed_at", "").replace("Z", "+00:00"))
+    except ValueError:  # well-formed but impossible (month 13): the archive time stands in
+        failed_at = None
     if failed_at is not None and timezone.is_naive(failed_at):
         failed_at = failed_at.replace(tzinfo=UTC)
     return dead_letter_archive(
@@ -117,6 +145,19 @@ def dead_letter_archive_fields(fields: dict[str, str]) -> Archived:
         delivery_count=delivery_count,
         payload=payload,
         failed_at=failed_at,
+    )
+
+
+def dead_letter_archive_malformed(*, stream: str, message_id: str, error: str, payload: str) -> Archived:
+    """An entry of a dead-letter stream that is not a letter (fields missing, bytes not UTF-8): stored as a
+    letter of the archive group itself, with what was read, for a person to look at and resolve."""
+    return dead_letter_archive(
+        stream=stream,
+        group=ARCHIVE_GROUP,
+        message_id=message_id,
+        error_class=ErrorClass.PERMANENT,
+        error=error,
+        payload=_payload(payload),
     )
 
 
@@ -188,6 +229,27 @@ def dead_letter_resolve(*, letter: DeadLetter, actor, note: str) -> DeadLetter:
     return letter
 
 
+def dead_letters_resolve_superseded(*, limit: int = 1000) -> int:
+    """Close open enrichment letters whose item has since finished (completed, discarded or deleted: a requeue
+    or a later delivery dealt with it), with a note saying so, so that moderators see only the letters that
+    still need them. Returns how many."""
+    open_letters = DeadLetter.objects.filter(state=DeadLetterState.OPEN, group=ENRICHMENT_GROUP)
+    subjects = {s for s in open_letters.values_list("subject", flat=True)[:limit] if s.isdigit() and len(s) < 19}
+    if not subjects:
+        return 0
+    finished = dict(
+        ProcessedItem.objects.filter(pk__in=[int(s) for s in subjects], status__in=FINISHED).values_list("pk", "status")
+    )
+    closed = 0
+    for item_id, status in finished.items():
+        closed += open_letters.filter(subject=str(item_id)).update(
+            state=DeadLetterState.RESOLVED,
+            note=f"superseded: item {item_id} is {status}",
+            updated_at=timezone.now(),
+        )
+    return closed
+
+
 # --- the scheduled auto-requeue --------------------------------------------------------------------------
 
 
@@ -225,7 +287,7 @@ def dead_letters_auto_requeue(*, limit: int | None = None) -> int:
 def _superseded(letter: DeadLetter) -> bool:
     """An enrichment letter whose item is no longer `failed` (a moderator requeued or approved it, or it
     completed since): replaying the old event could only race the newer one."""
-    if letter.group != "cg:item:publish" or not letter.subject.isdigit():
+    if letter.group != ENRICHMENT_GROUP or not letter.subject.isdigit():
         return False
     status = ProcessedItem.objects.filter(pk=int(letter.subject)).values_list("status", flat=True).first()
     return status is not None and status != ItemStatus.FAILED

@@ -1,19 +1,22 @@
 """Enrichment of one item (SPEC §6): cheap gates first, model calls last, every step's decision recorded.
 
 The consumer in pipeline.consumers.item_publish claims the item and hands it here. Intermediate results
-(embedding, safety pass, extraction) are checkpointed on the item, so a retried entry pays for no model
-call twice; a model that stays unavailable releases the item for a retry, and on the last delivery the
-item is marked `failed` and the entry dead-lettered.
+(embedding, safety pass, extraction, suggestion) are checkpointed on the item, so a redelivered entry pays
+for no model call twice. A model that is unavailable releases the item for a retry; when the runtime gives
+up on the entry, the consumer's final hook marks the item `failed` (items.services.enrichment.item_give_up).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from datetime import timedelta
 from typing import TypeVar
 
 from django.conf import settings
+from django.db import DatabaseError
 from django.utils import timezone
 
 from items.blacklist import blacklist_match
@@ -25,17 +28,46 @@ from items.services.enrichment import (
     item_checkpoint,
     item_complete,
     item_discard,
-    item_fail,
     item_lease_extend,
     item_release,
     parse_expire_time,
 )
 from pipeline import llm
 from pipeline.llm.author_hints import parse_author_hints
-from pipeline.runtime import Event, LeaseLost, NothingToDo, RetryLater
+from pipeline.runtime import Event, LeaseLost, NothingToDo, RetryLater, dependencies
+from pipeline.runtime.dependencies import is_postgres_outage
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+
+class UnsavedCheckpoints:
+    """Model results whose checkpoint could not be written because PostgreSQL was down, kept in this process
+    until the same stream entry runs again — the runtime pauses it here until the database is back — and
+    then written before anything else: a database outage costs no model call twice. Bounded (oldest go
+    first); an entry that is taken over by another process simply pays again there."""
+
+    def __init__(self, limit: int = 10_000):
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._kept: OrderedDict[tuple[str, int], list[tuple[dict, Decision | None]]] = OrderedDict()
+
+    def keep(self, key: tuple[str, int], fields: dict, decision: Decision | None) -> None:
+        with self._lock:
+            self._kept.setdefault(key, []).append((fields, decision))
+            while len(self._kept) > self.limit:
+                self._kept.popitem(last=False)
+
+    def take(self, key: tuple[str, int]) -> list[tuple[dict, Decision | None]]:
+        with self._lock:
+            return self._kept.pop(key, [])
+
+    def put_back(self, key: tuple[str, int], kept: list[tuple[dict, Decision | None]]) -> None:
+        with self._lock:
+            self._kept[key] = kept + self._kept.get(key, [])
+
+
+UNSAVED = UnsavedCheckpoints()
 
 _ITEM_FIELDS = (
     "summary",
@@ -52,12 +84,11 @@ _ITEM_FIELDS = (
 
 
 class Enrichment:
-    def __init__(self, *, item: ProcessedItem, token: str, event: Event, max_deliveries: int) -> None:
+    def __init__(self, *, item: ProcessedItem, token: str, event: Event) -> None:
         self.item = item
         self.raw = item.raw
         self.token = token
         self.event = event
-        self.final_attempt = event.delivery_count >= max_deliveries
         self.cause = Cause(
             event_id=event.id, correlation_id=event.correlation_id, traceparent=event.traceparent, replay=event.replay
         )
@@ -66,6 +97,7 @@ class Enrichment:
 
     # --- the steps --------------------------------------------------------------------------------
     def run(self) -> None:
+        self._restore_unsaved()
         if self.approved:
             return self._run_approved()
         keyword = blacklist_match(self.raw.content, self.raw.url, self.raw.notes)
@@ -182,7 +214,11 @@ class Enrichment:
         return hit.group_id
 
     def _suggestion(self, extraction) -> str:
-        """Best effort: any model failure leaves the suggestion empty and never blocks the item."""
+        """Best effort: any model failure leaves the suggestion empty and never blocks the item. Checkpointed
+        like the other model results, so a redelivery (crash, lost lease, database outage at persist) does
+        not ask for it again."""
+        if self.item.suggested_at is not None:
+            return self.item.suggestion
         try:
             answer = llm.suggest_action(
                 content=self.raw.content,
@@ -194,16 +230,25 @@ class Enrichment:
         except llm.CallCancelled as exc:
             raise LeaseLost(str(exc)) from exc
         except llm.ModelError as exc:
+            if isinstance(exc, llm.ModelUnavailable) and not dependencies.is_up(dependencies.MODEL):
+                # Not this item's failure but an outage: wait for the model (the runtime pauses the entry,
+                # the other results are checkpointed) rather than publish the item without its suggestion.
+                raise RetryLater(f"suggest_action: {exc.__class__.__name__}: {exc}") from exc
             log.warning("suggestion failed for item %s: %s", self.item.pk, exc.__class__.__name__)
-            return ""
-        return answer.value.suggestion
+            suggestion = ""
+        else:
+            suggestion = answer.value.suggestion
+        self._checkpoint(suggestion=suggestion, suggested_at=timezone.now())
+        return suggestion
 
     # --- plumbing ---------------------------------------------------------------------------------
     def _text(self) -> dict:
         return {"content": self.raw.content, "notes": self.raw.notes, "url": self.raw.url}
 
     def _call(self, stage: str, verdict: str, task: Callable[..., T], *args, **kwargs) -> T:
-        """One model task; failures become a retry (item released) or, on the last delivery, `failed`."""
+        """One model task; a failure releases the item and asks for a retry. Whether that retry counts is the
+        runtime's call: an unavailable model (ModelUnavailable, the cause) pauses the consumer when it is down
+        for everyone; when the runtime gives up, the consumer's final hook marks the item `failed`."""
         self._lease_check()
         try:
             result = task(*args, item_id=self.item.pk, cancel=self.event.lease.cancelled, **kwargs)
@@ -212,36 +257,46 @@ class Enrichment:
         except llm.ModelError as exc:
             error = f"{task.__name__}: {exc.__class__.__name__}: {exc}"
             decision = Decision(stage, verdict, exc.__class__.__name__, str(exc)[:1000])
-            if self.final_attempt:
-                # The item is `failed`; the runtime dead-letters this last delivery as transient, so a
-                # moderator (or the auto-requeue job) can send it round again once the model is back.
-                item_fail(
-                    item=self.item,
-                    token=self.token,
-                    decisions=[*self.decisions, decision],
-                    error=error,
-                    cause=self.cause,
-                )
-                raise RetryLater(error) from exc
             item_release(item=self.item, token=self.token, error=error, decision=decision)
             raise RetryLater(error) from exc
-        if not item_lease_extend(item=self.item, token=self.token, lease_seconds=settings.ENRICHMENT_LEASE_SECONDS):
+        try:
+            extended = item_lease_extend(
+                item=self.item, token=self.token, lease_seconds=settings.ENRICHMENT_LEASE_SECONDS
+            )
+        except DatabaseError as exc:
+            if not is_postgres_outage(exc):
+                raise
+            extended = True  # the database went away with the answer paid for: the checkpoint that follows keeps it
+        if not extended:
             raise NothingToDo(f"item {self.item.pk} was deleted or taken over; no further model call")
         return result
 
-    def give_up(self, exc: BaseException) -> None:
-        """An unexpected error: on the last delivery the item becomes `failed` rather than being retried
-        (and paid for) forever by the sweeper; earlier deliveries just retry."""
-        if self.final_attempt:
-            error = f"{exc.__class__.__name__}: {exc}"[:2000]
-            decision = Decision(DecisionStage.EXTRACTION, "error", exc.__class__.__name__, error[:1000])
-            item_fail(
-                item=self.item, token=self.token, decisions=[*self.decisions, decision], error=error, cause=self.cause
-            )
-
-    def _checkpoint(self, **fields) -> None:
-        if not item_checkpoint(item=self.item, token=self.token, **fields):
+    def _checkpoint(self, decision: Decision | None = None, **fields) -> None:
+        try:
+            done = item_checkpoint(item=self.item, token=self.token, decision=decision, **fields)
+        except DatabaseError as exc:
+            if is_postgres_outage(exc):
+                UNSAVED.keep(self._key, fields, decision)
+            raise
+        if not done:
             raise NothingToDo(f"item {self.item.pk} was deleted or taken over")
+
+    @property
+    def _key(self) -> tuple[str, int]:
+        return self.event.message_id, self.item.pk
+
+    def _restore_unsaved(self) -> None:
+        """Write the checkpoints an earlier run of this entry could not (the database was down)."""
+        kept = UNSAVED.take(self._key)
+        for done, (fields, decision) in enumerate(kept):
+            try:
+                written = item_checkpoint(item=self.item, token=self.token, decision=decision, **fields)
+            except DatabaseError as exc:
+                if is_postgres_outage(exc):
+                    UNSAVED.put_back(self._key, kept[done:])
+                raise
+            if not written:
+                raise NothingToDo(f"item {self.item.pk} was deleted or taken over")
 
     def _discard(self, decision: Decision, *, reason: str = PublicReason.CONTENT_EVALUATION, **fields) -> None:
         self._lease_check()

@@ -15,7 +15,8 @@ from django.utils import timezone
 from eigenflux.redis import get_redis
 from items.models import ItemStatus, ProcessedItem, RawItem
 from pipeline.housekeeping import KNOWN_STREAMS, LAG_COUNT_CAP, group_lag, outbox_backlog
-from pipeline.models import DeadLetter, DeadLetterState, LLMCall
+from pipeline.models import DeadLetter, DeadLetterState, LLMCall, LLMCallHourly
+from pipeline.runtime import liveness
 
 HEALTH_STREAMS = KNOWN_STREAMS + tuple(f"{stream}:dlq" for stream in KNOWN_STREAMS)
 LATENCY_WINDOW = timedelta(hours=1)
@@ -146,16 +147,55 @@ def model_latency_figures(window: timedelta = LATENCY_WINDOW) -> list[dict]:
     return [{**row, "avg_ms": round(row["avg_ms"] or 0, 1), "p95_ms": round(row["p95_ms"] or 0, 1)} for row in rows]
 
 
+def consumer_figures(client: redis.Redis) -> list[dict]:
+    """The consumers of the running run_pipeline processes, as they last reported themselves: each loop alive
+    (or dead, or stalled), each circuit breaker's state, the entries held."""
+    out = []
+    for status in liveness.live_consumers(client):
+        stall = status.get("stall_seconds", 30)
+        loops = []
+        for loop in status.get("loops", []):
+            state = "alive"
+            if not loop.get("alive"):
+                state = "dead"
+            elif loop.get("watched") and loop.get("idle_seconds", 0) > stall:
+                state = "stalled"
+            loops.append({"name": loop.get("name", "?"), "state": state, "errors": loop.get("errors", 0)})
+        problems = [f"{loop['name']} {loop['state']}" for loop in loops if loop["state"] != "alive"]
+        breakers = {name: state for name, state in (status.get("breakers") or {}).items() if state != "closed"}
+        out.append(
+            {
+                "consumer": status.get("consumer", "?"),
+                "stream": status.get("stream", ""),
+                "group": status.get("group", ""),
+                "host": status.get("host", ""),
+                "pid": status.get("pid", ""),
+                "healthy": not problems,
+                "problems": problems,
+                "loop_errors": sum(loop["errors"] for loop in loops),
+                "workers": sum(1 for loop in loops if loop["name"].startswith("worker")),
+                "open_breakers": breakers,
+                "held": status.get("held", 0),
+                "running": status.get("running", 0),
+                "blocked": status.get("blocked", 0),
+                "retrying": status.get("retrying", 0),
+            }
+        )
+    return out
+
+
 def health_snapshot(client: redis.Redis | None = None) -> dict:
     """Everything the health page shows, JSON-serialisable (pushed over the WebSocket as is)."""
     client = client or get_redis()
     try:
-        streams, redis_error = stream_figures(client), ""
+        streams, consumers, redis_error = stream_figures(client), consumer_figures(client), ""
     except redis.RedisError as exc:
-        streams, redis_error = [], f"Redis unavailable: {exc}"
+        streams, consumers, redis_error = [], [], f"Redis unavailable: {exc}"
     return {
         "generated_at": timezone.now().isoformat(),
         "streams": streams,
+        "consumers": consumers,
+        "unhealthy_consumers": sum(1 for c in consumers if not c["healthy"]),
         "redis_error": redis_error,
         "outbox": outbox_figures(),
         "dead_letters": dead_letter_figures(),
@@ -167,6 +207,31 @@ def health_snapshot(client: redis.Redis | None = None) -> dict:
 # --- prompts -----------------------------------------------------------------------------------------------
 
 
+def model_usage_24h() -> dict[str, dict]:
+    """Per prompt over the last day: calls, invalid outputs, average latency — from the call rows still kept
+    and the hourly roll-up of those already pruned (LLM_CALL_RETENTION_HOURS may be shorter than a day)."""
+    since = timezone.now() - timedelta(days=1)
+    usage: dict[str, dict] = {}
+    rows = (
+        LLMCall.objects.filter(created_at__gte=since)
+        .values("prompt")
+        .annotate(n=Count("pk"), bad=Count("pk", filter=Q(outcome="invalid_output")), ms=Sum("latency_ms"))
+    )
+    rolled = (
+        LLMCallHourly.objects.filter(hour__gte=since.replace(minute=0, second=0, microsecond=0))
+        .values("prompt")
+        .annotate(n=Sum("calls"), bad=Sum("calls", filter=Q(outcome="invalid_output")), ms=Sum("latency_ms_sum"))
+    )
+    for row in [*rows, *rolled]:
+        total = usage.setdefault(row["prompt"], {"calls": 0, "invalid": 0, "ms": 0.0})
+        total["calls"] += row["n"] or 0
+        total["invalid"] += row["bad"] or 0
+        total["ms"] += row["ms"] or 0.0
+    for total in usage.values():
+        total["avg_ms"] = total["ms"] / total["calls"] if total["calls"] else 0.0
+    return usage
+
+
 def prompt_statuses() -> list[dict]:
     """Each prompt with its result schema, example output and the start-up check's verdict on it."""
     from pipeline.checks import check_prompts
@@ -176,13 +241,7 @@ def prompt_statuses() -> list[dict]:
     errors: dict[str, list[str]] = {}
     for error in check_prompts():
         errors.setdefault(str(error.obj), []).append(f"{error.id}: {error.msg}")
-    since = timezone.now() - timedelta(days=1)
-    usage = {
-        row["prompt"]: row
-        for row in LLMCall.objects.filter(created_at__gte=since)
-        .values("prompt")
-        .annotate(calls=Count("pk"), invalid=Count("pk", filter=Q(outcome="invalid_output")), avg_ms=Avg("latency_ms"))
-    }
+    usage = model_usage_24h()
     out = []
     for name in PROMPT_NAMES:
         schema = TASK_SCHEMAS.get(name)

@@ -1,5 +1,5 @@
-"""Stream housekeeping (SPEC §5.2, §5.4): MINID trimming of the ingest streams, the stuck-item sweeper and the
-lag poller that feeds the Prometheus gauges."""
+"""Stream housekeeping (SPEC §5.2, §5.4): MINID trimming of the ingest and dead-letter streams, the stuck-item
+sweeper, pruning of consumers that are gone, and the lag poller that feeds the Prometheus gauges."""
 
 from __future__ import annotations
 
@@ -27,16 +27,19 @@ from items.events import (
 from items.models import ItemStatus, OutboxEvent, ProcessedItem
 from items.outbox import outbox_event_create
 from pipeline import metrics
+from pipeline.runtime import liveness
+from pipeline.runtime.consumer import Consumer
+from pipeline.runtime.deadletter import ARCHIVE_GROUP
+from pipeline.runtime.scripts import Scripts
 
 log = logging.getLogger(__name__)
 
-# SPEC §5.2: the groups every ingest stream serves. Trimming waits until all of them exist, so an entry is
-# never trimmed before a group that has not been created yet could read it.
-INGEST_STREAM_GROUPS: dict[str, frozenset[str]] = {
-    STREAM_ITEM_PUBLISH: frozenset({"cg:item:publish", "cg:official:firstbroadcast"}),
-    STREAM_PROFILE_UPDATE: frozenset({"cg:profile:update", "cg:official:welcome"}),
-}
+# Streams trimmed by MINID (the others are capped by MAXLEN when written). Dead-letter streams are trimmed the
+# same way, below what the archive group has not finished, so no letter goes before it is archived.
+INGEST_STREAMS = (STREAM_ITEM_PUBLISH, STREAM_PROFILE_UPDATE)
 KNOWN_STREAMS = (STREAM_ITEM_PUBLISH, STREAM_ITEM_EVENTS, STREAM_PROFILE_UPDATE, STREAM_ITEM_STATS)
+DLQ_STREAMS = tuple(f"{stream}:dlq" for stream in KNOWN_STREAMS)
+ENRICHMENT_GROUP = "cg:item:publish"
 
 # Counts entries after a group's last-delivered id, for Redis < 7 whose XINFO GROUPS has no `lag`.
 # KEYS[1] stream; ARGV: last-delivered id, cap -> count (capped).
@@ -69,24 +72,28 @@ def oldest_unfinished_id(client: redis.Redis, stream: str, group: dict) -> str:
     return min(candidates, key=_id_key)
 
 
-def trim_stream(client: redis.Redis, stream: str, expected_groups: frozenset[str] | None = None) -> str | None:
-    """XTRIM MINID below every group's oldest unfinished entry; returns the MINID used, or None if skipped.
+def trim_stream(
+    client: redis.Redis, stream: str, *, min_age_seconds: float | None = None, required_group: str | None = None
+) -> str | None:
+    """XTRIM MINID below every existing group's oldest unfinished entry, keeping every entry younger than
+    `min_age_seconds` (default PIPELINE_STREAM_MIN_RETENTION_SECONDS); returns the MINID used, or None.
 
-    An entry with id >= every group's (oldest pending, last-delivered) minimum is kept, so nothing a group has
-    not finished is removed. Skipped while an expected group is missing (it could still want old entries).
+    An entry some group has not finished (pending, or after its last-delivered id) is never removed. Groups
+    that do not exist are not waited for — a consumer that is not deployed would otherwise keep the stream
+    growing forever — but a group created later still finds the entries of the retention window. Only
+    `required_group` (the archive group, for a dead-letter stream) is waited for: without it, no trim.
     """
+    age = settings.PIPELINE_STREAM_MIN_RETENTION_SECONDS if min_age_seconds is None else min_age_seconds
     try:
         groups = client.xinfo_groups(stream)
     except redis.ResponseError:
         return None  # no such stream
-    if not groups:
+    if required_group is not None and required_group not in {g["name"] for g in groups}:
         return None
-    names = {g["name"] for g in groups}
-    expected = INGEST_STREAM_GROUPS.get(stream, frozenset()) if expected_groups is None else expected_groups
-    if expected - names:
-        log.debug("trim %s skipped: groups %s missing", stream, sorted(expected - names))
-        return None
-    minid = min((oldest_unfinished_id(client, stream, g) for g in groups), key=_id_key)
+    now_ms = int(time.time() * 1000)
+    candidates = [f"{max(now_ms - int(age * 1000), 0)}-0"]
+    candidates += [oldest_unfinished_id(client, stream, g) for g in groups]
+    minid = min(candidates, key=_id_key)
     if _id_key(minid) <= (0, 1):
         return None
     # Exact, not `~`: the count is reported, and the list is trimmed at most once a minute.
@@ -97,18 +104,55 @@ def trim_stream(client: redis.Redis, stream: str, expected_groups: frozenset[str
     return minid
 
 
-def sweep_stuck_items(*, older_than_seconds: float | None = None, limit: int = 500) -> int:
-    """Re-publish (through the outbox, replay set) items stuck in pending/processing past the deadline.
+def sweeper_deadline(consumer_cls: type[Consumer] | None = None) -> float:
+    """How long an item may sit in pending/processing, untouched, before the sweeper looks at it.
 
-    Skipped: items whose publish event is still undispatched or was (re)published within the deadline, and
-    items whose processing lease has not expired. Returns how many were re-published.
+    PIPELINE_SWEEPER_DEADLINE_SECONDS if set; else derived from what can legitimately keep an item still:
+    the item claim's lease (a handler that died holding it), the entry's retry span (the backoff between its
+    deliveries) and two entry leases (a dead consumer's entry is reclaimed after one, and handled within
+    another). With the defaults, 120 + 6 + 60 = 186 s. Items whose stream entry is still alive are skipped
+    anyway (sweep_stuck_items), so an item waiting in a long backlog is never published twice."""
+    if settings.PIPELINE_SWEEPER_DEADLINE_SECONDS:
+        return settings.PIPELINE_SWEEPER_DEADLINE_SECONDS
+    if consumer_cls is None:
+        from pipeline.consumers.item_publish import ItemPublishConsumer
+
+        consumer_cls = ItemPublishConsumer
+    consumer = consumer_cls()
+    span = consumer.get_retry_policy().span()
+    return settings.ENRICHMENT_LEASE_SECONDS + min(span, 3600.0) + 2 * consumer.get_lease_seconds()
+
+
+def entry_alive(client: redis.Redis, stream: str, group: str, message_id: str) -> bool:
+    """Will `group` still handle this entry? It is pending in the group, or not yet delivered to it (and still
+    in the stream)."""
+    pending = client.xpending_range(stream, group, message_id, message_id, 1)
+    if pending:
+        return True
+    info = next((g for g in client.xinfo_groups(stream) if g["name"] == group), None)
+    if info is None or _id_key(message_id) <= _id_key(info["last-delivered-id"]):
+        return False
+    return bool(client.xrange(stream, message_id, message_id, count=1))
+
+
+def sweep_stuck_items(
+    *, older_than_seconds: float | None = None, limit: int = 500, client: redis.Redis | None = None
+) -> int:
+    """Re-publish (through the outbox, replay set) items stranded in pending/processing past the deadline.
+
+    Skipped: items whose publish event is still undispatched or was (re)published within the deadline, items
+    whose processing lease has not expired, and items whose latest publish entry the enrichment group will
+    still handle (waiting in a backlog, or pending under a live consumer). What is left lost its entry (Redis
+    lost it, it was trimmed, or it was finished without the item moving on). Returns how many were re-published.
     """
-    deadline = older_than_seconds if older_than_seconds is not None else settings.PIPELINE_SWEEPER_DEADLINE_SECONDS
+    deadline = older_than_seconds if older_than_seconds is not None else sweeper_deadline()
+    client = client or get_redis()
     now = timezone.now()
     cutoff = now - timedelta(seconds=deadline)
-    recent_event = OutboxEvent.objects.filter(
+    publish_events = OutboxEvent.objects.filter(
         subject=Cast(OuterRef("pk"), output_field=CharField()), event_type=ITEM_PUBLISHED
-    ).filter(Q(dispatched_at__isnull=True) | Q(created_at__gt=cutoff))
+    )
+    recent_event = publish_events.filter(Q(dispatched_at__isnull=True) | Q(created_at__gt=cutoff))
     stuck = (
         ProcessedItem.objects.filter(updated_at__lt=cutoff)
         .filter(
@@ -122,6 +166,13 @@ def sweep_stuck_items(*, older_than_seconds: float | None = None, limit: int = 5
     )
     count = 0
     for item_id, author_id in stuck:
+        latest = OutboxEvent.objects.filter(subject=str(item_id), event_type=ITEM_PUBLISHED)
+        message_id = latest.order_by("-id").values_list("stream_message_id", flat=True).first()
+        try:
+            if message_id and entry_alive(client, STREAM_ITEM_PUBLISH, ENRICHMENT_GROUP, message_id):
+                continue
+        except redis.ResponseError:
+            pass  # no stream or group any more: the entry is gone
         with transaction.atomic():
             outbox_event_create(
                 stream=STREAM_ITEM_PUBLISH,
@@ -135,6 +186,31 @@ def sweep_stuck_items(*, older_than_seconds: float | None = None, limit: int = 5
         metrics.SWEEPER_REPUBLISHED.inc(count)
         log.warning("sweeper: re-published %d stuck items", count)
     return count
+
+
+def prune_consumers(client: redis.Redis, streams, *, idle_seconds: float | None = None) -> int:
+    """Remove from their groups the consumers that are gone: no pending entries, not reporting alive, idle for
+    `idle_seconds` (default PIPELINE_CONSUMER_PRUNE_SECONDS). Consumer names are unique per process, so
+    without this every restart would leave one behind in every group. Returns how many were removed."""
+    idle_ms = (settings.PIPELINE_CONSUMER_PRUNE_SECONDS if idle_seconds is None else idle_seconds) * 1000
+    alive = liveness.live_names(client)
+    scripts = Scripts(client)
+    removed = 0
+    for stream in streams:
+        try:
+            groups = client.xinfo_groups(stream)
+        except redis.ResponseError:
+            continue
+        for group in groups:
+            for consumer in client.xinfo_consumers(stream, group["name"]):
+                name = consumer["name"]
+                if consumer["pending"] or consumer["idle"] < idle_ms or name in alive:
+                    continue
+                # The script re-checks the pending list, so a consumer that just read something is kept.
+                removed += scripts.delete_idle_consumer(keys=[stream], args=[group["name"], name])
+    if removed:
+        log.info("removed %d departed consumers from their groups", removed)
+    return removed
 
 
 def group_lag(client: redis.Redis, stream: str, group: dict) -> int:
@@ -185,19 +261,21 @@ def outbox_backlog() -> tuple[int, float]:
 
 
 class Housekeeper:
-    """Runs the three jobs on their intervals in one thread. Trimming and sweeping take a Redis lock so that
-    one process does each per interval; the lag poll is per process (each exports the same gauges)."""
+    """Runs the jobs on their intervals in one thread. Trimming, sweeping and consumer pruning take a Redis
+    lock so that one process does each per interval; the lag poll is per process (each exports the same
+    gauges)."""
 
     def __init__(self, streams: set[str], *, client: redis.Redis | None = None):
         self.client = client or get_redis()
         self.streams = set(streams) | set(KNOWN_STREAMS)
-        self.streams |= {f"{s}:dlq" for s in self.streams}
+        self.streams |= {f"{s}:dlq" for s in self.streams if not s.endswith(":dlq")}
 
     def run(self, stop: threading.Event) -> None:
         jobs = [
             (settings.PIPELINE_LAG_POLL_SECONDS, self.poll, None),
             (settings.PIPELINE_TRIM_INTERVAL_SECONDS, self.trim, "eigenflux:lock:trim"),
             (settings.PIPELINE_SWEEPER_INTERVAL_SECONDS, self.sweep, "eigenflux:lock:sweeper"),
+            (settings.PIPELINE_TRIM_INTERVAL_SECONDS, self.prune, "eigenflux:lock:prune-consumers"),
         ]
         next_run = [time.monotonic()] * len(jobs)
         try:
@@ -222,8 +300,13 @@ class Housekeeper:
         poll_lag(self.client, self.streams)
 
     def trim(self) -> None:
-        for stream in INGEST_STREAM_GROUPS:
+        for stream in INGEST_STREAMS:
             trim_stream(self.client, stream)
+        for stream in DLQ_STREAMS:
+            trim_stream(self.client, stream, required_group=ARCHIVE_GROUP)
 
     def sweep(self) -> None:
-        sweep_stuck_items()
+        sweep_stuck_items(client=self.client)
+
+    def prune(self) -> None:
+        prune_consumers(self.client, sorted(self.streams))

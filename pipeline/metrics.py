@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import threading
+from collections.abc import Callable
+from socketserver import ThreadingMixIn
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import Counter, Gauge, Histogram, start_http_server
+from prometheus_client import Counter, Gauge, Histogram, make_wsgi_app
 
 log = logging.getLogger(__name__)
 
 MESSAGES = Counter(
     "eigenflux_pipeline_messages_total",
-    "Stream entries handled, by outcome (acked, nothing_to_do, retried, dead_lettered, lease_lost, released).",
+    "Stream entries handled, by outcome (acked, nothing_to_do, retried, dead_lettered, lease_lost, released, paused).",
     ["stream", "group", "outcome"],
 )
 HANDLE_SECONDS = Histogram(
@@ -28,6 +33,21 @@ RECLAIMED = Counter(
 )
 LEASE_LOSSES = Counter(
     "eigenflux_pipeline_lease_losses_total", "Entries whose ownership was lost while handled.", ["stream", "group"]
+)
+LOOP_ERRORS = Counter(
+    "eigenflux_pipeline_loop_errors_total",
+    "Exceptions caught in a runtime loop (reader, acker, keeper, worker); the loop carried on.",
+    ["stream", "group", "loop"],
+)
+BREAKER_STATE = Gauge(
+    "eigenflux_pipeline_breaker_state",
+    "Circuit breaker per consumer and dependency: 0 closed, 1 half-open, 2 open (no entry starts).",
+    ["stream", "group", "dependency"],
+)
+BREAKER_OPENED = Counter(
+    "eigenflux_pipeline_breaker_opened_total",
+    "Times a consumer's circuit breaker opened (a dependency outage paused the consumer).",
+    ["stream", "group", "dependency"],
 )
 PENDING = Gauge("eigenflux_stream_pending", "Entries delivered but not acknowledged.", ["stream", "group"])
 LAG = Gauge("eigenflux_stream_lag", "Entries not yet delivered to the group.", ["stream", "group"])
@@ -52,16 +72,41 @@ E2E_SECONDS = Histogram(
 )
 
 
-def serve(port: int, host: str = "127.0.0.1") -> tuple[str, int] | None:
-    """Expose the default registry on host:port (port 0 = off); returns the bound address, or None. A busy
-    port is logged, not fatal. The default host is loopback: only this machine can scrape it."""
+def serve(
+    port: int, host: str = "127.0.0.1", probe: Callable[[], tuple[bool, dict]] | None = None
+) -> tuple[str, int] | None:
+    """Expose the default registry on host:port (port 0 = off), plus `/healthz` (the process answers) and
+    `/readyz` (`probe()`: 200 when ready, else 503 with what is wrong). Returns the bound address, or None. A
+    busy port is logged, not fatal. The default host is loopback: only this machine can scrape it."""
     if not port:
         return None
+    metrics_app = make_wsgi_app()
+
+    def app(environ, start_response):
+        path = environ.get("PATH_INFO", "")
+        if path in ("/healthz", "/readyz"):
+            ready, body = (True, {"status": "ok"}) if path == "/healthz" or probe is None else probe()
+            payload = json.dumps(body).encode()
+            status = "200 OK" if ready else "503 Service Unavailable"
+            start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))])
+            return [payload]
+        return metrics_app(environ, start_response)
+
     try:
-        server, _ = start_http_server(port, addr=host)
+        server = make_server(host, port, app, ThreadingWSGIServer, handler_class=_QuietHandler)
     except OSError as exc:
         log.warning("metrics port %s:%s unavailable (%s); metrics not exposed by this process", host, port, exc)
         return None
+    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
     address = server.server_address[:2]
-    log.info("metrics on %s:%s/metrics", *address)
+    log.info("metrics on %s:%s/metrics (and /healthz, /readyz)", *address)
     return address
+
+
+class ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format, *args):  # scrapes every few seconds would flood the log
+        return

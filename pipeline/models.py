@@ -73,10 +73,37 @@ class LLMCall(models.Model):
         indexes = [
             models.Index(fields=["item", "created_at"], name="llmcall_item_time"),
             models.Index(fields=["prompt", "-created_at"], name="llmcall_prompt_time"),
+            models.Index(fields=["created_at"], name="llmcall_time"),  # retention
         ]
 
     def __str__(self) -> str:
         return f"{self.prompt} via {self.model}: {self.outcome}"
+
+
+class LLMCallHourly(models.Model):
+    """Model calls rolled up per hour, prompt, model and outcome, written as their rows are pruned
+    (LLM_CALL_RETENTION_HOURS): the cost history outlives the rows."""
+
+    hour = models.DateTimeField()
+    prompt = models.CharField(max_length=64)
+    model = models.CharField(max_length=100)
+    outcome = models.CharField(max_length=32)
+    calls = models.PositiveIntegerField(default=0)
+    latency_ms_sum = models.FloatField(default=0.0)
+    latency_ms_max = models.FloatField(default=0.0)
+    input_tokens = models.BigIntegerField(default=0)
+    output_tokens = models.BigIntegerField(default=0)
+    reasoning_tokens = models.BigIntegerField(default=0)
+
+    class Meta:
+        verbose_name = "model calls per hour"
+        verbose_name_plural = "model calls per hour"
+        constraints = [
+            models.UniqueConstraint(fields=["hour", "prompt", "model", "outcome"], name="llmcallhourly_bucket")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.hour:%Y-%m-%d %H:00} {self.prompt} via {self.model}: {self.calls} {self.outcome}"
 
 
 class ConsumedEvent(models.Model):
@@ -88,6 +115,7 @@ class ConsumedEvent(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["group", "event_id"], name="consumed_group_event")]
+        indexes = [models.Index(fields=["consumed_at"], name="consumed_time")]  # retention
 
     def __str__(self) -> str:
         return f"{self.group} consumed {self.event_id}"
@@ -105,7 +133,10 @@ class AuditEvent(models.Model):
     recorded_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        indexes = [models.Index(fields=["subject", "recorded_at"], name="audit_subject_time")]
+        indexes = [
+            models.Index(fields=["subject", "recorded_at"], name="audit_subject_time"),
+            models.Index(fields=["recorded_at"], name="audit_time"),  # retention
+        ]
 
     def __str__(self) -> str:
         return f"{self.event_type} {self.subject}"

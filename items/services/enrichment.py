@@ -96,8 +96,8 @@ def item_lease_extend(*, item: ProcessedItem, token: str, lease_seconds: float) 
 
 
 def item_checkpoint(*, item: ProcessedItem, token: str, decision: Decision | None = None, **fields) -> bool:
-    """Store an intermediate result (embedding, safety pass, extraction) so a retry reuses it."""
-    allowed = {"embedding", "safety_passed_at", "extraction", "analyzer"}
+    """Store an intermediate result (embedding, safety pass, extraction, suggestion) so a retry reuses it."""
+    allowed = {"embedding", "safety_passed_at", "extraction", "analyzer", "suggestion", "suggested_at"}
     if not set(fields) <= allowed:
         raise ValueError(f"not a checkpoint field: {sorted(set(fields) - allowed)}")
     with transaction.atomic():
@@ -150,16 +150,48 @@ def item_discard(
     )
 
 
-def item_fail(*, item: ProcessedItem, token: str, decisions: list[Decision], error: str, cause: Cause) -> bool:
-    return _finish(
-        item=item,
-        token=token,
-        status=ItemStatus.FAILED,
-        event_type=ITEM_FAILED,
-        decisions=decisions,
-        cause=cause,
-        last_error=error[:2000],
+def item_give_up(*, item_id: int, message_id: str, error_class: str, error: str, cause: Cause) -> bool:
+    """The stream runtime gave up on the item's stream entry (its retries or deliveries are exhausted): mark
+    the item `failed` with the reason and announce `item.failed`, in one transaction.
+
+    Only an item this entry could still be working on changes: `pending`, or `processing` under a claim of
+    this entry or a claim that has lapsed. A terminal item, or one claimed by another live entry, is left
+    alone. The conditional update makes it happen exactly once however often the runtime calls this.
+    Checkpoints (embedding, safety pass, extraction, suggestion) are kept, so a requeue pays for nothing twice.
+    """
+    now = timezone.now()
+    item = ProcessedItem.objects.filter(pk=item_id).only("pk", "author_id", "status").first()
+    if item is None:
+        return False
+    ours = (
+        Q(status=ItemStatus.PENDING)
+        | Q(status=ItemStatus.PROCESSING, claimed_by__startswith=f"{message_id}@")
+        | Q(status=ItemStatus.PROCESSING, lease_expires_at__lt=now)
+        | Q(status=ItemStatus.PROCESSING, lease_expires_at__isnull=True)
     )
+    with transaction.atomic():
+        updated = ProcessedItem.objects.filter(ours, pk=item_id).update(
+            status=ItemStatus.FAILED,
+            claimed_by="",
+            lease_expires_at=None,
+            last_error=error[:2000],
+            processed_at=now,
+            updated_at=now,
+        )
+        if not updated:
+            return False
+        _record(item, [Decision(DecisionStage.DELIVERY, "failed", error_class, error[:1000])])
+        outbox_event_create(
+            stream=STREAM_ITEM_EVENTS,
+            event_type=ITEM_FAILED,
+            subject=str(item_id),
+            data={"item_id": str(item_id), "author_id": str(item.author_id), "status": ItemStatus.FAILED, "reason": ""},
+            correlation_id=cause.correlation_id,
+            causation_id=cause.event_id,
+            traceparent=cause.traceparent,
+            replay=cause.replay,
+        )
+    return True
 
 
 def item_complete(

@@ -6,7 +6,11 @@ both win), a ModerationDecision carrying the moderator's name, and the outbox ev
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from django.contrib.postgres.search import SearchVector
 from django.db import transaction
+from django.db.models import Q, Value
 from django.utils import timezone
 
 from items.events import (
@@ -22,8 +26,35 @@ from items.outbox import outbox_event_create
 from items.textsearch import search_vector
 
 # Which states each action starts from. Pending and processing items are the pipeline's: requeueing or
-# approving them would race the consumer; a deleted item belongs to its author and nobody changes it.
+# approving them would race the consumer — except a `processing` item whose claim holder is dead (a stuck
+# item, see claim_is_dead), which requeue releases. A deleted item belongs to its author; nobody changes it.
 REQUEUE_FROM = (ItemStatus.COMPLETED, ItemStatus.DISCARDED, ItemStatus.FAILED)
+
+# The pipeline's port (items never imports pipeline): given a claim token, True when the consumer holding
+# that claim's stream entry is gone (the entry was finished, or its consumer stopped reporting alive).
+ClaimHolderCheck = Callable[[str], bool]
+_claim_holder_gone: ClaimHolderCheck | None = None
+
+
+def set_claim_holder_check(check: ClaimHolderCheck | None) -> None:
+    global _claim_holder_gone
+    _claim_holder_gone = check
+
+
+def claim_is_dead(item: ProcessedItem) -> bool:
+    """A `processing` item whose claim nobody can still finish: its lease expired, or the consumer holding
+    its stream entry is gone."""
+    if item.status != ItemStatus.PROCESSING:
+        return False
+    if item.lease_expires_at is None or item.lease_expires_at < timezone.now():
+        return True
+    return bool(item.claimed_by) and _claim_holder_gone is not None and _claim_holder_gone(item.claimed_by)
+
+
+def requeue_allowed(item: ProcessedItem) -> bool:
+    return item.status in REQUEUE_FROM or claim_is_dead(item)
+
+
 APPROVE_FROM = (ItemStatus.DISCARDED, ItemStatus.FAILED)
 TAKEDOWN_FROM = (ItemStatus.PENDING, ItemStatus.PROCESSING, ItemStatus.COMPLETED, ItemStatus.FAILED)
 
@@ -81,16 +112,25 @@ def _outcome(item: ProcessedItem, event_type: str, status: str, reason: str = ""
 
 
 def item_requeue(*, item: ProcessedItem, moderator, note: str = "") -> ProcessedItem:
-    """Run enrichment again from scratch: back to pending without checkpoints, republished with replay set."""
+    """Run enrichment again from scratch: back to pending without checkpoints, republished with replay set.
+
+    A terminal item, or a stuck one: `processing` under a claim whose holder is dead is released at once
+    (the update is conditional on that very claim, so a claim that changed meanwhile is left alone)."""
     now = timezone.now()
+    current = ProcessedItem.objects.filter(pk=item.pk).only("status", "claimed_by", "lease_expires_at").first()
+    requeueable = Q(status__in=REQUEUE_FROM)
+    if current is not None and claim_is_dead(current):
+        requeueable |= Q(status=ItemStatus.PROCESSING, claimed_by=current.claimed_by)
     with transaction.atomic():
-        updated = ProcessedItem.objects.filter(pk=item.pk, status__in=REQUEUE_FROM).update(
+        updated = ProcessedItem.objects.filter(requeueable, pk=item.pk).update(
             status=ItemStatus.PENDING,
             reason=PublicReason.NONE,
             duplicate_of=None,
             embedding=None,
             safety_passed_at=None,
             extraction=None,
+            suggestion="",
+            suggested_at=None,
             claimed_by="",
             lease_expires_at=None,
             attempts=0,
@@ -98,7 +138,7 @@ def item_requeue(*, item: ProcessedItem, moderator, note: str = "") -> Processed
             updated_at=now,
         )
         if not updated:
-            raise _refuse("requeue", item.pk, REQUEUE_FROM)
+            raise _refuse("requeue", item.pk, (*REQUEUE_FROM, "stuck processing"))
         _decide(item, moderator, "requeued", reason=note)
         _publish(item)
     item.refresh_from_db()

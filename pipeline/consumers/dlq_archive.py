@@ -8,6 +8,11 @@ group cg:dlq:archive:
 - DlqArchiver, which the scheduled auto-requeue job (pipeline.deadletters) uses to drain the streams
   before it looks for letters.
 Archiving is idempotent by origin (stream, group, message id), so either may see an entry twice.
+
+The archiver cannot lose a letter: its retries have no delivery limit (the backoff grows to a minute, and
+while PostgreSQL is down its circuit breaker pauses it without spending deliveries), and an entry that is
+not a letter is stored as a letter of its own (`on_dead_letter`) instead of being dead-lettered again — no
+`<stream>:dlq:dlq` is ever written. Such streams from older versions are still drained by DlqArchiver.
 """
 
 from __future__ import annotations
@@ -16,28 +21,38 @@ import logging
 import os
 import socket
 import uuid
+from typing import TYPE_CHECKING
 
 import redis
 
 from eigenflux.redis import get_redis
 from items.events import STREAM_ITEM_EVENTS, STREAM_ITEM_PUBLISH, STREAM_ITEM_STATS, STREAM_PROFILE_UPDATE
-from pipeline.runtime import Consumer, Event, register
+from pipeline.runtime import Consumer, Event, GiveUp, RetryPolicy, register
+from pipeline.runtime.deadletter import ARCHIVE_GROUP, letter_payload
+from pipeline.runtime.entries import UndecodableEntry, decode_fields, text
 from pipeline.runtime.event import MalformedEntry
+
+if TYPE_CHECKING:
+    from pipeline.deadletters import Archived
 
 log = logging.getLogger(__name__)
 
-GROUP = "cg:dlq:archive"
+GROUP = ARCHIVE_GROUP
 DLQ_STREAMS: tuple[str, ...] = tuple(
     f"{stream}:dlq" for stream in (STREAM_ITEM_PUBLISH, STREAM_ITEM_EVENTS, STREAM_PROFILE_UPDATE, STREAM_ITEM_STATS)
 )
+# Written by versions whose archiver dead-lettered its own failures; drained (unwrapped) when they exist.
+LEGACY_STREAMS: tuple[str, ...] = tuple(f"{stream}:dlq" for stream in DLQ_STREAMS)
 # Entries pending this long under another archiver (which crashed) are taken over.
 RECLAIM_IDLE_MS = 60_000
 BATCH = 100
+ARCHIVE_RETRIES = RetryPolicy(max_retries=None, base=1.0, factor=2.0, max_delay=60.0)
+_LETTER_FIELDS = ("stream", "group", "message_id")
 
 
 class DlqArchiver:
     def __init__(self, *, client: redis.Redis | None = None, streams: tuple[str, ...] = DLQ_STREAMS):
-        self.client = client or get_redis()
+        self.client = client or get_redis(raw=True)
         self.streams = streams
         self.name = f"dlq-archive-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._groups_ready = False
@@ -52,19 +67,20 @@ class DlqArchiver:
         self._groups_ready = True
 
     def archive(self, stream: str, entries) -> int:
-        """Archive then ACK each entry; returns how many new letters were stored."""
-        from pipeline.deadletters import dead_letter_archive_fields  # models: after django.setup() in main()
-
+        """Archive then ACK each entry; returns how many new letters were stored. A database error leaves the
+        rest of the batch pending under this archiver, to be reclaimed: nothing is ACKed before it is stored."""
         created = 0
         done = []
-        for message_id, fields in entries:
-            if message_id is None:
-                continue
-            if fields:
-                created += dead_letter_archive_fields(fields).created
-            done.append(message_id)
-        if done:
-            self.client.xack(stream, GROUP, *done)
+        try:
+            for message_id, raw in entries:
+                if message_id is None:
+                    continue
+                if raw:
+                    created += archive_entry(stream, text(message_id), raw).created
+                done.append(message_id)
+        finally:
+            if done:
+                self.client.xack(stream, GROUP, *done)
         return created
 
     def reclaim(self, min_idle_ms: int = RECLAIM_IDLE_MS) -> int:
@@ -73,9 +89,9 @@ class DlqArchiver:
             cursor = "0-0"
             while True:
                 response = self.client.xautoclaim(stream, GROUP, self.name, min_idle_ms, cursor, count=BATCH)
-                cursor, entries = response[0], response[1]
+                cursor, entries = text(response[0]), response[1]
                 created += self.archive(stream, entries)
-                if not entries or cursor in ("0-0", b"0-0"):
+                if not entries or cursor == "0-0":
                     break
         return created
 
@@ -95,7 +111,7 @@ class DlqArchiver:
         read = created = 0
         for stream, entries in response or []:
             read += len(entries)
-            created += self.archive(stream, entries)
+            created += self.archive(text(stream), entries)
         return read, created
 
     def drain(self) -> int:
@@ -109,8 +125,34 @@ class DlqArchiver:
                 return created
 
 
+def archive_entry(stream: str, message_id: str, raw) -> Archived:
+    """Store one entry of a dead-letter stream: a letter under its origin, anything else as malformed."""
+    from pipeline.deadletters import dead_letter_archive_fields, dead_letter_archive_malformed
+
+    try:
+        fields = decode_fields(raw)
+    except UndecodableEntry as exc:
+        return dead_letter_archive_malformed(
+            stream=stream,
+            message_id=message_id,
+            error=f"malformed dead letter: {exc}",
+            payload=letter_payload(None, raw),
+        )
+    missing = [name for name in _LETTER_FIELDS if not fields.get(name)]
+    if missing:
+        return dead_letter_archive_malformed(
+            stream=stream,
+            message_id=message_id,
+            error=f"malformed dead letter: without {', '.join(missing)}",
+            payload=letter_payload(fields),
+        )
+    return dead_letter_archive_fields(fields)
+
+
 def dlq_archive_drain(client: redis.Redis | None = None) -> int:
-    return DlqArchiver(client=client).drain()
+    client = client or get_redis(raw=True)
+    legacy = tuple(stream for stream in LEGACY_STREAMS if client.exists(stream))
+    return DlqArchiver(client=client, streams=DLQ_STREAMS + legacy).drain()
 
 
 # --- the registered consumers (run by run_pipeline) ---------------------------------------------------
@@ -123,9 +165,11 @@ class _DeadLetterArchive(Consumer):
 
     group = GROUP
     event_types = frozenset({DEAD_LETTER_TYPE})
+    retry_policy = ARCHIVE_RETRIES
+    dead_letter_stream = False  # the table is the last stop: on_dead_letter stores what cannot be parsed
 
     def parse(self, *, stream, group, message_id, fields, delivery_count, lease) -> Event:
-        missing = [name for name in ("stream", "group", "message_id") if not fields.get(name)]
+        missing = [name for name in _LETTER_FIELDS if not fields.get(name)]
         if missing:
             raise MalformedEntry(f"dead letter without {', '.join(missing)}")
         return Event(
@@ -150,6 +194,14 @@ class _DeadLetterArchive(Consumer):
 
         event.lease.check()
         dead_letter_archive_fields(event.envelope)
+
+    def on_dead_letter(self, event: Event | None, reason: GiveUp) -> None:
+        """Only malformed entries get here (retries are unlimited): they are archived as they are."""
+        from pipeline.deadletters import dead_letter_archive_malformed
+
+        dead_letter_archive_malformed(
+            stream=reason.stream, message_id=reason.message_id, error=reason.error, payload=reason.payload
+        )
 
 
 @register

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import uuid
 
+import redis
 from django.conf import settings
 
+from eigenflux.redis import get_redis
 from items.events import ITEM_PUBLISHED, STREAM_ITEM_PUBLISH
-from items.services.enrichment import Claim, claim_token, item_claim
+from items.services.enrichment import Cause, Claim, claim_token, item_claim, item_give_up
 from pipeline.enrichment import Enrichment
-from pipeline.runtime import Consumer, DeadLetterNow, Event, NothingToDo, RetryLater, register
+from pipeline.runtime import Consumer, DeadLetterNow, Event, GiveUp, NothingToDo, RetryLater, register
+from pipeline.runtime.liveness import consumer_alive
 
 
 @register
@@ -36,4 +39,39 @@ class ItemPublishConsumer(Consumer):
             raise NothingToDo(f"item {item_id} is already {item.status}")
         if state is Claim.BUSY:
             raise RetryLater(f"item {item_id} is being enriched by another consumer")
-        Enrichment(item=item, token=token, event=event, max_deliveries=self.get_retry_policy().max_retries).run()
+        Enrichment(item=item, token=token, event=event).run()
+
+    def on_dead_letter(self, event: Event | None, reason: GiveUp) -> None:
+        """Exhaustion ends in `failed`: the item gets the reason and its outcome event before the entry is
+        dead-lettered (a moderator can requeue it at once). Idempotent, as the runtime requires."""
+        item_id = str((event.data if event is not None else {}).get("item_id", ""))
+        if event is None or not item_id.isdigit():
+            return  # malformed: there is no item to fail
+        item_give_up(
+            item_id=int(item_id),
+            message_id=event.message_id,
+            error_class=reason.error_class,
+            error=reason.error,
+            cause=Cause(
+                event_id=event.id,
+                correlation_id=event.correlation_id,
+                traceparent=event.traceparent,
+                replay=event.replay,
+            ),
+        )
+
+
+def claim_holder_gone(token: str) -> bool:
+    """items.services.moderation's port: is the consumer holding this claim's stream entry gone? True when the
+    entry is no longer pending in the group (finished, dead-lettered, trimmed) or its consumer stopped
+    reporting alive; False when it is alive, or when Redis cannot tell (then only the lease decides)."""
+    message_id = token.split("@", 1)[0]
+    group = ItemPublishConsumer.group
+    client = get_redis()
+    try:
+        pending = client.xpending_range(ItemPublishConsumer.stream, group, message_id, message_id, 1)
+        return not pending or not consumer_alive(client, pending[0]["consumer"])
+    except redis.ResponseError:
+        return True  # no such stream or group: nothing holds the entry
+    except (redis.RedisError, ValueError):
+        return False

@@ -8,6 +8,9 @@ from dataclasses import dataclass
 from django.db import DatabaseError, transaction
 
 from pipeline.llm import metrics
+from pipeline.runtime import dependencies
+
+LOCAL_ANALYZER = "local"  # pipeline.llm.tasks.LOCAL_MODEL: the offline analyzer is no remote dependency
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +43,9 @@ def record_call(
     """Record one attempt. Accounting must never break enrichment, so a database error is logged, not raised."""
     from pipeline.models import LLMCall  # the app registry must be ready; tasks import this module early
 
+    if model != LOCAL_ANALYZER and outcome != Outcome.CANCELLED:
+        # The circuit breakers' signal: did the model endpoint answer (even with an unusable reply)?
+        dependencies.report(dependencies.MODEL, outcome != Outcome.UNAVAILABLE)
     usage = usage or Usage()
     metrics.CALLS.labels(prompt, model, outcome).inc()
     metrics.LATENCY.labels(prompt, model).observe(latency_s)

@@ -1,6 +1,7 @@
 """The stream runtime (SPEC §5.3): the consumer API handlers are written against, and the engine that runs them."""
 
 from pipeline.runtime.consumer import Consumer, load_consumers, register, registry
+from pipeline.runtime.deadletter import GiveUp
 from pipeline.runtime.errors import DeadLetterNow, LeaseLost, NothingToDo, RetryLater
 from pipeline.runtime.event import Event, Lease, consume_once
 from pipeline.runtime.retry import RetryPolicy
@@ -9,6 +10,7 @@ __all__ = [
     "Consumer",
     "DeadLetterNow",
     "Event",
+    "GiveUp",
     "Lease",
     "LeaseLost",
     "NothingToDo",

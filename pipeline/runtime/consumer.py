@@ -11,6 +11,7 @@ from pipeline.runtime.event import parse_entry
 from pipeline.runtime.retry import RetryPolicy
 
 if TYPE_CHECKING:
+    from pipeline.runtime.deadletter import GiveUp
     from pipeline.runtime.event import Event, Lease
 
 _REGISTRY: dict[str, type[Consumer]] = {}
@@ -21,9 +22,12 @@ class Consumer:
     """Subclass, declare the class attributes, implement handle(event); register with @register.
 
     Optional knobs (None = the PIPELINE_* setting at run time): concurrency, lease_seconds, max_retries,
-    batch_size (entries read per XREADGROUP and held in this process at most; default 2 x concurrency),
+    batch_size (entries held in this process at most, counting those waiting behind an entry of the same
+    subject; default 2 x concurrency — a read never takes more entries than there are idle handlers),
     retry_policy (a RetryPolicy; default exponential backoff from the settings), start_id (where a newly
-    created group starts: "0" = every entry already in the stream, "$" = only new ones).
+    created group starts: "0" = every entry already in the stream, "$" = only new ones),
+    dead_letter_stream (False: `on_dead_letter` is the entry's final destination and nothing is written to
+    `<stream>:dlq`; for the dead-letter archiver itself, whose own letters nothing would read).
     """
 
     name: ClassVar[str]
@@ -37,10 +41,17 @@ class Consumer:
     batch_size: ClassVar[int | None] = None
     retry_policy: ClassVar[RetryPolicy | None] = None
     start_id: ClassVar[str] = "0"
+    dead_letter_stream: ClassVar[bool] = True
 
     def handle(self, event: Event) -> None:
         # Never reached for a registered consumer: @register refuses a class that does not override this.
         raise TypeError(f"{type(self).__qualname__} does not implement handle(event)")
+
+    def on_dead_letter(self, event: Event | None, reason: GiveUp) -> None:
+        """The final hook: the runtime is giving up on an entry (retries or deliveries exhausted, a permanent
+        error, a malformed entry — then `event` is None). Runs before the entry is dead-lettered, in a handler
+        thread, at least once: make it idempotent. If it raises, the entry stays pending and the hook runs
+        again later, so nothing is dead-lettered behind the consumer's back. Default: nothing."""
 
     def parse(
         self, *, stream: str, group: str, message_id: str, fields: dict[str, str], delivery_count: int, lease: Lease

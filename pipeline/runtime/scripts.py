@@ -48,19 +48,51 @@ return {count, false}
 """
 
 # Dead-letter: once per (group, id), append to the DLQ stream and ACK, only if ARGV[2] still owns it.
-# KEYS[1] origin stream, KEYS[2] dlq stream, KEYS[3] seen set; ARGV: group, consumer, id, maxlen, fields...
+# KEYS[1] origin stream, KEYS[2] dlq stream, KEYS[3] seen index (sorted set: member -> time);
+# ARGV: group, consumer, id, now (s), seen ttl (s), archive group, fields...
 # -> the DLQ entry id; 0 if already dead-lettered (no second entry); -1 if not owned (nothing written).
+# The DLQ stream is created with its archive group, so no letter is ever written that nothing reads; the
+# seen index forgets members older than the ttl (an older plain-set index is replaced).
 DEAD_LETTER = """
 local member = ARGV[1] .. '|' .. ARGV[3]
-if redis.call('SISMEMBER', KEYS[3], member) == 1 then return 0 end
+if redis.call('TYPE', KEYS[3]).ok == 'set' then redis.call('DEL', KEYS[3]) end
+if redis.call('ZSCORE', KEYS[3], member) then return 0 end
 local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1)
 if not (p[1] and p[1][2] == ARGV[2]) then return -1 end
+redis.pcall('XGROUP', 'CREATE', KEYS[2], ARGV[6], '0', 'MKSTREAM')
 local fields = {}
-for i = 5, #ARGV do fields[#fields + 1] = ARGV[i] end
-local dlq_id = redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], '*', unpack(fields))
-redis.call('SADD', KEYS[3], member)
+for i = 7, #ARGV do fields[#fields + 1] = ARGV[i] end
+local dlq_id = redis.call('XADD', KEYS[2], '*', unpack(fields))
+redis.call('ZADD', KEYS[3], ARGV[4], member)
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', tonumber(ARGV[4]) - tonumber(ARGV[5]))
 redis.call('XACK', KEYS[1], ARGV[1], ARGV[3])
 return dlq_id
+"""
+
+# Set the delivery counts of owned entries without delivering them (XCLAIM ... RETRYCOUNT n JUSTID), so that
+# a count says how many attempts really started (see pipeline.runtime.runner). Also resets their idle time.
+# KEYS[1] stream; ARGV: group, consumer, then pairs of id and count -> the ids no longer owned.
+SET_COUNT = """
+local lost = {}
+for i = 3, #ARGV, 2 do
+  local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1)
+  if p[1] and p[1][2] == ARGV[2] then
+    local count = math.max(0, tonumber(ARGV[i + 1]))
+    redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[i], 'RETRYCOUNT', count, 'JUSTID')
+  else
+    lost[#lost + 1] = ARGV[i]
+  end
+end
+return lost
+"""
+
+# Remove a consumer from a group only if it has no pending entries (XGROUP DELCONSUMER would drop them).
+# KEYS[1] stream; ARGV: group, consumer -> 1 if removed, else 0.
+DELETE_IDLE_CONSUMER = """
+local p = redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', 1, ARGV[2])
+if #p > 0 then return 0 end
+redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], ARGV[2])
+return 1
 """
 
 # Outbox relay: XADD an outbox event once. KEYS[1] stream, KEYS[2] once-mark; ARGV: ttl, maxlen (0 = none),
@@ -89,4 +121,6 @@ class Scripts:
         self.ack = client.register_script(ACK)
         self.redeliver = client.register_script(REDELIVER)
         self.dead_letter = client.register_script(DEAD_LETTER)
+        self.set_count = client.register_script(SET_COUNT)
+        self.delete_idle_consumer = client.register_script(DELETE_IDLE_CONSUMER)
         self.xadd_once = client.register_script(XADD_ONCE)

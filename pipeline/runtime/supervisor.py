@@ -1,4 +1,9 @@
-"""One run_pipeline process: consumer runners, the outbox relay and housekeeping, started and stopped together."""
+"""One run_pipeline process: consumer runners, the outbox relay and housekeeping, started and stopped together.
+
+The supervisor also watches them: every consumer's loops are reported to the liveness registry (read by the
+admin's health page) and answer the process's readiness probe; a loop or service thread that died makes the
+whole process stop with a non-zero status, so whatever supervises it restarts it.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +11,17 @@ import logging
 import threading
 import time
 
+import redis
 from django.conf import settings
 
+from eigenflux.redis import get_redis
+from pipeline.runtime import liveness
 from pipeline.runtime.consumer import Consumer
 from pipeline.runtime.runner import ConsumerRunner
 
 log = logging.getLogger(__name__)
+
+EXIT_LOOP_DIED = 70  # EX_SOFTWARE
 
 
 class Supervisor:
@@ -39,14 +49,18 @@ class Supervisor:
 
             self.housekeeper = Housekeeper({cls.stream for cls in consumers})
         self.stop_requested = threading.Event()
+        self.exit_status = 0
+        self.failure = ""
         self._service_stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._reported_at = 0.0
 
     def request_stop(self) -> None:
         self.stop_requested.set()
 
-    def run(self) -> None:
-        """Run until request_stop() (a signal) or, with burst, until everything currently there is done."""
+    def run(self) -> int:
+        """Run until request_stop() (a signal) or, with burst, until everything currently there is done.
+        Returns the process's exit status: 0, or EXIT_LOOP_DIED when a loop died."""
         for runner in self.runners:
             runner.start()
         if self.relay is not None:
@@ -59,9 +73,12 @@ class Supervisor:
                 self._wait_until_drained()
             else:
                 while not self.stop_requested.wait(0.5):
-                    pass
+                    if self._died():
+                        break
+                    self._report()
         finally:
             self.stop()
+        return self.exit_status
 
     def stop(self) -> None:
         log.info("stopping: no new reads; up to %.1fs for running handlers", self.grace)
@@ -73,7 +90,58 @@ class Supervisor:
             runner.stop(max(0.0, deadline - time.monotonic()))
         for thread in self._threads:
             thread.join(5.0)
+        try:
+            liveness.withdraw(get_redis(), [runner.name for runner in self.runners])
+        except redis.RedisError:
+            log.warning("could not withdraw from the liveness registry; the entries expire by themselves")
         log.info("stopped")
+
+    # --- watching -------------------------------------------------------------------------------------------
+
+    def statuses(self) -> list[dict]:
+        return [runner.status() for runner in self.runners]
+
+    def probe(self) -> tuple[bool, dict]:
+        """Readiness of this process: every loop of every consumer alive and turning, every service alive."""
+        consumers = []
+        for status in self.statuses():
+            problems = [
+                f"{loop['name']} dead" if not loop["alive"] else f"{loop['name']} stalled {loop['idle_seconds']:.0f}s"
+                for loop in status["loops"]
+                if not loop["alive"] or (loop["watched"] and loop["idle_seconds"] > status["stall_seconds"])
+            ]
+            consumers.append({"consumer": status["consumer"], "problems": problems, "breakers": status["breakers"]})
+        services = {name: thread.is_alive() for name, thread in self._named_threads().items()}
+        ready = not self.failure and all(services.values()) and not any(c["problems"] for c in consumers)
+        body = {"status": "ok" if ready else "unavailable", "failure": self.failure, "services": services}
+        return ready, {**body, "consumers": consumers}
+
+    def _named_threads(self) -> dict[str, threading.Thread]:
+        return {thread.name: thread for thread in self._threads}
+
+    def _died(self) -> bool:
+        """A loop or service thread died while meant to be running: log it and ask for a non-zero exit."""
+        dead = [
+            f"{runner.consumer.name}: {', '.join(names)}" for runner in self.runners if (names := runner.dead_loops())
+        ]
+        if not self._service_stop.is_set():
+            dead += [f"service {name}" for name, thread in self._named_threads().items() if not thread.is_alive()]
+        if not dead:
+            return False
+        self.failure = "loop thread died: " + "; ".join(dead)
+        self.exit_status = EXIT_LOOP_DIED
+        log.critical("%s; stopping this process so that its supervisor restarts it", self.failure)
+        return True
+
+    def _report(self) -> None:
+        now = time.monotonic()
+        if now - self._reported_at < liveness.REPORT_EVERY_SECONDS:
+            return
+        self._reported_at = now
+        try:
+            liveness.publish(get_redis(), self.statuses())
+        except redis.RedisError as exc:
+            log.warning("liveness report failed: %s", exc)
 
     def _spawn(self, name: str, target) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)
@@ -99,6 +167,8 @@ class Supervisor:
         first = None
         while not self.stop_requested.is_set():
             time.sleep(0.05)
+            if self._died():
+                return
             snap = self._snapshot()
             if snap is None:
                 first = None

@@ -19,6 +19,7 @@ from items.events import ITEM_PUBLISHED, STREAM_ITEM_PUBLISH, build_envelope
 from items.models import ItemStatus, ProcessedItem
 from pipeline.health import health_snapshot, prompt_statuses
 from pipeline.models import DeadLetter, LLMCall
+from pipeline.runtime import liveness
 from tests.factories import make_item
 
 pytestmark = pytest.mark.django_db
@@ -93,6 +94,41 @@ def test_health_page_renders_the_snapshot_and_opens_the_socket(mod_client, redis
     assert "Pipeline health" in html
     assert "cg:item:publish" in html and "worker-a" in html
     assert "/ws/admin/health" in html
+
+
+def test_health_page_shows_each_consumer_process_and_a_loop_that_is_not_alive(mod_client, redis_client):
+    def status(name: str, *, reader_alive: bool, keeper_idle: float = 0.5) -> dict:
+        loops = [
+            {"name": "reader", "alive": reader_alive, "idle_seconds": 0.1, "errors": 0, "watched": True},
+            {"name": "keeper", "alive": True, "idle_seconds": keeper_idle, "errors": 2, "watched": True},
+            {"name": "worker-0", "alive": True, "idle_seconds": 900, "errors": 0, "watched": False},
+        ]
+        return {
+            "consumer": name,
+            "stream": STREAM_ITEM_PUBLISH,
+            "group": "cg:item:publish",
+            "host": "h",
+            "pid": 7,
+            "loops": loops,
+            "stall_seconds": 30,
+            "breakers": {"postgresql": "open", "model": "closed", "redis": "closed"},
+            "held": 3,
+        }
+
+    liveness.publish(
+        redis_client,
+        [status("c-ok", reader_alive=True), status("c-dead", reader_alive=False, keeper_idle=120)],
+    )
+
+    snapshot = health_snapshot(redis_client)
+    by_name = {c["consumer"]: c for c in snapshot["consumers"]}
+    assert by_name["c-ok"]["healthy"] and by_name["c-ok"]["problems"] == []
+    assert by_name["c-dead"]["problems"] == ["reader dead", "keeper stalled"]
+    assert by_name["c-ok"]["open_breakers"] == {"postgresql": "open"}
+    assert snapshot["unhealthy_consumers"] == 1
+    html = mod_client.get(reverse("admin:pipeline_health")).content.decode()
+    assert 'data-consumer="c-dead" data-healthy="no"' in html
+    assert "reader dead" in html and "1 unhealthy" in html and "postgresql open" in html
 
 
 def test_prompts_page_lists_each_prompt_with_its_validation_status(mod_client):

@@ -4,14 +4,17 @@ refusals; the take-down confirmation page; the item detail page."""
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from items.events import ITEM_COMPLETED, ITEM_DISCARDED, ITEM_PUBLISHED, STREAM_ITEM_EVENTS, STREAM_ITEM_PUBLISH
 from items.models import DecisionStage, ItemStatus, ModerationDecision, OutboxEvent, ProcessedItem
 from items.services.moderation import ActionRefused, item_approve, item_requeue, item_takedown
 from pipeline.models import LLMCall
+from pipeline.runtime import liveness
 from tests.admin.conftest import discarded, item_in, messages_of
 
 CHANGELIST = reverse("admin:items_processeditem_changelist")
@@ -63,9 +66,23 @@ def test_requeue_resets_the_item_and_republishes_with_replay(mod_client, moderat
     assert (decision.verdict, decision.actor, decision.moderator_id) == ("requeued", moderator.username, moderator.pk)
 
 
+def claim(redis_client, *, alive: bool = True, pending: bool = True, lease_minutes: float = 2.0) -> dict:
+    """Fields of a `processing` item claimed through a stream entry of cg:item:publish, read by consumer
+    `holder`, which reports itself alive (or not); `pending=False`: the entry was finished meanwhile."""
+    redis_client.xgroup_create(STREAM_ITEM_PUBLISH, "cg:item:publish", id="0", mkstream=True)
+    message_id = redis_client.xadd(STREAM_ITEM_PUBLISH, {"k": "v"})
+    redis_client.xreadgroup("cg:item:publish", "holder", {STREAM_ITEM_PUBLISH: ">"})
+    if not pending:
+        redis_client.xack(STREAM_ITEM_PUBLISH, "cg:item:publish", message_id)
+    if alive:
+        liveness.publish(redis_client, [{"consumer": "holder"}])
+    return {"claimed_by": f"{message_id}@h1", "lease_expires_at": timezone.now() + timedelta(minutes=lease_minutes)}
+
+
 @pytest.mark.parametrize("status", [ItemStatus.PENDING, ItemStatus.PROCESSING, ItemStatus.DELETED])
-def test_requeue_is_refused_where_it_makes_no_sense(mod_client, status):
-    item = item_in(status)
+def test_requeue_is_refused_where_it_makes_no_sense(mod_client, redis_client, status):
+    # A processing item held by a live consumer belongs to the pipeline.
+    item = item_in(status, **(claim(redis_client) if status == ItemStatus.PROCESSING else {}))
     before = OutboxEvent.objects.count()
 
     response = act(mod_client, "requeue_items", item)
@@ -78,6 +95,30 @@ def test_requeue_is_refused_where_it_makes_no_sense(mod_client, status):
     assert item.status == status
     assert OutboxEvent.objects.count() == before
     assert moderator_decisions(item) == []
+
+
+@pytest.mark.parametrize(
+    "holder",
+    [
+        {"lease_minutes": -1},  # the claim's lease expired
+        {"alive": False},  # its consumer stopped reporting alive (crashed), the entry still pending under it
+        {"pending": False},  # its entry was finished (ACKed or dead-lettered) without the item moving on
+    ],
+    ids=["lease-expired", "consumer-gone", "entry-finished"],
+)
+def test_requeue_releases_a_stuck_claim_at_once(mod_client, moderator, redis_client, holder):
+    item = item_in(ItemStatus.PROCESSING, attempts=2, **claim(redis_client, **holder))
+    page = mod_client.get(reverse("admin:items_processeditem_change", args=[item.pk]))
+    assert ("requeue_items", "Requeue", True) in page.context["item_actions"]
+
+    response = act(mod_client, "requeue_items", item)
+
+    assert "Requeued 1 processed item." in messages_of(response)
+    item.refresh_from_db()
+    assert (item.status, item.claimed_by, item.lease_expires_at, item.attempts) == (ItemStatus.PENDING, "", None, 0)
+    assert events_for(item, ITEM_PUBLISHED)[-1].envelope["replay"] == "1"
+    [decision] = moderator_decisions(item)
+    assert decision.verdict == "requeued"
 
 
 def test_bulk_requeue_counts_successes_and_lists_refusals(mod_client):

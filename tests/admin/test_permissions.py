@@ -26,6 +26,7 @@ EXPECTED = {
     "pipeline.view_deadletter",
     "pipeline.change_deadletter",
     "pipeline.view_llmcall",
+    "pipeline.view_llmcallhourly",
     "django_rq.admin",
 }
 
@@ -38,6 +39,7 @@ PAGES = [
     "admin:items_agenttoken_changelist",
     "admin:pipeline_deadletter_changelist",
     "admin:pipeline_llmcall_changelist",
+    "admin:pipeline_llmcallhourly_changelist",
     "admin:pipeline_health",
     "admin:pipeline_prompts",
 ]

@@ -68,3 +68,26 @@ def fake_llm(settings):
         yield fake
     finally:
         server.stop()
+
+
+@pytest.fixture
+def postgres_proxy(transactional_db):
+    """A TcpProxy in front of the test database; `.database_url` points a subprocess through it, so the test
+    can take PostgreSQL "down" for that process while keeping its own connection."""
+    import os
+
+    from django.db import connection
+
+    from tests.fakes.tcp_proxy import TcpProxy
+    from tests.pipeline.runtime.fixtures import database_url
+
+    params = connection.settings_dict
+    host, port = params.get("HOST") or "", str(params.get("PORT") or "5432")
+    # The embedded server listens on a unix socket in HOST; an external one on host:port.
+    target = os.path.join(host, f".s.PGSQL.{port}") if host.startswith("/") else (host or "127.0.0.1", int(port))
+    proxy = TcpProxy(target).start()
+    proxy.database_url = database_url({**params, "HOST": "127.0.0.1", "PORT": str(proxy.port)})
+    try:
+        yield proxy
+    finally:
+        proxy.stop()

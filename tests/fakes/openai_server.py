@@ -1,11 +1,13 @@
 """An OpenAI-compatible fake server for tests and benchmarks: POST /v1/responses, /v1/chat/completions and
-/v1/embeddings, in the shapes the real `openai` SDK parses.
+/v1/embeddings, in the shapes the real `openai` SDK parses, and GET /v1/models.
 
 Requests are told apart by the `TASK: <name>` marker every prompt carries (embeddings are task "embed";
-a request naming the safety model with no marker counts as "safety"). Each task answers a valid default
-reply unless a test scripted replies for it: `server.script("safety", reply, ...)` queues replies (consumed
-in order, then back to the default). A reply is a dict (sent as JSON text), a str (sent verbatim, e.g.
-prose-wrapped or truncated JSON) or a Fault. Every request is recorded in `server.requests`.
+a request naming the safety model with no marker counts as "safety"; GET /v1/models is task "models").
+Each task answers a valid default reply unless a test scripted replies for it: `server.script("safety",
+reply, ...)` queues replies (consumed in order, then back to the default). A reply is a dict (sent as JSON
+text), a str (sent verbatim, e.g. prose-wrapped or truncated JSON) or a Fault. Every request is recorded in
+`server.requests`, with the status it got. `server.outage = Fault...` answers every request with that fault
+until it is set back to None.
 
 Tokens are counted as whitespace-separated words. Like a real server, a reply longer than the request's
 output-token cap (Responses `max_output_tokens`, Chat `max_completion_tokens` / `max_tokens`) is cut there
@@ -22,6 +24,7 @@ import hashlib
 import json
 import math
 import re
+import socket
 import struct
 import threading
 import time
@@ -87,6 +90,11 @@ class Fault:
     def empty_body(cls) -> Fault:
         return cls("empty_body")
 
+    @classmethod
+    def disconnect(cls) -> Fault:
+        """Close the connection without answering (the client sees a connection error)."""
+        return cls("disconnect")
+
 
 @dataclass(frozen=True)
 class Reply:
@@ -130,6 +138,7 @@ class RecordedRequest:
     json: dict[str, Any]
     task: str
     time: float = field(default_factory=time.time)
+    status: int = 0  # the HTTP status answered (0: none, the connection was dropped)
 
     @property
     def model(self) -> str:
@@ -154,6 +163,7 @@ class FakeOpenAIServer:
     def __init__(self, host: str = "127.0.0.1", port: int = 0, *, safety_model: str = "fake-safety"):
         self.safety_model = safety_model
         self.latency = 0.0  # added to every reply
+        self.outage: Fault | None = None  # while set, every request gets this fault (scripts are kept)
         self.reasoning_tokens = 0  # reported in every reply's usage unless a Reply says otherwise
         self.requests: list[RecordedRequest] = []
         self._scripts: dict[str, deque[Any]] = defaultdict(deque)
@@ -205,6 +215,11 @@ class FakeOpenAIServer:
         with self._lock:
             return sum(1 for request in self.requests if task is None or request.task == task)
 
+    def answered(self, task: str | None = None) -> int:
+        """Requests answered with a reply (HTTP 200): the calls a provider would bill."""
+        with self._lock:
+            return sum(1 for r in self.requests if (task is None or r.task == task) and r.status == 200)
+
     def requests_for(self, task: str) -> list[RecordedRequest]:
         with self._lock:
             return [request for request in self.requests if request.task == task]
@@ -217,6 +232,7 @@ class FakeOpenAIServer:
             self._defaults = {task: dict(reply) for task, reply in DEFAULT_REPLIES.items()}
             self.latency = 0.0
             self.reasoning_tokens = 0
+            self.outage = None
 
     # -- serving ------------------------------------------------------------------------------------
     def _task_of(self, path: str, body: dict[str, Any]) -> str:
@@ -247,6 +263,23 @@ class FakeOpenAIServer:
             def log_message(self, format: str, *args: Any) -> None:  # quiet test output
                 return
 
+            def do_GET(self) -> None:
+                """GET /v1/models (a reachability probe): answered, or the outage's fault while one is set."""
+                path = self.path.split("?", 1)[0]
+                record = RecordedRequest(path, {k.lower(): v for k, v in self.headers.items()}, {}, "models")
+                self._record = record
+                with server._lock:
+                    server.requests.append(record)
+                outage = server.outage
+                if outage is not None:
+                    self._answer(path, {}, "models", outage, 0)
+                elif path.endswith("/models"):
+                    models = [server.safety_model, "fake-main", "fake-embedding"]
+                    data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in models]
+                    self._json(200, {"object": "list", "data": data})
+                else:
+                    self._json(404, {"error": {"message": f"no route {path}", "type": "fake"}})
+
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
                 raw = self.rfile.read(length) if length else b""
@@ -256,11 +289,12 @@ class FakeOpenAIServer:
                     body = {}
                 path = self.path.split("?", 1)[0]
                 task = server._task_of(path, body)
+                record = RecordedRequest(path, {k.lower(): v for k, v in self.headers.items()}, body, task)
+                self._record = record
                 with server._lock:
-                    server.requests.append(
-                        RecordedRequest(path, {k.lower(): v for k, v in self.headers.items()}, body, task)
-                    )
-                reply = server._next_reply(task)
+                    server.requests.append(record)
+                outage = server.outage
+                reply = outage if outage is not None else server._next_reply(task)
                 delay, reasoning = server.latency, server.reasoning_tokens
                 if isinstance(reply, Reply):
                     delay, reasoning, reply = delay + reply.delay, reply.reasoning_tokens, reply.body
@@ -270,6 +304,7 @@ class FakeOpenAIServer:
                     self._answer(path, body, task, reply, reasoning)
 
             def _send(self, status: int, payload: bytes, headers: dict[str, str] | None = None) -> None:
+                self._record.status = status
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(payload)))
@@ -288,6 +323,11 @@ class FakeOpenAIServer:
                         reply = server._defaults.get(task)
                     elif reply.kind == "empty_body":
                         self._send(200, b"")
+                        return
+                    elif reply.kind == "disconnect":
+                        self.close_connection = True
+                        with contextlib.suppress(OSError):
+                            self.connection.shutdown(socket.SHUT_RDWR)
                         return
                     else:
                         headers = {"x-should-retry": "false"}

@@ -63,8 +63,6 @@ class Command(BaseCommand):
         port = settings.PIPELINE_METRICS_PORT if options["metrics_port"] is None else options["metrics_port"]
         host = options["metrics_host"] or settings.PIPELINE_METRICS_HOST
         self._banner(names, options, relay, port)
-        metrics.serve(port, host)
-
         supervisor = Supervisor(
             [available[name] for name in names],
             concurrency=options["concurrency"],
@@ -72,6 +70,7 @@ class Command(BaseCommand):
             housekeeping=not options["no_housekeeping"],
             burst=options["burst"],
         )
+        metrics.serve(port, host, probe=supervisor.probe)
 
         def on_signal(signum, frame):
             if supervisor.stop_requested.is_set():
@@ -83,7 +82,10 @@ class Command(BaseCommand):
 
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
-        supervisor.run()
+        status = supervisor.run()
+        if status:
+            # A loop thread died: exit non-zero so the process supervisor (systemd, Kubernetes...) restarts us.
+            raise CommandError(supervisor.failure or "a pipeline loop died", returncode=status)
 
     def _banner(self, names, options, relay, port) -> None:
         shown = {

@@ -34,11 +34,16 @@ return v
 """
 
 
+class LoopKiller(BaseException):
+    """Not an Exception: nothing in the runtime catches it, so the thread it is raised in dies."""
+
+
 @register
 class EffectsConsumer(Consumer):
     """Behaviour is scripted by the event's data: sleep (s), fail ("retry", "permanent", "retry_first:N",
-    "crash"), nothing (bool), hang_after_commit (bool),
-    sleep_first (s, first delivery only). Marks: t:attempts:<id> (times), t:order:<subject>, t:started, t:done."""
+    "crash", "kill_thread"), nothing (bool), hang_after_commit (bool),
+    sleep_first (s, first delivery only). Marks: t:attempts:<id> (times), t:order:<subject>, t:started, t:done,
+    t:deliveries:<id> (the delivery count each attempt saw)."""
 
     name = "test-effects"
     stream = TEST_STREAM
@@ -50,6 +55,7 @@ class EffectsConsumer(Consumer):
         r = get_redis()
         data = event.data
         r.rpush(f"t:attempts:{event.id}", f"{time.time():.6f}")
+        r.rpush(f"t:deliveries:{event.id}", event.delivery_count)
         r.rpush(f"t:order:{event.subject}", str(data.get("seq", "")))
         r.rpush("t:started", event.id)
         tracker = r.register_script(_TRACK_MAX)
@@ -66,6 +72,8 @@ class EffectsConsumer(Consumer):
         fail = data.get("fail", "")
         if fail == "crash":
             os._exit(9)
+        if fail == "kill_thread":
+            raise LoopKiller("a worker thread dies")
         if fail == "retry":
             raise RetryLater("scripted transient failure")
         if fail == "permanent":

@@ -192,22 +192,29 @@ def test_per_subject_order_holds_while_subjects_run_in_parallel(run_pipeline, te
 
 
 def test_sigterm_finishes_in_flight_work_and_loses_nothing(run_pipeline, test_env, effects, redis_client):
-    events = add(redis_client, 4, sleep=1.5)  # 4 subjects; concurrency 2 -> 2 run, 2 wait in this process
+    # Two subjects, two entries each: concurrency 2 runs a0 and b0; a1 was read with a0 and waits behind it.
+    events = [envelope(subject=subject, seq=seq, sleep=1.5) for subject in ("a", "b") for seq in (0, 1)]
+    ids = {}
+    for fields in events:
+        ids[(fields["subject"], json.loads(fields["data"])["seq"])] = redis_client.xadd(TEST_STREAM, fields)
     proc = run_pipeline(*EFFECTS, "--concurrency", "2", env=test_env)
     wait_for(lambda: len(started(redis_client)) == 2, 20, message="two handlers running")
     proc.terminate()
     assert proc.wait(15) == 0, proc.output()
     first = effect_counts(effects)
     assert len(first) == 2 and set(first.values()) == {1}  # in-flight ones finished and were ACKed
+    assert set(first) == {events[0]["id"], events[2]["id"]}
+    # a1 was read but never started: it stays pending, and the delivery it did not use was given back.
     still_pending = pending(redis_client)
-    assert len(still_pending) == 2  # the others were left pending, not lost
-    assert {p["message_id"] for p in still_pending}.isdisjoint(first)
+    assert [(p["message_id"], p["times_delivered"]) for p in still_pending] == [(ids[("a", 1)], 0)]
+    # b1 was never read: a read takes no more entries than there are idle handlers.
 
-    successor = run_pipeline(*EFFECTS, env=test_env)  # reclaims them after the 1.5 s lease
-    wait_for(lambda: not pending(redis_client), 30, message="successor finishes the rest")
+    successor = run_pipeline(*EFFECTS, env=test_env)  # reclaims a1 after the 1.5 s lease, reads b1
+    wait_for(lambda: effects.count() == 4 and not pending(redis_client), 30, message="successor finishes the rest")
     successor.signal(signal.SIGINT)
     assert successor.wait(15) == 0
     assert effect_counts(effects) == Counter({e["id"]: 1 for e in events})
+    assert redis_client.llen(f"t:attempts:{events[1]['id']}") == 1
 
 
 def test_metrics_are_served(run_pipeline, test_env, effects, redis_client):

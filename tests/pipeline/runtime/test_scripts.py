@@ -1,10 +1,16 @@
-"""The runtime's Lua scripts against real Redis: heartbeat, ownership-checked ACK, dead-letter."""
+"""The runtime's Lua scripts against real Redis: heartbeat, ownership-checked ACK, dead-letter (with its archive
+group and its bounded `seen` index), letters of entries that are not UTF-8, delivery-count setting."""
 
 from __future__ import annotations
 
+import base64
 import json
 
+import pytest
+
+from eigenflux.redis import get_redis
 from pipeline.runtime.deadletter import dead_letter
+from pipeline.runtime.entries import UndecodableEntry, decode_fields
 from pipeline.runtime.scripts import Scripts
 from tests.pipeline.runtime.conftest import envelope
 
@@ -130,3 +136,65 @@ def test_dead_letter_payload_is_truncated_but_valid_json(redis_client):
     letter = redis_client.xrange(f"{STREAM}:dlq")[0][1]
     assert len(letter["payload"]) < 10_000 and json.loads(letter["payload"])["_truncated"] == "1"
     assert len(letter["error"]) == 2000
+
+
+def test_a_dead_letter_stream_is_born_with_its_archive_group(redis_client):
+    ids = setup_stream(redis_client, 1)
+    read_as(redis_client, "owner")
+    dead_letter(
+        redis_client,
+        stream=STREAM,
+        group=GROUP,
+        consumer="owner",
+        message_id=ids[0],
+        fields=redis_client.xrange(STREAM)[0][1],
+        delivery_count=1,
+        error_class="permanent",
+        error="x",
+    )
+    [group] = redis_client.xinfo_groups(f"{STREAM}:dlq")
+    assert (group["name"], group["last-delivered-id"]) == ("cg:dlq:archive", "0-0")  # it will read the letter
+
+
+def test_the_seen_index_forgets_old_members_and_replaces_an_old_plain_set(redis_client):
+    seen = f"{STREAM}:dlq:seen"
+    redis_client.sadd(seen, "legacy|1-0")  # what an older version kept, forever
+    ids = setup_stream(redis_client, 2)
+    read_as(redis_client, "owner")
+    kwargs = {"stream": STREAM, "group": GROUP, "consumer": "owner", "fields": {}, "delivery_count": 1}
+    dead_letter(redis_client, message_id=ids[0], error_class="permanent", error="x", **kwargs)
+    assert redis_client.type(seen) == "zset"
+    assert redis_client.zrange(seen, 0, -1) == [f"{GROUP}|{ids[0]}"]
+    redis_client.zadd(seen, {f"{GROUP}|ancient": 1000.0})  # dead-lettered in 1970
+    dead_letter(redis_client, message_id=ids[1], error_class="permanent", error="x", **kwargs)
+    assert sorted(redis_client.zrange(seen, 0, -1)) == sorted([f"{GROUP}|{ids[0]}", f"{GROUP}|{ids[1]}"])
+
+
+def test_an_undecodable_entry_is_dead_lettered_with_its_bytes_in_base64(redis_client, settings):
+    raw_client = get_redis(settings.REDIS_URL, raw=True)
+    redis_client.xgroup_create(STREAM, GROUP, id="0", mkstream=True)
+    fields = {b"id": b"e1", b"subject": b"\xffbad", b"data": b"{\x00\xfe}"}
+    message_id = raw_client.xadd(STREAM, fields).decode()
+    raw_client.xreadgroup(GROUP, "owner", {STREAM: ">"})
+    [(_, raw)] = raw_client.xrange(STREAM)
+    with pytest.raises(UndecodableEntry, match=r"field 'subject' is not UTF-8 .*byte 0xff at position 0"):
+        decode_fields(raw)
+
+    dead_letter(
+        raw_client,
+        stream=STREAM,
+        group=GROUP,
+        consumer="owner",
+        message_id=message_id,
+        fields=None,
+        raw=raw,
+        delivery_count=1,
+        error_class="permanent",
+        error="malformed: not UTF-8",
+    )
+
+    letter = redis_client.xrange(f"{STREAM}:dlq")[0][1]  # the letter itself is valid UTF-8
+    assert letter["subject"] == "\\xffbad" and letter["event_id"] == "e1"
+    payload = json.loads(letter["payload"])
+    assert payload["_encoding"] == "base64"
+    assert {base64.b64decode(k): base64.b64decode(v) for k, v in payload["_fields"]} == fields

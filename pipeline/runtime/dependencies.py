@@ -1,0 +1,140 @@
+"""Which dependency a handler used, and which one made it fail: the signals the circuit breakers run on.
+
+While a handler runs, the runtime opens an observation scope on its thread. Queries on Django's connection
+report PostgreSQL (through `connection.execute_wrapper`), the model layer reports each remote call attempt
+(`report(MODEL, ...)` from pipeline.llm.accounting), and a failure that escapes the handler is classified
+by `dependency_of`. A success counts only when the dependency really answered, so a handler that ends
+early (an item already completed) never passes for proof that the model endpoint is back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import redis
+from django.db import connection
+from django.db import utils as db_utils
+
+POSTGRESQL = "postgresql"
+MODEL = "model"
+REDIS = "redis"
+DEPENDENCIES = (POSTGRESQL, MODEL, REDIS)
+
+# PostgreSQL states that mean the server is unreachable or going away, not that this statement failed:
+# class 08 (connection exception) and 57P01-57P03 (admin shutdown, crash shutdown, cannot connect now).
+_PG_OUTAGE_PREFIXES = ("08", "57P01", "57P02", "57P03")
+
+_local = threading.local()
+
+
+@dataclass
+class Uses:
+    """What one handler run observed: dependency -> monotonic time of its last successful / failed use."""
+
+    ok: dict[str, float] = field(default_factory=dict)
+    failed: dict[str, float] = field(default_factory=dict)
+
+
+def report(dependency: str, ok: bool) -> None:
+    """Record one use of a dependency on the current thread's scope (no-op outside a handler)."""
+    uses: Uses | None = getattr(_local, "uses", None)
+    if uses is not None:
+        (uses.ok if ok else uses.failed)[dependency] = time.monotonic()
+
+
+def _observe_query(execute, sql, params, many, context):
+    try:
+        result = execute(sql, params, many, context)
+    except db_utils.DatabaseError as exc:
+        report(POSTGRESQL, not is_postgres_outage(exc))
+        raise
+    report(POSTGRESQL, True)
+    return result
+
+
+@contextmanager
+def observing() -> Iterator[Uses]:
+    """The scope of one handler run on this thread."""
+    uses = Uses()
+    previous = getattr(_local, "uses", None)
+    _local.uses = uses
+    try:
+        with connection.execute_wrapper(_observe_query):
+            yield uses
+    finally:
+        _local.uses = previous
+
+
+def is_postgres_outage(exc: BaseException) -> bool:
+    """A connection-level failure (server down, unreachable, restarting), not an error of one statement."""
+    if isinstance(exc, db_utils.InterfaceError):
+        return True
+    if not isinstance(exc, db_utils.OperationalError):
+        return False
+    sqlstate = getattr(exc.__cause__, "sqlstate", None)
+    # No SQLSTATE: the client itself could not reach the server (refused, reset, timed out).
+    return sqlstate is None or sqlstate.startswith(_PG_OUTAGE_PREFIXES)
+
+
+def is_redis_outage(exc: BaseException) -> bool:
+    return isinstance(exc, redis.ConnectionError | redis.TimeoutError)
+
+
+def dependency_of(exc: BaseException | None) -> str | None:
+    """The dependency whose outage caused `exc` (looking through its causes), or None."""
+    from pipeline.llm.errors import ModelUnavailable  # the model layer imports this module's report()
+
+    seen = 0
+    while exc is not None and seen < 10:
+        named = getattr(exc, "dependency", None)
+        if isinstance(named, str) and named in DEPENDENCIES:
+            return named
+        if isinstance(exc, ModelUnavailable):
+            return MODEL
+        if is_postgres_outage(exc):
+            return POSTGRESQL
+        if is_redis_outage(exc):
+            return REDIS
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None
+
+
+def is_up(dependency: str) -> bool:
+    """Ask the dependency directly, independently of any entry: PostgreSQL a SELECT 1 on this thread's
+    connection, Redis a PING, the model endpoint a GET /models. The breaker uses it to tell an outage from one
+    entry's own failure (even with a single entry in flight) and, once half-open, to probe without risking
+    an entry."""
+    try:
+        if dependency == POSTGRESQL:
+            return _postgres_up()
+        if dependency == REDIS:
+            from eigenflux.redis import get_redis
+
+            return bool(get_redis().ping())
+        if dependency == MODEL:
+            from pipeline.llm.reachability import endpoints_reachable
+
+            return endpoints_reachable()
+    except (redis.RedisError, OSError):
+        return False
+    return True
+
+
+def _postgres_up() -> bool:
+    try:
+        if not connection.in_atomic_block:
+            connection.close_if_unusable_or_obsolete()  # a connection the outage broke is replaced
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+    except db_utils.DatabaseError as exc:
+        if not connection.in_atomic_block:
+            with contextlib.suppress(db_utils.DatabaseError):
+                connection.close()
+        return not is_postgres_outage(exc)
+    return True

@@ -1,0 +1,74 @@
+"""Which consumers are alive, as they say themselves: a small registry in Redis.
+
+Every run_pipeline process reports each of its consumers every few seconds (loops alive or not, breakers,
+entries held) with an expiry. The admin's health page lists them; the moderator's requeue of a stuck item
+asks whether the consumer holding the item's stream entry is still among them; housekeeping removes from
+consumer groups only consumers that are not. A process that dies simply stops reporting and drops out once
+its last report expires.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import redis
+
+REGISTRY = "eigenflux:runtime:live"  # sorted set: consumer name -> expiry (unix seconds)
+DETAILS = "eigenflux:runtime:live:details"  # hash: consumer name -> JSON status
+REPORT_EVERY_SECONDS = 2.0
+VALID_SECONDS = 15.0
+
+
+def publish(client: redis.Redis, statuses: list[dict], *, valid_seconds: float = VALID_SECONDS) -> None:
+    """Report these consumers alive until now + valid_seconds; forget reports that expired."""
+    now = time.time()
+    pipe = client.pipeline(transaction=False)
+    for status in statuses:
+        name = status["consumer"]
+        pipe.zadd(REGISTRY, {name: now + valid_seconds})
+        pipe.hset(DETAILS, name, json.dumps({**status, "reported_at": now}, separators=(",", ":")))
+    pipe.zrangebyscore(REGISTRY, "-inf", now)
+    expired = pipe.execute()[-1]
+    if expired:
+        pipe = client.pipeline(transaction=False)
+        pipe.hdel(DETAILS, *expired)
+        pipe.zremrangebyscore(REGISTRY, "-inf", now)
+        pipe.execute()
+
+
+def withdraw(client: redis.Redis, names: list[str]) -> None:
+    """A consumer that stops cleanly leaves the registry at once."""
+    if names:
+        pipe = client.pipeline(transaction=False)
+        pipe.zrem(REGISTRY, *names)
+        pipe.hdel(DETAILS, *names)
+        pipe.execute()
+
+
+def live_consumers(client: redis.Redis) -> list[dict]:
+    """The statuses of consumers whose report has not expired, by stream, group and name."""
+    names = client.zrangebyscore(REGISTRY, time.time(), "+inf")
+    if not names:
+        return []
+    statuses = []
+    for raw in client.hmget(DETAILS, names):
+        if raw:
+            try:
+                statuses.append(json.loads(raw))
+            except ValueError:
+                continue
+    return sorted(statuses, key=lambda s: (s.get("stream", ""), s.get("group", ""), s.get("consumer", "")))
+
+
+def live_names(client: redis.Redis) -> set[str]:
+    return {_text(name) for name in client.zrangebyscore(REGISTRY, time.time(), "+inf")}
+
+
+def consumer_alive(client: redis.Redis, name: str) -> bool:
+    expiry = client.zscore(REGISTRY, name)
+    return expiry is not None and expiry > time.time()
+
+
+def _text(value) -> str:
+    return value.decode("utf-8", errors="backslashreplace") if isinstance(value, bytes) else value
