@@ -256,16 +256,38 @@ DEAD_LETTER_AUTO_REQUEUE_BATCH = env_int("DEAD_LETTER_AUTO_REQUEUE_BATCH", 100, 
 ADMIN_HEALTH_PUSH_SECONDS = env_float("ADMIN_HEALTH_PUSH_SECONDS", 2.0, minimum=0.2)
 ADMIN_HEALTH_THROUGHPUT_MINUTES = env_int("ADMIN_HEALTH_THROUGHPUT_MINUTES", 10, minimum=1)
 
+# `text` (the default) or `json`: one JSON object per line, for log shippers. Either way every line carries the
+# ids of the work in hand (item, event, trace, consumer...), bound in code with eigenflux.logs.log_context.
+LOG_FORMAT = env_choice("LOG_FORMAT", "text", ("text", "json"))
+LOGGING_CONFIG = "eigenflux.logs.configure"  # dictConfig, plus warnings and uncaught errors as JSON lines
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
-        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "plain": {"()": "eigenflux.logs.TextFormatter", "format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "json": {"()": "eigenflux.logs.JsonFormatter"},
     },
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "stream": sys.stderr}},
+    "filters": {"log_context": {"()": "eigenflux.logs.LogContextFilter"}},
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "json" if LOG_FORMAT == "json" else "plain",
+            "filters": ["log_context"],
+            "stream": sys.stderr,
+        }
+    },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     # The HTTP clients log every request at INFO; one line per model call is already in LLMCall.
-    "loggers": {name: {"level": "WARNING"} for name in ("pgserver", "httpx", "httpx2", "httpcore", "openai")},
+    "loggers": {
+        **{name: {"level": "WARNING"} for name in ("pgserver", "httpx", "httpx2", "httpcore", "openai")},
+        # uvicorn gives its loggers handlers of its own (plain text); in JSON mode they write through ours
+        # (uvicorn.error propagates to uvicorn).
+        **(
+            {name: {"handlers": ["console"], "propagate": False} for name in ("uvicorn", "uvicorn.access")}
+            if LOG_FORMAT == "json"
+            else {}
+        ),
+    },
 }
 
 # --- Stream runtime (SPEC §5) -------------------------------------------------------------------

@@ -17,7 +17,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from items.blacklist import blacklist_match
-from items.models import DecisionStage, ProcessedItem, PublicReason
+from items.models import DecisionStage, ItemStatus, ProcessedItem, PublicReason
 from items.selectors import SimilarHit, exact_duplicate_of, most_similar
 from items.services.enrichment import (
     Cause,
@@ -30,7 +30,7 @@ from items.services.enrichment import (
     item_release,
     parse_expire_time,
 )
-from pipeline import llm
+from pipeline import llm, metrics
 from pipeline.runtime import Event, LeaseLost, NothingToDo, RetryLater
 
 log = logging.getLogger(__name__)
@@ -153,6 +153,8 @@ class Enrichment:
             check_duplicate=not self.approved,
         ):
             raise NothingToDo(f"item {self.item.pk} was deleted or taken over before it could complete")
+        # Completing can still discard: an identical item may have completed first.
+        self._terminal(self.item.status, f"analyzer {fields['analyzer']}")
 
     def _embedding(self) -> list[float]:
         if self.item.embedding is not None:
@@ -211,13 +213,14 @@ class Enrichment:
             if self.final_attempt:
                 # The item is `failed`; the runtime dead-letters this last delivery as transient, so a
                 # moderator (or the auto-requeue job) can send it round again once the model is back.
-                item_fail(
+                if item_fail(
                     item=self.item,
                     token=self.token,
                     decisions=[*self.decisions, decision],
                     error=error,
                     cause=self.cause,
-                )
+                ):
+                    self._terminal(ItemStatus.FAILED, f"{task.__name__}: {exc.__class__.__name__}")
                 raise RetryLater(error) from exc
             item_release(item=self.item, token=self.token, error=error, decision=decision)
             raise RetryLater(error) from exc
@@ -251,6 +254,16 @@ class Enrichment:
         )
         if not done:
             raise NothingToDo(f"item {self.item.pk} was deleted or taken over before it could be discarded")
+        self._terminal(ItemStatus.DISCARDED, f"at {decision.stage}: {decision.category or decision.verdict}")
+
+    def _terminal(self, status: str, detail: str) -> None:
+        """The item reached a terminal status: one log line and the publish-to-terminal latency. A moderator's
+        approval re-runs an old item, so its age says nothing about the pipeline and is not observed."""
+        seconds = (timezone.now() - self.raw.created_at).total_seconds()
+        if not self.approved:
+            metrics.E2E_SECONDS.labels(status).observe(max(0.0, seconds))
+        level = logging.WARNING if status == ItemStatus.FAILED else logging.INFO
+        log.log(level, "item %s %s %.2fs after publish (%s)", self.item.pk, status, seconds, detail)
 
     def _lease_check(self) -> None:
         self.event.lease.check()

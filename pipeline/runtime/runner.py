@@ -28,6 +28,7 @@ from pipeline.runtime.consumer import Consumer
 from pipeline.runtime.deadletter import dead_letter
 from pipeline.runtime.errors import DeadLetterNow, LeaseLost, NothingToDo, RetryLater
 from pipeline.runtime.event import Event, Lease, MalformedEntry
+from pipeline.runtime.logcontext import delivery_log_context
 from pipeline.runtime.scripts import Scripts
 
 log = logging.getLogger(__name__)
@@ -109,6 +110,8 @@ class ConsumerRunner:
         self._m_retries = metrics.RETRIES.labels(*labels)
         self._m_reclaimed = metrics.RECLAIMED.labels(*labels)
         self._m_lease_lost = metrics.LEASE_LOSSES.labels(*labels)
+        for error_class in ("transient", "permanent"):  # exported at 0, so the first dead letter counts in increase()
+            metrics.DEAD_LETTERS.labels(*labels, error_class)
 
     # --- lifecycle -------------------------------------------------------------------------------------
 
@@ -299,7 +302,11 @@ class ConsumerRunner:
                 with self._lock:
                     self._running += 1
                 try:
-                    self._handle(delivery)
+                    # Every line logged while handling (the handler's and the runtime's) carries the delivery's ids.
+                    with delivery_log_context(
+                        delivery.event, consumer=self.name, delivery_count=delivery.delivery_count
+                    ):
+                        self._handle(delivery)
                 finally:
                     with self._lock:
                         self._running -= 1
