@@ -8,6 +8,7 @@ import time
 
 from django.conf import settings
 
+from pipeline import metrics
 from pipeline.runtime.consumer import Consumer
 from pipeline.runtime.runner import ConsumerRunner
 
@@ -49,6 +50,7 @@ class Supervisor:
         """Run until request_stop() (a signal) or, with burst, until everything currently there is done."""
         for runner in self.runners:
             runner.start()
+            metrics.RUNNING_CONSUMERS.labels(runner.stream, runner.group).set(1)
         if self.relay is not None:
             poll = 0.05 if self.burst else None
             self._spawn("relay", lambda: self.relay.run(self._service_stop, poll_seconds=poll))
@@ -71,6 +73,7 @@ class Supervisor:
         deadline = time.monotonic() + self.grace
         for runner in self.runners:
             runner.stop(max(0.0, deadline - time.monotonic()))
+            metrics.RUNNING_CONSUMERS.labels(runner.stream, runner.group).set(0)
         for thread in self._threads:
             thread.join(5.0)
         log.info("stopped")
