@@ -148,7 +148,8 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = DATA_DIR / "static"
+# Container images collect the static files at build time, outside the data directory (deploy/Dockerfile).
+STATIC_ROOT = env_path("STATIC_ROOT", DATA_DIR / "static")
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise warns about a missing root before collectstatic
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
