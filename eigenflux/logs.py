@@ -1,6 +1,7 @@
 """Log context and formats: the ids of the work in hand (item, event, trace, consumer...) on every log line.
 
-Code that knows an id binds it for the duration of the work with `log_context(item_id=..., ...)`; the
+Code that knows an id binds it for the duration of the work with `log_context(item_id=..., ...)` (or, on hot
+paths, `lazy_log_context(function)`, computed only if a line is written); the
 `LogContextFilter` on the console handler copies the bound fields onto each record, and the formatter
 chosen by LOG_FORMAT writes them: `text` (the default) appends `key=value` pairs, `json` writes one JSON
 object per line (python-json-logger) with each field as a key. Fields that are not bound are left out.
@@ -17,10 +18,8 @@ import logging.config
 import re
 import sys
 import threading
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
-from types import MappingProxyType
 
 from pythonjsonlogger.json import JsonFormatter as _JsonFormatter
 
@@ -39,32 +38,57 @@ CONTEXT_FIELDS = (
     "delivery_count",
 )
 
-_EMPTY: Mapping[str, object] = MappingProxyType({})
-_context: ContextVar[Mapping[str, object]] = ContextVar("eigenflux_log_context", default=_EMPTY)
+_KNOWN = frozenset(CONTEXT_FIELDS)
+# The bound layers, innermost last: each a dict of fields, or a function computing them when a line is written.
+_context: ContextVar[tuple[Mapping[str, object] | Callable[[], Mapping[str, object]], ...]] = ContextVar(
+    "eigenflux_log_context", default=()
+)
 
 # W3C trace context: version-traceid-parentid-flags, lower-case hex.
 _TRACEPARENT = re.compile(r"[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}")
 
 
-@contextmanager
-def log_context(**fields: object) -> Iterator[None]:
-    """Bind fields to every log line written inside the block (nested blocks add to and may override
-    them). None and "" mean "unknown" and are not bound. Unknown field names are refused, so a typo
-    cannot silently invent a key that dashboards and searches do not know."""
-    unknown = set(fields) - set(CONTEXT_FIELDS)
-    if unknown:
-        raise ValueError(f"unknown log context field(s): {', '.join(sorted(unknown))}")
-    bound = {**_context.get(), **{k: v for k, v in fields.items() if v is not None and v != ""}}
-    token = _context.set(MappingProxyType(bound))
-    try:
-        yield
-    finally:
-        _context.reset(token)
+class LogContext:
+    """A context manager binding one layer of fields for the duration of a block."""
+
+    __slots__ = ("_layer", "_token")
+
+    def __init__(self, layer: Mapping[str, object] | Callable[[], Mapping[str, object]]):
+        self._layer = layer
+
+    def __enter__(self) -> None:
+        self._token = _context.set((*_context.get(), self._layer))
+
+    def __exit__(self, *exc_info) -> None:
+        _context.reset(self._token)
 
 
-def current_log_context() -> Mapping[str, object]:
-    """The fields bound here and now (read-only)."""
-    return _context.get()
+def log_context(**fields: object) -> LogContext:
+    """Bind fields to every log line written inside the `with` block (nested blocks add to and may override
+    them). None and "" mean "unknown" and are not bound. Unknown field names are refused, so a typo cannot
+    silently invent a key that dashboards and searches do not know."""
+    if not _KNOWN.issuperset(fields):
+        raise ValueError(f"unknown log context field(s): {', '.join(sorted(set(fields) - _KNOWN))}")
+    return LogContext(fields)
+
+
+def lazy_log_context(compute: Callable[[], Mapping[str, object]]) -> LogContext:
+    """Like log_context, but the fields are computed only when a line is written: for hot paths (every stream
+    entry) where most blocks log nothing, binding then costs one contextvar set."""
+    return LogContext(compute)
+
+
+def current_log_context() -> dict[str, object]:
+    """The fields bound here and now (unknown names from a lazy layer are dropped, never raised on: logging
+    must not fail)."""
+    merged: dict[str, object] = {}
+    for layer in _context.get():
+        try:
+            fields = layer() if callable(layer) else layer
+        except Exception:  # noqa: S112 - a broken lazy layer loses its fields, never the line (no logging in here)
+            continue
+        merged.update((k, v) for k, v in fields.items() if v is not None and v != "" and k in _KNOWN)
+    return merged
 
 
 def trace_id_from_traceparent(value: str | None) -> str | None:
@@ -92,7 +116,9 @@ class LogContextFilter(logging.Filter):
     """Copies the bound context onto each record (on a handler, so records from every logger get it)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        for name, value in _context.get().items():
+        if not _context.get():
+            return True
+        for name, value in current_log_context().items():
             # An explicit `extra=` on the call wins over the bound context.
             if not hasattr(record, name):
                 setattr(record, name, value)

@@ -15,6 +15,7 @@ from eigenflux.logs import (
     LogContextFilter,
     TextFormatter,
     current_log_context,
+    lazy_log_context,
     log_context,
     loggable_id,
     trace_id_from_traceparent,
@@ -141,3 +142,28 @@ def test_untrusted_ids_cannot_split_or_forge_a_line():
     assert loggable_id("x\n2026-01-01 INFO forged") == "(not an id)"
     assert loggable_id("a" * 500) == "(not an id)"
     assert loggable_id("") is None and loggable_id(None) is None
+
+
+def test_a_lazy_context_is_computed_only_for_lines_written_and_cannot_break_them(capture):
+    logger, buffer = capture(JsonFormatter())
+    calls = []
+
+    def fields():
+        calls.append(1)
+        return {"item_id": "5", "bogus": "dropped"}
+
+    with lazy_log_context(fields):
+        logger.debug("one")
+        logger.info("two")
+    assert len(calls) == 2
+    with lazy_log_context(lambda: {"item_id": "6"}):
+        pass  # nothing written: nothing computed (the lambda would count if it were called)
+    one, two = (json.loads(line) for line in lines(buffer))
+    assert one["item_id"] == two["item_id"] == "5" and "bogus" not in one
+
+    def broken():
+        raise RuntimeError("bug")
+
+    with lazy_log_context(broken), log_context(event_id="e"):
+        logger.info("still written")
+    assert json.loads(lines(buffer)[-1])["event_id"] == "e"
