@@ -6,6 +6,8 @@ from __future__ import annotations
 import io
 import json
 import logging
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -20,6 +22,7 @@ from eigenflux.logs import (
     loggable_id,
     trace_id_from_traceparent,
 )
+from tests.pipeline.runtime.fixtures import REPO, pipeline_env  # noqa: F401 - fixture
 
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
@@ -167,3 +170,27 @@ def test_a_lazy_context_is_computed_only_for_lines_written_and_cannot_break_them
     with lazy_log_context(broken), log_context(event_id="e"):
         logger.info("still written")
     assert json.loads(lines(buffer)[-1])["event_id"] == "e"
+
+
+@pytest.mark.slow
+def test_in_json_mode_warnings_and_uncaught_errors_are_json_lines_too(pipeline_env):  # noqa: F811
+    code = (
+        "import threading, warnings; warnings.warn('deprecated thing'); "
+        "t = threading.Thread(target=lambda: 1 / 0, name='worker-x'); t.start(); t.join(); "
+        "raise RuntimeError('boom')"
+    )
+    result = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", code],
+        cwd=REPO,
+        env={**pipeline_env, "LOG_FORMAT": "json"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode != 0
+    records = [json.loads(line) for line in result.stderr.splitlines() if line.strip()]
+    messages = [r["message"] for r in records]
+    assert any("deprecated thing" in m for m in messages)
+    thread_error = next(r for r in records if r["message"] == "uncaught exception in thread worker-x")
+    assert "ZeroDivisionError" in thread_error["exc_info"]
+    assert any(r["message"] == "uncaught exception" and "RuntimeError: boom" in r["exc_info"] for r in records)

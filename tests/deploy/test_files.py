@@ -210,7 +210,10 @@ def test_compose_environments_are_valid_settings_and_line_up(tmp_path, monkeypat
     assert set(services) == {"migrate", "web", "pipeline", "worker"}
     scrape = {job["job_name"]: job for job in load_yaml(DEPLOY / "prometheus" / "prometheus.yml")["scrape_configs"]}
     for name, service in services.items():
-        values = evaluated_settings(compose_environment(service), tmp_path / name, monkeypatch)
+        env = compose_environment(service)
+        # The image has no embedded servers, and every replica must sign with the same key.
+        assert {"DATABASE_URL", "REDIS_URL", "SECRET_KEY"} <= set(env), name
+        values = evaluated_settings(env, tmp_path / name, monkeypatch)
         assert values["LOG_FORMAT"] == "json"
         assert urlsplit(values["DATABASE_URL"]).hostname == "postgres"
         assert urlsplit(values["REDIS_URL"]).hostname == "redis"
@@ -229,7 +232,9 @@ def test_compose_environments_are_valid_settings_and_line_up(tmp_path, monkeypat
 
 def test_kubernetes_environments_are_valid_settings_and_line_up(tmp_path, monkeypatch):
     for workload, pod, container in containers():
-        values = evaluated_settings(kubernetes_environment(container), tmp_path / container["name"], monkeypatch)
+        env = kubernetes_environment(container)
+        assert {"DATABASE_URL", "REDIS_URL", "SECRET_KEY"} <= set(env), container["name"]
+        values = evaluated_settings(env, tmp_path / container["name"], monkeypatch)
         assert values["LOG_FORMAT"] == "json"
         ports = {p["name"]: p["containerPort"] for p in container.get("ports", [])}
         if "http" in ports:
