@@ -29,7 +29,7 @@ def main() -> int:
     call_command("collectstatic", interactive=False, verbosity=0)
     password = _demo_superuser(settings.DATA_DIR)
     token = _demo_agent_token()
-    _schedule_jobs()
+    call_command("schedule_jobs", verbosity=0)
 
     # Children get explicit URLs, so they use the servers this process owns and stops.
     env = os.environ | {
@@ -106,15 +106,6 @@ def _stop(children: dict[str, subprocess.Popen]) -> None:
             proc.kill()
             proc.wait()
     print("stopped web, pipeline and jobs; embedded servers stop as this process exits.", file=sys.stderr)
-
-
-def _schedule_jobs() -> None:
-    """The scheduled django-rq jobs; each reschedules itself, and scheduling twice makes one chain."""
-    from pipeline.deadletters import dead_letters_schedule
-    from pipeline.maintenance import maintenance_schedule
-
-    dead_letters_schedule()
-    maintenance_schedule()
 
 
 def _demo_superuser(data_dir: Path) -> str:

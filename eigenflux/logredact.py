@@ -62,11 +62,16 @@ def install() -> None:
     logging.setLogRecordFactory(factory)
 
 
-class RedactingFormatter(logging.Formatter):
-    """Also redacts tracebacks (rendered after the record is made, by the formatter)."""
+class RedactingMixin:
+    """For any logging.Formatter: also redacts tracebacks (rendered after the record is made, by the
+    formatter)."""
 
     def formatException(self, ei) -> str:
         return redact(super().formatException(ei))
 
     def formatStack(self, stack_info: str) -> str:
         return redact(super().formatStack(stack_info))
+
+
+class RedactingFormatter(RedactingMixin, logging.Formatter):
+    """The standard formatter with redacted tracebacks."""

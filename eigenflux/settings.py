@@ -172,7 +172,8 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = DATA_DIR / "static"
+# Container images collect the static files at build time, outside the data directory (deploy/Dockerfile).
+STATIC_ROOT = env_path("STATIC_ROOT", DATA_DIR / "static")
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise warns about a missing root before collectstatic
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
@@ -349,16 +350,26 @@ ADMIN_HEALTH_THROUGHPUT_MINUTES = env_int("ADMIN_HEALTH_THROUGHPUT_MINUTES", 10,
 # No token or query string reaches a log line (eigenflux.logredact): every record is redacted when it is made,
 # and tracebacks when they are formatted. uvicorn's and rq's loggers write through the same handler.
 logredact.install()
+# `text` (the default) or `json`: one JSON object per line, for log shippers. Either way every line carries the
+# ids of the work in hand (item, event, trace, consumer...), bound in code with eigenflux.logs.log_context.
+LOG_FORMAT = env_choice("LOG_FORMAT", "text", ("text", "json"))
+LOGGING_CONFIG = "eigenflux.logs.configure"  # dictConfig, plus warnings and uncaught errors as JSON lines
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
-        "plain": {
-            "()": "eigenflux.logredact.RedactingFormatter",
-            "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
-        },
+        "plain": {"()": "eigenflux.logs.TextFormatter", "format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "json": {"()": "eigenflux.logs.JsonFormatter"},
     },
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "stream": sys.stderr}},
+    "filters": {"log_context": {"()": "eigenflux.logs.LogContextFilter"}},
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "json" if LOG_FORMAT == "json" else "plain",
+            "filters": ["log_context"],
+            "stream": sys.stderr,
+        }
+    },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {
         # The HTTP clients log every request at INFO; one line per model call is already in LLMCall.

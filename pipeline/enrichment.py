@@ -20,7 +20,7 @@ from django.db import DatabaseError
 from django.utils import timezone
 
 from items.blacklist import blacklist_match
-from items.models import DecisionStage, ProcessedItem, PublicReason
+from items.models import DecisionStage, ItemStatus, ProcessedItem, PublicReason
 from items.selectors import SimilarHit, exact_duplicate_of, most_similar
 from items.services.enrichment import (
     Cause,
@@ -32,7 +32,7 @@ from items.services.enrichment import (
     item_release,
     parse_expire_time,
 )
-from pipeline import llm
+from pipeline import llm, metrics
 from pipeline.llm.author_hints import parse_author_hints
 from pipeline.runtime import Event, LeaseLost, NothingToDo, RetryLater, dependencies
 from pipeline.runtime.dependencies import is_postgres_outage
@@ -186,6 +186,8 @@ class Enrichment:
             check_duplicate=not self.approved,
         ):
             raise NothingToDo(f"item {self.item.pk} was deleted or taken over before it could complete")
+        # Completing can still discard: an identical item may have completed first.
+        self._terminal(self.item.status, f"analyzer {fields['analyzer']}")
 
     def _embedding(self) -> list[float]:
         if self.item.embedding is not None:
@@ -310,6 +312,20 @@ class Enrichment:
         )
         if not done:
             raise NothingToDo(f"item {self.item.pk} was deleted or taken over before it could be discarded")
+        self._terminal(ItemStatus.DISCARDED, f"at {decision.stage}: {decision.category or decision.verdict}")
+
+    def _terminal(self, status: str, detail: str) -> None:
+        item_terminal(self.item.pk, status, self.raw.created_at, detail, observe=not self.approved)
 
     def _lease_check(self) -> None:
         self.event.lease.check()
+
+
+def item_terminal(item_id: int, status: str, published_at, detail: str, *, observe: bool = True) -> None:
+    """An item reached a terminal status: one log line and the publish-to-terminal latency. A moderator's
+    approval re-runs an old item, so its age says nothing about the pipeline and is not observed."""
+    seconds = (timezone.now() - published_at).total_seconds()
+    if observe:
+        metrics.E2E_SECONDS.labels(status).observe(max(0.0, seconds))
+    level = logging.WARNING if status == ItemStatus.FAILED else logging.INFO
+    log.log(level, "item %s %s %.2fs after publish (%s)", item_id, status, seconds, detail)

@@ -53,6 +53,12 @@ PENDING = Gauge("eigenflux_stream_pending", "Entries delivered but not acknowled
 LAG = Gauge("eigenflux_stream_lag", "Entries not yet delivered to the group.", ["stream", "group"])
 LENGTH = Gauge("eigenflux_stream_length", "Entries in the stream.", ["stream"])
 CONSUMERS = Gauge("eigenflux_stream_consumers", "Consumers known to the group.", ["stream", "group"])
+RUNNING_CONSUMERS = Gauge(
+    "eigenflux_pipeline_running_consumers",
+    "Consumers of the group this process runs (0 once stopped). Summed over the scraped processes, it says whether "
+    "anything reads the group at all: a dead process's series vanish with its scrape target.",
+    ["stream", "group"],
+)
 OUTBOX_BACKLOG = Gauge("eigenflux_outbox_backlog", "Undispatched outbox events.")
 OUTBOX_OLDEST_AGE = Gauge("eigenflux_outbox_oldest_age_seconds", "Age of the oldest undispatched outbox event.")
 RELAY_DISPATCHED = Counter("eigenflux_relay_dispatched_total", "Outbox events added to their stream.", ["stream"])

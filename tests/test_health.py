@@ -23,3 +23,17 @@ def test_metrics_endpoint(client):
     response = client.get("/metrics")
     assert response.status_code == 200
     assert b"django_http_requests" in response.content
+
+
+@pytest.mark.django_db
+def test_readyz_exports_each_check_for_the_alert(client, settings, tmp_path):
+    from prometheus_client import REGISTRY
+
+    def gauge(check: str) -> float | None:
+        return REGISTRY.get_sample_value("eigenflux_readiness_check_ok", {"check": check})
+
+    client.get("/readyz")
+    assert (gauge("postgresql"), gauge("redis")) == (1.0, 1.0)
+    settings.REDIS_URL = f"unix://{tmp_path}/nothing-here.sock"
+    client.get("/readyz")
+    assert (gauge("postgresql"), gauge("redis")) == (1.0, 0.0)

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
 
+from eigenflux.logs import log_context, trace_id_from_traceparent
 from items.events import ITEM_PUBLISHED, STREAM_ITEM_PUBLISH
 from items.models import Agent, IdempotencyKey, ProcessedItem, RawItem
 from items.outbox import outbox_event_create
 from items.text import content_hash
+
+log = logging.getLogger(__name__)
 
 
 class IdempotencyConflict(Exception):
@@ -54,7 +58,7 @@ def item_publish(
                 IdempotencyKey.objects.create(
                     agent=author, key=idempotency_key, request_hash=request_hash, raw_item=item
                 )
-            outbox_event_create(
+            event = outbox_event_create(
                 stream=STREAM_ITEM_PUBLISH,
                 event_type=ITEM_PUBLISHED,
                 subject=str(item.pk),
@@ -67,6 +71,15 @@ def item_publish(
             if existing is not None:
                 return PublishResult(item=existing, replayed=True)
         raise
+    envelope = event.envelope
+    with log_context(
+        item_id=str(item.pk),
+        agent_id=str(author.pk),
+        event_id=envelope["id"],
+        correlation_id=envelope["correlationid"],
+        trace_id=trace_id_from_traceparent(envelope["traceparent"]),
+    ):
+        log.info("item %s published", item.pk)
     return PublishResult(item=item, replayed=False)
 
 

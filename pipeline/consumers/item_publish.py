@@ -9,8 +9,9 @@ from django.conf import settings
 
 from eigenflux.redis import get_redis
 from items.events import ITEM_PUBLISHED, STREAM_ITEM_PUBLISH
+from items.models import ItemStatus, RawItem
 from items.services.enrichment import Cause, Claim, claim_token, item_claim, item_give_up
-from pipeline.enrichment import Enrichment
+from pipeline.enrichment import Enrichment, item_terminal
 from pipeline.runtime import Consumer, DeadLetterNow, Event, GiveUp, NothingToDo, RetryLater, register
 from pipeline.runtime.liveness import consumer_alive
 
@@ -47,7 +48,7 @@ class ItemPublishConsumer(Consumer):
         item_id = str((event.data if event is not None else {}).get("item_id", ""))
         if event is None or not item_id.isdigit():
             return  # malformed: there is no item to fail
-        item_give_up(
+        failed = item_give_up(
             item_id=int(item_id),
             message_id=event.message_id,
             error_class=reason.error_class,
@@ -59,6 +60,10 @@ class ItemPublishConsumer(Consumer):
                 replay=event.replay,
             ),
         )
+        if failed:
+            published_at = RawItem.objects.filter(pk=int(item_id)).values_list("created_at", flat=True).first()
+            if published_at is not None:
+                item_terminal(int(item_id), ItemStatus.FAILED, published_at, f"gave up: {reason.error_class}")
 
 
 def claim_holder_gone(token: str) -> bool:

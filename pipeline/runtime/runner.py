@@ -27,6 +27,7 @@ charged one delivery it did not use.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import logging
 import os
@@ -52,6 +53,7 @@ from pipeline.runtime.deadletter import GiveUp, dead_letter, letter_payload
 from pipeline.runtime.entries import RawFields, UndecodableEntry, decode_fields, lenient_fields, text
 from pipeline.runtime.errors import DeadLetterNow, LeaseLost, NothingToDo, RetryLater
 from pipeline.runtime.event import Event, Lease, MalformedEntry
+from pipeline.runtime.logcontext import delivery_log_context
 from pipeline.runtime.loops import Loops
 from pipeline.runtime.scripts import Scripts
 
@@ -149,6 +151,8 @@ class ConsumerRunner:
         self._m_retries = metrics.RETRIES.labels(*labels)
         self._m_reclaimed = metrics.RECLAIMED.labels(*labels)
         self._m_lease_lost = metrics.LEASE_LOSSES.labels(*labels)
+        for error_class in ("transient", "permanent"):  # exported at 0, so the first dead letter counts in increase()
+            metrics.DEAD_LETTERS.labels(*labels, error_class)
 
     # --- lifecycle -------------------------------------------------------------------------------------
 
@@ -487,7 +491,9 @@ class ConsumerRunner:
                 if delivery is _STOP:
                     return
                 try:
-                    self._run(delivery)
+                    # Every line logged while handling (the handler's and the runtime's) carries the delivery's ids.
+                    with self._log_context(delivery):
+                        self._run(delivery)
                 except Exception:
                     # A runtime fault on this entry (not the handler's: _handle catches those): the entry is
                     # let go, stays pending and is reclaimed after the lease; this thread carries on.
@@ -500,6 +506,11 @@ class ConsumerRunner:
                         self._room.notify_all()
         finally:
             connection.close()
+
+    def _log_context(self, delivery: Delivery):
+        if delivery.event is None:
+            return contextlib.nullcontext()
+        return delivery_log_context(delivery.event, consumer=self.name, delivery_count=delivery.delivery_count)
 
     def _run(self, delivery: Delivery) -> None:
         if self._stopping.is_set():

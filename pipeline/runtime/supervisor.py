@@ -15,6 +15,7 @@ import redis
 from django.conf import settings
 
 from eigenflux.redis import get_redis
+from pipeline import metrics
 from pipeline.runtime import liveness
 from pipeline.runtime.consumer import Consumer
 from pipeline.runtime.runner import ConsumerRunner
@@ -63,6 +64,7 @@ class Supervisor:
         Returns the process's exit status: 0, or EXIT_LOOP_DIED when a loop died."""
         for runner in self.runners:
             runner.start()
+            metrics.RUNNING_CONSUMERS.labels(runner.stream, runner.group).set(1)
         if self.relay is not None:
             poll = 0.05 if self.burst else None
             self._spawn("relay", lambda: self.relay.run(self._service_stop, poll_seconds=poll))
@@ -88,6 +90,7 @@ class Supervisor:
         deadline = time.monotonic() + self.grace
         for runner in self.runners:
             runner.stop(max(0.0, deadline - time.monotonic()))
+            metrics.RUNNING_CONSUMERS.labels(runner.stream, runner.group).set(0)
         for thread in self._threads:
             thread.join(5.0)
         try:

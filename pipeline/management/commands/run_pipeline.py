@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import signal
@@ -14,6 +15,7 @@ from pipeline import metrics
 from pipeline.runtime import load_consumers
 from pipeline.runtime.supervisor import Supervisor
 
+log = logging.getLogger(__name__)
 _SECRET_NAME = re.compile(r"KEY|SECRET|PASSWORD|TOKEN", re.IGNORECASE)
 _SHOWN_PREFIXES = ("PIPELINE_", "LLM_", "SAFETY_LLM_", "EMBEDDING_")
 _URL_PASSWORD = re.compile(r"(://[^:/@]*:)([^@]*)(@)")
@@ -74,10 +76,10 @@ class Command(BaseCommand):
 
         def on_signal(signum, frame):
             if supervisor.stop_requested.is_set():
-                self.stderr.write("second signal: exiting now; unfinished entries stay pending for reclaim")
-                self.stderr.flush()
+                log.warning("second signal: exiting now; unfinished entries stay pending for reclaim")
+                logging.shutdown()
                 os._exit(0)
-            self.stderr.write(f"{signal.Signals(signum).name}: stopping gracefully")
+            log.info("%s: stopping gracefully", signal.Signals(signum).name)
             supervisor.request_stop()
 
         signal.signal(signal.SIGTERM, on_signal)
@@ -100,7 +102,12 @@ class Command(BaseCommand):
             value = getattr(settings, name, None)
             if name.startswith(_SHOWN_PREFIXES) or (name == "SECRET_KEY"):
                 shown[name] = value
+        masked = {name: mask(name, value) for name, value in shown.items()}
+        if settings.LOG_FORMAT == "json":
+            # One JSON line like every other, for the log shipper.
+            log.info("run_pipeline settings", extra={"settings": masked})
+            return
         self.stdout.write("run_pipeline settings:")
-        for name, value in shown.items():
-            self.stdout.write(f"  {name} = {mask(name, value)}")
+        for name, value in masked.items():
+            self.stdout.write(f"  {name} = {value}")
         self.stdout.flush()
