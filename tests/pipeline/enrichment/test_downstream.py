@@ -127,6 +127,9 @@ def test_websocket_with_a_bad_token_is_closed_with_4401(transactional_db):
         connected, _ = await socket.connect()
         error = await socket.receive_json_from(timeout=5)
         closed = await socket.receive_output(timeout=5)
+        # The client side is torn down too: a consumer left running would be cancelled by asyncio.run, which
+        # can hang on the channel layer's pending receive.
+        await socket.disconnect()
         await _close_consumer_connections()
         return connected, error, closed
 
