@@ -153,7 +153,10 @@ def item_approve(*, item: ProcessedItem, moderator, note: str = "") -> Processed
         current = ProcessedItem.objects.select_for_update().select_related("raw").filter(pk=item.pk).first()
         if current is None or current.status not in APPROVE_FROM:
             raise _refuse("approve", item.pk, APPROVE_FROM)
-        extracted = bool(current.summary or current.analyzer)
+        # Extracted fields are on the row only once an outcome was written (completed or discarded after the
+        # extraction). An extraction checkpoint alone (analyzer and extraction set, summary empty: the item
+        # failed later) goes back to the pipeline, which reuses the checkpoint instead of paying again.
+        extracted = bool(current.summary)
         if extracted:
             search = search_vector(summary=current.summary, keywords=current.keywords, content=current.raw.content)
             ProcessedItem.objects.filter(pk=item.pk).update(

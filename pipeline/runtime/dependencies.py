@@ -106,10 +106,10 @@ def dependency_of(exc: BaseException | None) -> str | None:
 
 
 def is_up(dependency: str) -> bool:
-    """Ask the dependency directly, independently of any entry: PostgreSQL a SELECT 1 on this thread's
-    connection, Redis a PING, the model endpoint a GET /models. The breaker uses it to tell an outage from one
-    entry's own failure (even with a single entry in flight) and, once half-open, to probe without risking
-    an entry."""
+    """Ask the dependency directly, independently of any entry: PostgreSQL a SELECT 1 on a fresh connection
+    outside the pool, Redis a PING, the model endpoint a GET /models. The breaker uses it to tell an outage
+    from one entry's own failure (even with a single entry in flight) and, once half-open, to probe without
+    risking an entry."""
     try:
         if dependency == POSTGRESQL:
             return _postgres_up()
@@ -127,14 +127,25 @@ def is_up(dependency: str) -> bool:
 
 
 def _postgres_up() -> bool:
+    if not connection.in_atomic_block:
+        with contextlib.suppress(db_utils.DatabaseError):
+            connection.close()  # a connection the outage broke is not handed to the next handler
+    # Asked outside the pool: a pool whose connections are all lent out (or were all broken by the outage)
+    # says nothing about the server.
+    return postgres_answers_directly()
+
+
+def postgres_answers_directly(timeout: float = 3.0) -> bool:
+    """SELECT 1 on a fresh connection outside the process's pool. A pool timeout means either that every pooled
+    connection is lent out (PostgreSQL is fine: the entry only waits for a turn) or that the pool cannot open
+    connections (PostgreSQL is down); the pool cannot tell which, the server can."""
+    import psycopg
+
+    params = connection.get_connection_params()
+    params["connect_timeout"] = max(1, round(timeout))
     try:
-        if not connection.in_atomic_block:
-            connection.close_if_unusable_or_obsolete()  # a connection the outage broke is replaced
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
-    except db_utils.DatabaseError as exc:
-        if not connection.in_atomic_block:
-            with contextlib.suppress(db_utils.DatabaseError):
-                connection.close()
-        return not is_postgres_outage(exc)
+        with psycopg.connect(**params, autocommit=True) as probe:
+            probe.execute("SELECT 1")
+    except psycopg.Error:
+        return False
     return True

@@ -576,7 +576,8 @@ class ConsumerRunner:
                 self._m_seconds.observe(time.perf_counter() - started)
         if delivery.lease.lost:
             outcome = "lease_lost"
-        elif outcome == "transient" and pool_exhausted(error):
+        elif outcome == "transient" and pool_exhausted(error) and dependencies.postgres_answers_directly():
+            # No free connection in this process's pool while PostgreSQL itself answers: not an outage.
             outcome = "no_connection"
         failed = dependencies.dependency_of(error) if outcome == "transient" else None
         outage = self.breakers.settle(admission, entry=delivery.message_id, ok=uses.ok, failed_dependency=failed)

@@ -178,6 +178,20 @@ def test_approve_without_extraction_sends_it_back_with_the_override(mod_client):
     assert moderator_decisions(item)[0].category == "extraction_pending"
 
 
+def test_approve_of_a_failed_item_with_only_an_extraction_checkpoint_sends_it_back(mod_client):
+    # It failed after the extraction was paid for (e.g. retries ran out later): the checkpoint has the analyzer
+    # but the row has no summary or keywords yet, so completing it at once would publish an empty item.
+    item = item_in(ItemStatus.FAILED, analyzer="local", extraction={"summary": "Spare GPU hours"})
+
+    act(mod_client, "approve_items", item)
+
+    item.refresh_from_db()
+    assert item.status == ItemStatus.PENDING
+    assert item.extraction == {"summary": "Spare GPU hours"}  # kept: the pipeline reuses it
+    assert json.loads(events_for(item, ITEM_PUBLISHED)[-1].envelope["data"])["override"] == "approve"
+    assert events_for(item, ITEM_COMPLETED) == []
+
+
 @pytest.mark.parametrize(
     "status", [ItemStatus.COMPLETED, ItemStatus.PENDING, ItemStatus.PROCESSING, ItemStatus.DELETED]
 )

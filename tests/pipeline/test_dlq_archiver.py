@@ -90,7 +90,12 @@ def test_the_archiver_loses_no_letter_while_postgresql_is_down_30s(run_pipeline,
         "dlq-archive-item-publish",
         "--no-relay",
         "--no-housekeeping",
-        env={"DATABASE_URL": postgres_proxy.database_url, "PIPELINE_LEASE_SECONDS": "3", "PIPELINE_BLOCK_MS": "200"},
+        env={
+            "DATABASE_URL": postgres_proxy.database_url,
+            "PIPELINE_LEASE_SECONDS": "3",
+            "PIPELINE_BLOCK_MS": "200",
+            "PIPELINE_DB_POOL_TIMEOUT": "2",  # the outage reaches the breaker instead of only blocking handlers
+        },
     )
     wait_for(lambda: DeadLetter.objects.count() == 10, 30, message="first letters archived")
 

@@ -28,6 +28,9 @@ def mask(name: str, value) -> str:
     return _URL_PASSWORD.sub(r"\1****\3", str(value))
 
 
+READY_LINE = "run_pipeline: ready (signal handlers installed)"
+
+
 class Command(BaseCommand):
     help = "Run the stream consumers (default: all registered), the outbox relay and housekeeping."
 
@@ -84,6 +87,9 @@ class Command(BaseCommand):
 
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
+        # From here on a SIGTERM drains gracefully; supervisors and tests may wait for this line.
+        self.stdout.write(READY_LINE)
+        self.stdout.flush()
         status = supervisor.run()
         if status:
             # A loop thread died: exit non-zero so the process supervisor (systemd, Kubernetes...) restarts us.

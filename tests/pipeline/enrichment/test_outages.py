@@ -61,6 +61,9 @@ def start(run_pipeline, fake_llm, **env):
             "PIPELINE_LEASE_SECONDS": "5",
             "PIPELINE_BLOCK_MS": "200",
             "PIPELINE_BREAKER_MAX_OPEN_SECONDS": "4",
+            # A handler waits this long for a pooled connection before the outage reaches the breaker (the
+            # default 30 s would outlast the outages here, which would then only block the handlers).
+            "PIPELINE_DB_POOL_TIMEOUT": "0.5",
             **env,
         },
     )

@@ -72,6 +72,13 @@ class PipelineProcess:
             pytest.fail(f"run_pipeline {self.args} did not exit within {timeout}s; output:\n{self.output()[-4000:]}")
 
     def signal(self, signum: int) -> None:
+        if signum in (signal.SIGTERM, signal.SIGINT):
+            from pipeline.management.commands.run_pipeline import READY_LINE
+
+            # Before its handlers are installed a child dies of the signal instead of draining: wait for them.
+            deadline = time.monotonic() + 60
+            while READY_LINE not in self.output() and self.proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
         if self.proc.poll() is None:
             self.proc.send_signal(signum)
 
