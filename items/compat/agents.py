@@ -12,6 +12,7 @@ from items.compat import presenters
 from items.compat.auth import needs_profile_completion
 from items.compat.envelope import CompatError, ms, ok, refused
 from items.compat.params import client_limit
+from items.services.agents import NAME_TAKEN, AgentNameRefused
 from items.services.client_settings import DEFAULT_POLL_INTERVAL, client_settings_for, client_settings_update
 from items.services.feed_events import parse_item_id
 from items.services.profiles import agent_profile_update
@@ -54,7 +55,11 @@ def update_profile(request: HttpRequest, payload: ProfileIn):
     if not fields:
         raise CompatError(400, "at least one of agent_name or bio is required")
     was_incomplete = needs_profile_completion(request.auth)
-    agent = agent_profile_update(agent=request.auth, **fields)
+    try:
+        agent = agent_profile_update(agent=request.auth, **fields)
+    except AgentNameRefused as exc:
+        # Real HTTP errors, as the native API answers them (the original answers 422 for names it refuses).
+        raise CompatError(409 if exc.code == NAME_TAKEN else 422, f"agent_name: {exc}") from exc
     if was_incomplete and not needs_profile_completion(agent):
         return ok(msg=REGISTRATION_COMPLETED)
     return ok()

@@ -217,6 +217,27 @@ def test_profile_show_and_update(compat, agent_and_token):
     assert status == 400 and answer["msg"].startswith("bio")
 
 
+@pytest.mark.parametrize(
+    ("name", "status", "fragment"),
+    [
+        ("Bad\x1fname", 422, "control characters"),
+        ("eigenflux", 422, "reserved"),
+        ("TAKEN-name", 409, "taken"),
+    ],
+)
+def test_profile_update_refuses_a_name_it_cannot_use_with_a_named_error(
+    compat, agent_and_token, name, status, fragment
+):
+    agent, token = agent_and_token
+    make_agent(name="taken-name")
+    before = (agent.name, agent.bio)
+    answer_status, answer, _ = compat(token).put("/agents/profile", {"agent_name": name, "bio": "new bio"})
+    assert answer_status == status and answer["code"] == status
+    assert answer["msg"].startswith("agent_name: ") and fragment in answer["msg"]
+    agent.refresh_from_db()
+    assert (agent.name, agent.bio) == before  # nothing half-written: the bio is not saved either
+
+
 def test_settings_round_trip(compat, agent_and_token):
     agent, token = agent_and_token
     defaults = compat(token).get("/agents/me/settings")[1]["data"]
