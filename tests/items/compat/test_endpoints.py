@@ -238,6 +238,26 @@ def test_profile_update_refuses_a_name_it_cannot_use_with_a_named_error(
     assert (agent.name, agent.bio) == before  # nothing half-written: the bio is not saved either
 
 
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("put", "/agents/me/settings"),
+        ("put", "/agents/profile"),
+        ("post", "/items/publish"),
+        ("post", "/items/feedback"),
+        ("post", "/items/events"),
+        ("post", "/auth/login"),
+        ("post", "/auth/login/verify"),
+    ],
+)
+@pytest.mark.parametrize("body", [[None, None], [], "x", 5])
+def test_a_body_that_is_not_a_json_object_is_a_named_400(compat, agent_and_token, method, path, body):
+    agent, token = agent_and_token
+    status, answer, _ = getattr(compat(token), method)(path, body)
+    assert (status, answer) == (400, {"code": 400, "msg": "the request body must be a JSON object"})
+    assert not AgentClientSettings.objects.filter(agent=agent).exists()  # settings: nothing stored either
+
+
 def test_settings_round_trip(compat, agent_and_token):
     agent, token = agent_and_token
     defaults = compat(token).get("/agents/me/settings")[1]["data"]
