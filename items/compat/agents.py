@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from django.http import HttpRequest
-from ninja import Header, Router, Schema
-from pydantic import ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
+from ninja import Header, Router
+from pydantic import Field, StrictBool, StrictInt, StrictStr, field_validator
 
 from items import selectors
 from items.api.schemas import storable
 from items.compat import presenters
 from items.compat.auth import needs_profile_completion
 from items.compat.envelope import CompatError, ms, ok, refused
-from items.compat.params import client_limit
+from items.compat.params import ClientBody, client_limit
+from items.services.agents import NAME_TAKEN, AgentNameRefused
 from items.services.client_settings import DEFAULT_POLL_INTERVAL, client_settings_for, client_settings_update
 from items.services.feed_events import parse_item_id
 from items.services.profiles import agent_profile_update
@@ -30,9 +31,7 @@ def me(request: HttpRequest):
     return ok(presenters.profile(agent, selectors.agent_influence(agent), feed_delivery_preference=preference))
 
 
-class ProfileIn(Schema):
-    model_config = ConfigDict(extra="ignore")
-
+class ProfileIn(ClientBody):
     agent_name: StrictStr | None = Field(None, max_length=NAME_MAX)
     bio: StrictStr | None = Field(None, max_length=BIO_MAX)
 
@@ -54,7 +53,11 @@ def update_profile(request: HttpRequest, payload: ProfileIn):
     if not fields:
         raise CompatError(400, "at least one of agent_name or bio is required")
     was_incomplete = needs_profile_completion(request.auth)
-    agent = agent_profile_update(agent=request.auth, **fields)
+    try:
+        agent = agent_profile_update(agent=request.auth, **fields)
+    except AgentNameRefused as exc:
+        # Real HTTP errors, as the native API answers them (the original answers 422 for names it refuses).
+        raise CompatError(409 if exc.code == NAME_TAKEN else 422, f"agent_name: {exc}") from exc
     if was_incomplete and not needs_profile_completion(agent):
         return ok(msg=REGISTRATION_COMPLETED)
     return ok()
@@ -111,9 +114,7 @@ def get_settings(request: HttpRequest):
     return ok(_settings(request.auth))
 
 
-class SettingsIn(Schema):
-    model_config = ConfigDict(extra="ignore")
-
+class SettingsIn(ClientBody):
     recurring_publish: StrictBool | None = None
     feed_poll_interval: StrictInt | None = None
     feed_poll_interval_user_set: StrictBool | None = None

@@ -7,11 +7,11 @@ from typing import Any
 
 from django.http import HttpRequest
 from django.utils import timezone
-from ninja import Router, Schema
-from pydantic import ConfigDict
+from ninja import Router
 
 from eigenflux.clientaddr import request_client_address
 from items.compat.envelope import CompatError, ms, ok, refused
+from items.compat.params import ClientBody
 from items.models import Agent
 from items.services.agents import agent_token_revoke_value
 from items.services.login import LoginError, LoginRateLimited, LoginUnavailable, login_start, login_verify
@@ -23,16 +23,12 @@ router = Router(tags=["auth"])
 SESSION_DAYS = 30
 
 
-class LoginIn(Schema):
-    model_config = ConfigDict(extra="ignore")
-
+class LoginIn(ClientBody):
     login_method: Any = None
     email: Any = None
 
 
-class VerifyIn(Schema):
-    model_config = ConfigDict(extra="ignore")
-
+class VerifyIn(ClientBody):
     login_method: Any = None
     challenge_id: Any = None
     code: Any = None

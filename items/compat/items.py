@@ -5,14 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import HttpRequest
-from ninja import Header, Router, Schema
+from ninja import Header, Router
 from pydantic import ConfigDict
 
 from items import selectors
 from items.api.schemas import PublishIn
 from items.compat import presenters
 from items.compat.envelope import CompatError, ok, refused
-from items.compat.params import client_limit
+from items.compat.params import ClientBody, client_limit
 from items.services.feed_events import MAX_EVENTS, feed_events_record, parse_item_id
 from items.services.feedback import SCORES, FeedbackRefused, item_feedback_submit_by_id
 from items.services.messages import messages_take_unread
@@ -26,7 +26,7 @@ INTERACTIONS_DEFAULT, INTERACTIONS_MAX = 15, 200
 MAX_FEEDBACK = 100
 
 
-class ClientPublishIn(PublishIn):
+class ClientPublishIn(ClientBody, PublishIn):
     """The native publish rules (content, notes, url, accept_reply); unknown fields are ignored, as the
     original's binding does."""
 
@@ -82,9 +82,7 @@ def feed(request: HttpRequest, action: str | None = None, limit: str | None = No
     )
 
 
-class FeedbackIn(Schema):
-    model_config = ConfigDict(extra="ignore")
-
+class FeedbackIn(ClientBody):
     items: list[Any]
 
 
@@ -124,9 +122,7 @@ def feedback(request: HttpRequest, payload: FeedbackIn):
     return ok(data)
 
 
-class EventsIn(Schema):
-    model_config = ConfigDict(extra="ignore")
-
+class EventsIn(ClientBody):
     events: list[Any]
 
 

@@ -31,7 +31,7 @@ from django.utils.crypto import salted_hmac
 
 from items.models import Agent, LoginChallenge
 from items.ratelimit import RateLimitUnavailable, rate_limit_window
-from items.services.agents import IssuedToken, agent_create, agent_token_create
+from items.services.agents import AgentNameRefused, IssuedToken, agent_create, agent_token_create
 
 log = logging.getLogger(__name__)
 
@@ -193,10 +193,23 @@ def _agent_for(challenge: LoginChallenge) -> tuple[Agent, bool]:
         return existing, False
     try:
         with transaction.atomic():
-            agent = agent_create(name=challenge.email.split("@", 1)[0][:100] or "agent", email=challenge.email)
+            agent = _agent_create_for_address(challenge.email)
     except IntegrityError:  # a parallel verify for the same address created it first
         return Agent.objects.get(email__iexact=challenge.email), False
     return agent, True
+
+
+def _agent_create_for_address(email: str) -> Agent:
+    """A new agent named after the address's local part or, when another agent holds that name (names ignore
+    case and width) or it is reserved or unusable, `agent-<random>`: the client asks a new agent to choose
+    its name anyway, and signing up must not fail on a name nobody typed."""
+    candidates = [email.split("@", 1)[0][:100] or "agent", *(f"agent-{secrets.token_hex(4)}" for _ in range(3))]
+    for name in candidates[:-1]:
+        try:
+            return agent_create(name=name, email=email)
+        except AgentNameRefused:
+            continue
+    return agent_create(name=candidates[-1], email=email)
 
 
 def login_challenges_prune() -> int:

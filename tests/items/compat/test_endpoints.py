@@ -217,6 +217,47 @@ def test_profile_show_and_update(compat, agent_and_token):
     assert status == 400 and answer["msg"].startswith("bio")
 
 
+@pytest.mark.parametrize(
+    ("name", "status", "fragment"),
+    [
+        ("Bad\x1fname", 422, "control characters"),
+        ("eigenflux", 422, "reserved"),
+        ("TAKEN-name", 409, "taken"),
+    ],
+)
+def test_profile_update_refuses_a_name_it_cannot_use_with_a_named_error(
+    compat, agent_and_token, name, status, fragment
+):
+    agent, token = agent_and_token
+    make_agent(name="taken-name")
+    before = (agent.name, agent.bio)
+    answer_status, answer, _ = compat(token).put("/agents/profile", {"agent_name": name, "bio": "new bio"})
+    assert answer_status == status and answer["code"] == status
+    assert answer["msg"].startswith("agent_name: ") and fragment in answer["msg"]
+    agent.refresh_from_db()
+    assert (agent.name, agent.bio) == before  # nothing half-written: the bio is not saved either
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("put", "/agents/me/settings"),
+        ("put", "/agents/profile"),
+        ("post", "/items/publish"),
+        ("post", "/items/feedback"),
+        ("post", "/items/events"),
+        ("post", "/auth/login"),
+        ("post", "/auth/login/verify"),
+    ],
+)
+@pytest.mark.parametrize("body", [[None, None], [], "x", 5])
+def test_a_body_that_is_not_a_json_object_is_a_named_400(compat, agent_and_token, method, path, body):
+    agent, token = agent_and_token
+    status, answer, _ = getattr(compat(token), method)(path, body)
+    assert (status, answer) == (400, {"code": 400, "msg": "the request body must be a JSON object"})
+    assert not AgentClientSettings.objects.filter(agent=agent).exists()  # settings: nothing stored either
+
+
 def test_settings_round_trip(compat, agent_and_token):
     agent, token = agent_and_token
     defaults = compat(token).get("/agents/me/settings")[1]["data"]

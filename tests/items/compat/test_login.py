@@ -115,6 +115,19 @@ def test_open_signup_creates_the_agent_on_verify(compat, settings):
     assert agent.name == "new.agent" and body["data"]["agent_id"] == str(agent.pk)
 
 
+@pytest.mark.parametrize("email", ["OPS@elsewhere.org", "eigenflux@elsewhere.org"])
+def test_open_signup_when_the_address_does_not_give_a_usable_name(compat, registered, settings, email):
+    # "ops" belongs to another agent (names ignore case), "eigenflux" is the official agent's: the new agent
+    # gets a free name of its own (it is asked to choose one anyway) instead of a server error.
+    settings.EIGENFLUX_OPEN_SIGNUP = True
+    _, body, _ = login(compat(), email)
+    status, body, _ = verify(compat(), body["data"]["challenge_id"], last_code())
+    assert status == 200 and body["code"] == 0 and body["data"]["is_new_agent"] is True
+    agent = Agent.objects.get(email__iexact=email)
+    assert agent.pk != registered.pk and agent.name.startswith("agent-") and agent.name_key
+    assert body["data"]["needs_profile_completion"]
+
+
 def test_rate_limit_per_address(compat, registered, settings):
     settings.LOGIN_RESEND_SECONDS = 0
     settings.LOGIN_CODES_PER_ADDRESS_PER_HOUR = 3
