@@ -245,7 +245,7 @@ EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
 EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10, minimum=1)
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "EigenFlux <noreply@localhost>")
 
-# --- Model layer (SPEC §7) ----------------------------------------------------------------------
+# --- Model layer (docs/model-layer.md) ----------------------------------------------------------
 LLM_API_KEY = env_str("LLM_API_KEY") or env_str("OPENAI_API_KEY")
 LLM_PROVIDER = env_choice("LLM_PROVIDER", "openai" if LLM_API_KEY else "local", ("openai", "local"))
 LLM_BASE_URL = env_str("LLM_BASE_URL") or None
@@ -286,10 +286,11 @@ LLM_JSON_MODE = env_bool("LLM_JSON_MODE", True)
 # Per-call retry backoff for 429/5xx/timeouts: base * 2**attempt, capped, with full jitter.
 LLM_RETRY_BASE_DELAY = env_float("LLM_RETRY_BASE_DELAY", 0.5, minimum=0.0)
 LLM_RETRY_MAX_DELAY = env_float("LLM_RETRY_MAX_DELAY", 8.0, minimum=0.0)
-# Prompt templates (one file per task, SPEC §7.2), checked at start-up against the result schemas.
+# Prompt templates (one file per task, docs/model-layer.md#prompts-and-their-schemas), checked at start-up against the
+# result schemas.
 PROMPTS_DIR = env_path("PROMPTS_DIR", BASE_DIR / "prompts")
 
-# --- Enrichment (SPEC §6) -----------------------------------------------------------------------
+# --- Enrichment (docs/enrichment.md) ------------------------------------------------------------
 QUALITY_THRESHOLD = env_float("QUALITY_THRESHOLD", 0.2, minimum=0.0, maximum=1.0)
 DUPLICATE_WINDOW_DAYS = env_int("DUPLICATE_WINDOW_DAYS", 30, minimum=1)
 # Cosine similarity at which a new item joins the nearest item's group; alerts need more, and recency.
@@ -299,7 +300,7 @@ ALERT_GROUP_WINDOW_HOURS = env_float("ALERT_GROUP_WINDOW_HOURS", 6.0, minimum=0.
 # How long an item's claim lasts without progress; every step renews it (a crashed consumer's claim lapses).
 ENRICHMENT_LEASE_SECONDS = env_float("ENRICHMENT_LEASE_SECONDS", 120.0, minimum=1.0)
 
-# --- Search (SPEC §4) ---------------------------------------------------------------------------
+# --- Search (README.md#agent-api) ---------------------------------------------------------------
 # Semantic results below this cosine similarity are not returned and do not enter hybrid fusion. Unset: the
 # floor calibrated for the embedding in use (pipeline/llm/embeddings.py; recalibrate with
 # `bench/search_quality.py --calibrate` when you change the model).
@@ -309,7 +310,7 @@ SEARCH_KEYWORD_CANDIDATES = env_int("SEARCH_KEYWORD_CANDIDATES", 1000, minimum=1
 # How deep a client can page into one search's results.
 SEARCH_MAX_RESULTS = env_int("SEARCH_MAX_RESULTS", 200, minimum=1)
 
-# --- Profiles and the official agent (SPEC §5.2) ------------------------------------------------
+# --- Profiles and the official agent (docs/architecture.md#streams-and-groups) ------------------
 # At most one profile keyword extraction (a model call) per agent per this many seconds; updates in between
 # schedule one extraction for when the interval ends, which reads the latest profile (0 = no limit).
 PROFILE_KEYWORDS_MIN_INTERVAL_SECONDS = env_int("PROFILE_KEYWORDS_MIN_INTERVAL_SECONDS", 300, minimum=0)
@@ -322,7 +323,7 @@ OFFICIAL_NEW_AGENT_DAYS = env_int("OFFICIAL_NEW_AGENT_DAYS", 7, minimum=0)
 OFFICIAL_MODEL_CALLS_PER_HOUR = env_int("OFFICIAL_MODEL_CALLS_PER_HOUR", 600, minimum=0)
 OFFICIAL_MODEL_CALLS_PER_AGENT_PER_DAY = env_int("OFFICIAL_MODEL_CALLS_PER_AGENT_PER_DAY", 4, minimum=0)
 
-# --- Moderation (SPEC §8) ---------------------------------------------------------------------
+# --- Moderation (docs/admin.md) ---------------------------------------------------------------
 # Admin sign-in: this many failures per username or per client address within the window lock both out
 # until the window ends (0 disables).
 ADMIN_LOGIN_MAX_FAILURES = env_int("ADMIN_LOGIN_MAX_FAILURES", 5, minimum=0)
@@ -379,7 +380,7 @@ LOGGING = {
     },
 }
 
-# --- Stream runtime (SPEC §5) -------------------------------------------------------------------
+# --- Stream runtime (docs/delivery.md) ----------------------------------------------------------
 # Handler threads per consumer in each run_pipeline process (overridden by --concurrency).
 PIPELINE_CONCURRENCY = env_int("PIPELINE_CONCURRENCY", 8, minimum=1)
 # A handler's lease: heartbeats renew it every third of this; entries idle longer are reclaimed.

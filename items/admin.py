@@ -1,4 +1,4 @@
-"""The moderator's admin for the items domain (SPEC §8): items with their outcome and overrides, the keyword
+"""The moderator's admin for the items domain (docs/admin.md): items with their outcome and overrides, the keyword
 blacklist, agents and their tokens. Actions call one service per row and report counts and refusals."""
 
 from __future__ import annotations

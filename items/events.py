@@ -1,4 +1,5 @@
-"""CloudEvents 1.0 envelopes in flat string fields (SPEC §5.1), as written to the outbox and the streams."""
+"""CloudEvents 1.0 envelopes in flat string fields (docs/architecture.md#events), as written to the outbox and the
+streams."""
 
 from __future__ import annotations
 

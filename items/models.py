@@ -1,4 +1,5 @@
-"""The domain's tables (SPEC §3): agents and tokens, raw and processed items, decisions, outbox, blacklist."""
+"""The domain's tables (docs/architecture.md#data-model): agents and tokens, raw and processed items, decisions, outbox,
+blacklist."""
 
 from __future__ import annotations
 
@@ -217,7 +218,9 @@ class OutboxEvent(models.Model):
     event_id = models.UUIDField(unique=True)
     event_type = models.CharField(max_length=100)
     subject = models.CharField(max_length=64)
-    envelope = models.JSONField(help_text="CloudEvents 1.0 attributes as flat string fields (SPEC §5.1).")
+    envelope = models.JSONField(
+        help_text="CloudEvents 1.0 attributes as flat string fields (docs/architecture.md#events)."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     dispatched_at = models.DateTimeField(null=True, blank=True)
     stream_message_id = models.CharField(max_length=32, blank=True)

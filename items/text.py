@@ -7,7 +7,7 @@ import unicodedata
 
 import regex
 
-# Han, Hiragana, Katakana and Hangul code points weigh 2 (SPEC §4); everything else weighs 1.
+# Han, Hiragana, Katakana and Hangul code points weigh 2 (README.md#agent-api); everything else weighs 1.
 _WIDE = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]")
 _SPACE = regex.compile(r"\s+")
 

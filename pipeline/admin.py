@@ -1,4 +1,4 @@
-"""The moderator's admin for the pipeline (SPEC §8): dead letters with requeue and resolve, model calls, and
+"""The moderator's admin for the pipeline (docs/admin.md): dead letters with requeue and resolve, model calls, and
 the pipeline health and prompts pages (mounted under the dead-letter and model-call admins)."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Start-up checks. Prompts (SPEC §7.2): every prompt file exists, renders, and carries an example output
-whose keys are exactly its task schema's fields and which validates against that schema. The offline
-embedding: the all-MiniLM-L6-v2 package is installed and EMBEDDING_DIMENSIONS fits it."""
+"""Start-up checks. Prompts (docs/model-layer.md#prompts-and-their-schemas): every prompt file exists, renders, and
+carries an example output whose keys are exactly its task schema's fields and which validates against that schema. The
+offline embedding: the all-MiniLM-L6-v2 package is installed and EMBEDDING_DIMENSIONS fits it."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Dead letters (SPEC §3, §8): archiving `<stream>:dlq` entries, requeue and resolve, and the scheduled job
-that requeues transient ones a bounded number of times.
+"""Dead letters (docs/admin.md#dead-letters): archiving `<stream>:dlq` entries, requeue and resolve, and the scheduled
+job that requeues transient ones a bounded number of times.
 
 Scheduling the auto-requeue job needs no management command: call `dead_letters_schedule()` once, e.g.
 `python -c "import django; django.setup(); from pipeline.deadletters import dead_letters_schedule as s; s()"`

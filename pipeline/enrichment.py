@@ -1,4 +1,4 @@
-"""Enrichment of one item (SPEC §6): cheap gates first, model calls last, every step's decision recorded.
+"""Enrichment of one item (docs/enrichment.md): cheap gates first, model calls last, every step's decision recorded.
 
 The consumer in pipeline.consumers.item_publish claims the item and hands it here. Intermediate results
 (embedding, safety pass, extraction, suggestion) are checkpointed on the item, so a redelivered entry pays
@@ -150,7 +150,7 @@ class Enrichment:
         return self._complete(extraction, fields, hit)
 
     def _run_approved(self) -> None:
-        """A moderator approved the item (SPEC §8): the gates are overridden; extraction still runs."""
+        """A moderator approved the item (docs/admin.md): the gates are overridden; extraction still runs."""
         hit = most_similar(embedding=self._embedding(), exclude_id=self.item.pk)
         extraction, fields = self._extraction()
         overridden = "gates overridden by a moderator"
@@ -202,7 +202,7 @@ class Enrichment:
         return vector
 
     def _group(self, hit: SimilarHit | None, broadcast_type: str) -> int:
-        """SPEC §6 steps 5 and 10: join the nearest item's group at cosine >= SIMILARITY_THRESHOLD; the type
+        """docs/enrichment.md#grouping: join the nearest item's group at cosine >= SIMILARITY_THRESHOLD; the type
         may only ungroup (demand/supply: same author only; alert: cosine >= 0.85 and under 6 h old)."""
         if hit is None or hit.cosine < settings.SIMILARITY_THRESHOLD:
             return self.item.pk

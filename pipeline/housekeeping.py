@@ -1,5 +1,5 @@
-"""Stream housekeeping (SPEC §5.2, §5.4): MINID trimming of the ingest and dead-letter streams, the stuck-item
-sweeper, pruning of consumers that are gone, and the lag poller that feeds the Prometheus gauges."""
+"""Stream housekeeping (docs/operations.md#housekeeping): MINID trimming of the ingest and dead-letter streams, the
+stuck-item sweeper, pruning of consumers that are gone, and the lag poller that feeds the Prometheus gauges."""
 
 from __future__ import annotations
 

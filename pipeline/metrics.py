@@ -1,4 +1,5 @@
-"""Prometheus metrics of the pipeline (SPEC §9), on the default registry (served by /metrics and --metrics-port)."""
+"""Prometheus metrics of the pipeline (docs/operations.md#metrics), on the default registry (served by /metrics and
+--metrics-port)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Outbox relay (SPEC §5.4): undispatched OutboxEvents -> their Redis stream, once each, in id order per batch.
+"""Outbox relay (docs/delivery.md#outbox): undispatched OutboxEvents -> their Redis stream, once each, in id order per
+batch.
 
 Safe in many processes: rows are claimed with SELECT … FOR UPDATE SKIP LOCKED. The XADD runs in a Lua script
 with a once-mark keyed by the event id, so when the SQL update after it is lost (crash, rollback) the next
@@ -30,7 +31,8 @@ from pipeline.runtime.scripts import Scripts
 
 log = logging.getLogger(__name__)
 
-# SPEC §5.2: trimming by length only for these; the ingest streams are trimmed by MINID (housekeeping).
+# docs/architecture.md#streams-and-groups: trimming by length only for these; the ingest streams are trimmed by MINID
+# (housekeeping).
 STREAM_MAXLEN = {STREAM_ITEM_EVENTS: 20_000, STREAM_ITEM_STATS: 20_000}
 DLQ_MAXLEN = 10_000
 

@@ -1,4 +1,4 @@
-"""One JSON error shape for every failure: {"error": {"code", "message", "field"?}} (SPEC §4)."""
+"""One JSON error shape for every failure: {"error": {"code", "message", "field"?}} (README.md#agent-api)."""
 
 from __future__ import annotations
 

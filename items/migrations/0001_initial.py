@@ -111,7 +111,9 @@ class Migration(migrations.Migration):
                 ("subject", models.CharField(max_length=64)),
                 (
                     "envelope",
-                    models.JSONField(help_text="CloudEvents 1.0 attributes as flat string fields (SPEC §5.1)."),
+                    models.JSONField(
+                        help_text="CloudEvents 1.0 attributes as flat string fields (docs/architecture.md#events)."
+                    ),
                 ),
                 ("created_at", models.DateTimeField(auto_now_add=True)),
                 ("dispatched_at", models.DateTimeField(blank=True, null=True)),

@@ -1,4 +1,4 @@
-"""The `moderators` group (SPEC §8): exactly the permissions the moderator admin needs, no superuser."""
+"""The `moderators` group (docs/admin.md): exactly the permissions the moderator admin needs, no superuser."""
 
 from django.contrib.auth.management import create_permissions
 from django.db import migrations

@@ -1,4 +1,4 @@
-"""State transitions the enrichment pipeline makes on an item (SPEC §6), each a conditional update.
+"""State transitions the enrichment pipeline makes on an item (docs/enrichment.md), each a conditional update.
 
 Every write after the claim is guarded by `status=processing` and the claim token (the stream entry
 holding the claim), so a deleted item is never overwritten and a consumer that lost its claim

@@ -1,4 +1,4 @@
-"""A moderator's overrides on one item (SPEC §8): requeue, approve, take down.
+"""A moderator's overrides on one item (docs/admin.md): requeue, approve, take down.
 
 Each is one transaction: a conditional update (so two moderators, or a moderator and a consumer, cannot
 both win), a ModerationDecision carrying the moderator's name, and the outbox event that announces it.

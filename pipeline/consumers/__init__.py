@@ -1,7 +1,7 @@
 """The pipeline's consumers, one module each; run_pipeline imports every module listed here."""
 
 CONSUMER_MODULES: list[str] = [
-    "pipeline.consumers.item_publish",  # cg:item:publish — enrichment (SPEC §6)
+    "pipeline.consumers.item_publish",  # cg:item:publish — enrichment (docs/enrichment.md)
     "pipeline.consumers.official_firstbroadcast",  # cg:official:firstbroadcast
     "pipeline.consumers.item_notify",  # cg:item:notify — WebSocket push
     "pipeline.consumers.audit",  # cg:audit

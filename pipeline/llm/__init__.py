@@ -1,4 +1,4 @@
-"""The model layer (SPEC §7): OpenAI-compatible clients, prompt registry, strict JSON parsing, typed
+"""The model layer (docs/model-layer.md): OpenAI-compatible clients, prompt registry, strict JSON parsing, typed
 results, usage accounting and the offline local analyzer. Callers use only what is re-exported here."""
 
 from pipeline.llm.errors import CallCancelled, ModelError, ModelOutputInvalid, ModelRequestRejected, ModelUnavailable

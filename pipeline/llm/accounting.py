@@ -1,4 +1,4 @@
-"""Usage accounting: one LLMCall row and one set of metric samples per call attempt (SPEC §3, §9)."""
+"""Usage accounting: one LLMCall row and one set of metric samples per call attempt (docs/model-layer.md#accounting)."""
 
 from __future__ import annotations
 

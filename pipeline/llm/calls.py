@@ -1,4 +1,4 @@
-"""One model call with explicit retries, backoff, cancellation and accounting (SPEC §7.1).
+"""One model call with explicit retries, backoff, cancellation and accounting (docs/model-layer.md#clients).
 
 Per attempt: check the cancel event, send the request (in a worker thread so a cancel interrupts the wait
 at once), classify the result, record an LLMCall row. Transient failures (429, 5xx, timeouts, connection

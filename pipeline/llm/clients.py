@@ -1,4 +1,5 @@
-"""OpenAI-compatible clients built from settings at call time (SPEC §7.1): main, safety and embeddings.
+"""OpenAI-compatible clients built from settings at call time (docs/model-layer.md#clients): main, safety and
+embeddings.
 
 Clients are cached per settings tuple, so changing settings (tests, reconfiguration) gets a new client.
 The SDK's own retries are off (max_retries=0): the call layer retries itself so a cancel can cut the backoff.

@@ -1,5 +1,6 @@
-"""Strict extraction of the one JSON object in a model's reply (SPEC §7.3): tolerate prose and code fences
-around it, refuse anything ambiguous (no object, truncated object, several different objects). Never guess."""
+"""Strict extraction of the one JSON object in a model's reply (docs/model-layer.md#parsing-the-reply): tolerate prose
+and code fences around it, refuse anything ambiguous (no object, truncated object, several different objects). Never
+guess."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Prometheus metrics for model calls (SPEC §9): latency, tokens and outcome per prompt and model."""
+"""Prometheus metrics for model calls (docs/operations.md#metrics): latency, tokens and outcome per prompt and model."""
 
 from __future__ import annotations
 

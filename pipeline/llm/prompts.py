@@ -1,4 +1,5 @@
-"""The prompt registry: one Django-template file per task in settings.PROMPTS_DIR (SPEC §7.2).
+"""The prompt registry: one Django-template file per task in settings.PROMPTS_DIR
+(docs/model-layer.md#prompts-and-their-schemas).
 
 A file has two parts separated by the line `{# input #}`: the instructions (sent as the system /
 developer message, holding the `TASK: <name>` marker and the example output between `<example_output>`

@@ -26,7 +26,7 @@ SafetyFlag = Literal[
 ]
 SAFETY_FLAGS: tuple[str, ...] = get_args(SafetyFlag)[1:]
 
-# The only five reasons extraction may discard for (SPEC §6 step 7); "" when the item is kept.
+# The only five reasons extraction may discard for (docs/enrichment.md#discard-verdicts); "" when the item is kept.
 DiscardReason = Literal["", "gibberish", "runtime_log", "spam", "malicious", "error_page"]
 DISCARD_REASONS: tuple[str, ...] = get_args(DiscardReason)[1:]
 BroadcastType = Literal["supply", "demand", "info", "alert"]

@@ -1,4 +1,4 @@
-"""The model tasks the pipeline calls (SPEC §6, §7). Each builds its input from a prompt file, calls the
+"""The model tasks the pipeline calls (docs/model-layer.md#tasks). Each builds its input from a prompt file, calls the
 client chosen by settings (or the local analyzer) and returns a validated ModelAnswer.
 
 All arguments are keyword-only; `item_id` attributes the LLMCall rows, `cancel` aborts promptly.
@@ -94,7 +94,7 @@ def extract_item(
         value = complete(config=config, rendered=rendered, schema=Extraction, item_id=item_id, cancel=cancel)
         answer = ModelAnswer(value=value, model=config.model)
     # The author's choices win over the model's reading, applied after validation: accept_reply=false
-    # (SPEC §4), and a valid declared expiry from the notes.
+    # (README.md#agent-api), and a valid declared expiry from the notes.
     update = {}
     if accept_reply is False and answer.value.expected_response != "no_reply":
         update["expected_response"] = "no_reply"

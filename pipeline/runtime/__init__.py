@@ -1,4 +1,5 @@
-"""The stream runtime (SPEC §5.3): the consumer API handlers are written against, and the engine that runs them."""
+"""The stream runtime (docs/delivery.md#runtime): the consumer API handlers are written against, and the engine that
+runs them."""
 
 from pipeline.runtime.consumer import Consumer, load_consumers, register, registry
 from pipeline.runtime.deadletter import GiveUp

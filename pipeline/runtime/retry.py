@@ -12,7 +12,7 @@ class RetryPolicy:
 
     `attempt` is the delivery that just failed (1 = first delivery). A handler runs at most `max_retries`
     times: once delivery `max_retries` has failed, `next_delay` returns None (dead-letter), matching
-    SPEC §5.3's "more than max_retries deliveries -> dead-letter". `max_retries=None` never gives up (for a
+    docs/delivery.md#retries-and-dead-letters. `max_retries=None` never gives up (for a
     consumer that must not lose an entry, such as the dead-letter archiver): delays grow up to `max_delay`.
     The jitter only ever shortens a delay by at most `jitter` of it, so with factor >= 2 and jitter < 0.5
     successive delays still strictly grow.

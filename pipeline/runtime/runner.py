@@ -1,5 +1,5 @@
-"""The stream runtime for one consumer (SPEC §5.3): read, dispatch per subject to a worker pool, keep leases,
-retry, reclaim, ACK in batches and dead-letter — at-least-once delivery for handlers with exactly-once effects.
+"""The stream runtime for one consumer (docs/delivery.md#runtime): read, dispatch per subject to a worker pool, keep
+leases, retry, reclaim, ACK in batches and dead-letter — at-least-once delivery for handlers with exactly-once effects.
 
 Threads per consumer (each a guarded loop, pipeline.runtime.loops): a reader (blocking XREADGROUP),
 `concurrency` workers, an acker (one ownership-checked ACK script call per batch of finished entries) and a

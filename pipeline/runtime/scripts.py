@@ -1,4 +1,4 @@
-"""Lua scripts that make the runtime's ownership-sensitive steps atomic in Redis (SPEC §5.3).
+"""Lua scripts that make the runtime's ownership-sensitive steps atomic in Redis (docs/delivery.md#runtime).
 
 Ownership = the entry is in the group's pending list under this consumer's name (XPENDING for its id).
 """

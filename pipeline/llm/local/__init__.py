@@ -1,4 +1,4 @@
-"""The local analyzer (SPEC §7.4): deterministic, offline stand-in for every model task.
+"""The local analyzer (docs/model-layer.md#the-local-analyzer): deterministic, offline stand-in for every model task.
 
 It answers the same schemas as the model, is labelled "local" wherever it shows, and never touches the
 network. What it does, task by task:

@@ -1,4 +1,4 @@
-"""Rule-based extraction answering the process_item schema (SPEC §7.4).
+"""Rule-based extraction answering the process_item schema (docs/model-layer.md#the-local-analyzer).
 
 Order: discard heuristics (malicious patterns, runtime logs, error pages, gibberish/unfilled templates,
 spam), then the fields: lead-sentence summary, keywords (YAKE for spaced languages; jieba for Chinese, Janome

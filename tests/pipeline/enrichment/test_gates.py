@@ -1,4 +1,4 @@
-"""SPEC §6, gate by gate and outcome by outcome, through the real stream, a real `run_pipeline --burst`
+"""docs/enrichment.md, gate by gate and outcome by outcome, through the real stream, a real `run_pipeline --burst`
 process and the fake model server. Model calls are counted from the fake server's request log."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""JSON extraction (SPEC §7.3): a table of replies a model may send, and a round-trip property."""
+"""JSON extraction (docs/model-layer.md#parsing-the-reply): a table of replies a model may send, and a round-trip
+property."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The local analyzer (SPEC §7.4): accuracy per class on a hand-labelled set, determinism, the hashing
-embedding, and the tasks answering as "local" with LLMCall rows. The figures themselves are printed by
+"""The local analyzer (docs/model-layer.md#the-local-analyzer): accuracy per class on a hand-labelled set, determinism,
+the hashing embedding, and the tasks answering as "local" with LLMCall rows. The figures themselves are printed by
 bench/local_analyzer_accuracy.py; these tests only hold the floors."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The prompt registry and its start-up check (SPEC §7.2)."""
+"""The prompt registry and its start-up check (docs/model-layer.md#prompts-and-their-schemas)."""
 
 from __future__ import annotations
 
