@@ -186,9 +186,15 @@ def keyword_candidates(
         .order_by("-pk")
         .values("pk")[: int(settings.SEARCH_KEYWORD_CANDIDATES)]
     )
-    rank = SearchRank(
-        F("search_vector"), query.rank, weights=textsearch.RANK_WEIGHTS, normalization=Value(32), cover_density=True
-    )
+
+    def rank_by(tsquery):
+        return SearchRank(
+            F("search_vector"), tsquery, weights=textsearch.RANK_WEIGHTS, normalization=Value(32), cover_density=True
+        )
+
+    # Each rank is in [0, 1); the mean of the two keeps keyword_score there, and an item written in the
+    # query's own words ranks above one found only through the lexicon's translations.
+    rank = rank_by(query.rank) if query.own is None else (rank_by(query.rank) + rank_by(query.own)) / 2
     rows = (
         ProcessedItem.objects.filter(pk__in=Subquery(recent))
         .annotate(rank=rank)
