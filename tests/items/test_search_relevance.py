@@ -176,23 +176,36 @@ def test_filtered_semantic_search_returns_every_matching_item(local):
         for n in range(5)
     ]
     for entry in wanted:
-        ProcessedItem.objects.filter(pk=entry.pk).update(broadcast_type="supply")
+        ProcessedItem.objects.filter(pk=entry.pk).update(broadcast_type="supply", domains=["legal"])
     with connection.cursor() as cursor:
         # On a table this small the planner would sort the filtered rows; on a large network it walks the HNSW
         # index. No sorting leaves it only the index (the exact fallback turns index scans off altogether).
         cursor.execute("SET enable_sort = off")
     try:
-        # The setup does starve a plain index scan: pgvector's default ef_search hands out 40 candidates.
+        # The setup does starve a plain index scan of the whole graph: pgvector's default ef_search hands out
+        # 40 candidates, and a domain filter is applied after them.
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute("SET LOCAL hnsw.ef_search = 40")
-            plain = _nearest(base, "supply", None, 20)
+            plain = _nearest(base, None, "legal", 20)
+            # A type filter walks its type's own graph (a partial index): nothing to starve it.
+            by_type = _nearest(base, "supply", None, 20)
+            cursor.execute(
+                "EXPLAIN SELECT raw_id FROM items_processeditem WHERE broadcast_type = 'supply' "
+                "ORDER BY embedding <=> %s::vector LIMIT 20",
+                [str(base)],
+            )
+            plan = "\n".join(row[0] for row in cursor.fetchall())
         assert len(plain) < len(wanted)
+        assert sorted(pk for pk, _ in by_type) == sorted(entry.pk for entry in wanted)
+        assert "processed_hnsw_supply" in plan, plan
         query = "GPU rental by the hour in Frankfurt"
-        found = ids(search(client, query, "semantic", broadcast_type="supply", limit=20))
+        by_domain = ids(search(client, query, "semantic", domain="legal", limit=20))
+        by_type = ids(search(client, query, "semantic", broadcast_type="supply", limit=20))
     finally:
         with connection.cursor() as cursor:
             cursor.execute("RESET enable_sort")
-    assert sorted(found) == sorted(entry.pk for entry in wanted)
+    assert sorted(by_domain) == sorted(entry.pk for entry in wanted)
+    assert sorted(by_type) == sorted(entry.pk for entry in wanted)
 
 
 def test_the_migration_reindexes_existing_items(local):
