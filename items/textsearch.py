@@ -7,10 +7,14 @@ are cut the same way: any two-character (or longer) substring of an item is foun
 NFKC-normalised first, so full-width Latin and half-width katakana match their usual forms.
 
 Which items a plain query matches (the keyword bar): every term when it has one or two, otherwise at
-least two thirds of them, like a search engine's "minimum should match". A query written with web-search
-operators (quotes for a phrase, `or`, `-` to exclude) is taken literally instead.
+least two thirds of them, like a search engine's "minimum should match". A query's terms are words, phrases
+of the search lexicon (data/search_lexicon.json) and, in Chinese, jieba's words; a term found in the lexicon
+also matches the other terms of its group (the same thing in another language), so 显卡 finds "GPU".
+A query written with web-search operators (quotes for a phrase, `or`, `-` to exclude) is taken literally
+instead.
 
-Changing anything here changes what is stored: write a migration that re-indexes (see 0008).
+Changing how item text is indexed (index_text, search_vector) changes what is stored: write a migration
+that re-indexes (see 0010). Query analysis and the lexicon apply to queries only.
 """
 
 from __future__ import annotations
