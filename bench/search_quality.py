@@ -17,6 +17,7 @@ import argparse
 import json
 import math
 import os
+import random
 import resource
 import statistics
 import sys
@@ -31,6 +32,19 @@ SCRATCH_DB = "bench_eigenflux_search_quality"
 MODES = ("keyword", "semantic", "hybrid")
 LANGS = ("en", "zh", "ja", "mixed")
 DEPTH = 20  # results asked per query (recall@20)
+SPLIT_SEED = 14  # fixed: which half of each language's queries is the tuning half
+
+
+def tuning_half(queries: list[dict]) -> set[str]:
+    """A random half of each language's queries (fixed seed), the ones looked at while tuning; the other half
+    is reported separately as held out."""
+    rng = random.Random(SPLIT_SEED)
+    chosen: set[str] = set()
+    for lang in LANGS:
+        ids = sorted(query["id"] for query in queries if query["lang"] == lang)
+        rng.shuffle(ids)
+        chosen |= set(ids[: len(ids) // 2])
+    return chosen
 
 
 def parse_args() -> argparse.Namespace:
@@ -41,7 +55,10 @@ def parse_args() -> argparse.Namespace:
         "--calibrate", action="store_true", help="also sweep the semantic floor over the corpus and suggest a value"
     )
     parser.add_argument("--json", type=Path, help="write the figures to this file as well")
-    parser.add_argument("--show", metavar="LANG", help="print each query of this language with its top results")
+    parser.add_argument(
+        "--show", metavar="LANG", help="print each tuning-half query of this language with its top results"
+    )
+    parser.add_argument("--show-held-out", action="store_true", help="with --show: the held-out queries too")
     return parser.parse_args()
 
 
@@ -254,12 +271,14 @@ def main() -> None:
     docs = {doc["id"]: doc for doc in docs_list}
     queries = load_jsonl("search_queries.jsonl")
     real = [query for query in queries if not query.get("nonsense")]
+    tune = tuning_half(real)
     nonsense = [query for query in queries if query.get("nonsense")]
 
     url = redis_url_with_db(settings.REDIS_URL, int(os.environ.get("BENCH_REDIS_DB", "12")))
     settings.REDIS_URL = url
     settings.RATE_LIMIT_PUBLISH_PER_MINUTE = 0
     settings.RATE_LIMIT_READ_PER_MINUTE = 0
+    settings.RATE_LIMIT_SEARCH_EMBEDDINGS_PER_MINUTE = 0
     if ARGS.min_similarity is not None:
         settings.SEARCH_MIN_SIMILARITY = ARGS.min_similarity
     redis = get_redis(url)
@@ -289,8 +308,11 @@ def main() -> None:
                 metrics = query_metrics(query, found, docs, indexed)
                 per[(mode, query["lang"])].append(metrics)
                 per[(mode, "all")].append(metrics)
+                half = "tune" if query["id"] in tune else "held-out"
+                per[(mode, f"{query['lang']}/{half}")].append(metrics)
+                per[(mode, f"all/{half}")].append(metrics)
                 results.setdefault("per_query", {}).setdefault(query["id"], {})[mode] = round(metrics["ndcg10"], 3)
-                if ARGS.show and query["lang"] == ARGS.show:
+                if ARGS.show and query["lang"] == ARGS.show and (query["id"] in tune or ARGS.show_held_out):
                     shown = " ".join(f"{doc_id}:{grade(query, docs[doc_id])}" for doc_id in found[:10])
                     print(f"{mode:<9}{query['id']:<16}{metrics['ndcg10']:.2f}  {query['q']}  -> {shown}")
             for query in nonsense:
@@ -327,13 +349,24 @@ def report(results: dict) -> None:
     print("-" * 65)
     for mode in MODES:
         for lang in (*LANGS, "all"):
-            row = results["quality"].get(f"{mode}/{lang}")
+            row = results["quality"].get(f"{mode}/{lang}")  # the split halves are in the table below
             if row:
                 print(
                     f"{mode:<9}{lang:<7}{row['queries']:>8}{row['ndcg10']:>9.3f}{row['p5']:>7.3f}{row['r20']:>7.3f}"
                     f"{row['useless']:>9.0%}{row['returned']:>9.1f}"
                 )
     print("useless: share of queries whose top 10 is empty or holds nothing of grade >= 1; results: mean count")
+    print(f"\nnDCG@10 on the tuning half / the held-out half of the queries (seed {SPLIT_SEED}) / all")
+    print(f"{'mode':<9}" + "".join(f"{lang:>24}" for lang in (*LANGS, "all")))
+    for mode in MODES:
+        cells = []
+        for lang in (*LANGS, "all"):
+            values = [
+                results["quality"].get(f"{mode}/{key}", {}).get("ndcg10")
+                for key in (f"{lang}/tune", f"{lang}/held-out", lang)
+            ]
+            cells.append(" / ".join("-" if value is None else f"{value:.3f}" for value in values))
+        print(f"{mode:<9}" + "".join(f"{cell:>24}" for cell in cells))
     hits = results["nonsense_with_results"]
     print(
         f"nonsense queries returning anything (of {results['nonsense_queries']}): "

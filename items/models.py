@@ -171,6 +171,19 @@ class ProcessedItem(models.Model):
                 ef_construction=64,
                 opclasses=["vector_cosine_ops"],
             ),
+            # One HNSW graph per broadcast type: a semantic search filtered by type walks a graph holding only
+            # that type, so the filter cannot leave the walk's candidates short (pgvector 0.6 filters after it).
+            *(
+                HnswIndex(
+                    name=f"processed_hnsw_{broadcast_type}",
+                    fields=["embedding"],
+                    m=16,
+                    ef_construction=64,
+                    opclasses=["vector_cosine_ops"],
+                    condition=models.Q(broadcast_type=broadcast_type),
+                )
+                for broadcast_type in BroadcastType.values
+            ),
         ]
 
     def __str__(self) -> str:

@@ -7,8 +7,9 @@ bar. So a query that matches nothing returns nothing in every mode.
 
 Cost is bounded as the network grows: keyword ranking (ts_rank_cd on the stored, weighted vector) looks at
 the SEARCH_KEYWORD_CANDIDATES most recent matches at most; semantic search walks the HNSW index with an
-ef_search sized to the page, and when a filter (type, domain) leaves the index's candidates short it
-searches the filtered rows exactly instead (pgvector 0.6 has no iterative index scan).
+ef_search sized to the page; with a filter (type, domain) it searches a small filtered set exactly, walks a
+type's own partial index, or walks deeper in proportion to the filter's selectivity (pgvector 0.6 has no
+iterative index scan).
 
 Query embeddings come from the model layer in `pipeline`, which `items` must not import: the pipeline app
 registers its embedder here when Django starts (pipeline.apps).
@@ -17,6 +18,8 @@ registers its embedder here when Django starts (pipeline.apps).
 from __future__ import annotations
 
 import hashlib
+import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -33,7 +36,7 @@ from items.selectors import visible_items, with_raw
 MODES = ("keyword", "semantic", "hybrid")
 RRF_K = 60  # reciprocal rank fusion's constant: 1 / (k + rank)
 HNSW_MAX_EF_SEARCH = 1000  # pgvector's upper bound for hnsw.ef_search
-# Below this many items an exact, filtered scan costs a few milliseconds: the planner may choose it freely.
+# Up to this many (estimated) rows, a filtered semantic search is exact: a scan costs a few milliseconds.
 EXACT_SCAN_ROWS = 5000
 
 
@@ -186,9 +189,15 @@ def keyword_candidates(
         .order_by("-pk")
         .values("pk")[: int(settings.SEARCH_KEYWORD_CANDIDATES)]
     )
-    rank = SearchRank(
-        F("search_vector"), query.rank, weights=textsearch.RANK_WEIGHTS, normalization=Value(32), cover_density=True
-    )
+
+    def rank_by(tsquery):
+        return SearchRank(
+            F("search_vector"), tsquery, weights=textsearch.RANK_WEIGHTS, normalization=Value(32), cover_density=True
+        )
+
+    # Each rank is in [0, 1); the mean of the two keeps keyword_score there, and an item written in the
+    # query's own words ranks above one found only through the lexicon's translations.
+    rank = rank_by(query.rank) if query.own is None else (rank_by(query.rank) + rank_by(query.own)) / 2
     rows = (
         ProcessedItem.objects.filter(pk__in=Subquery(recent))
         .annotate(rank=rank)
@@ -201,30 +210,43 @@ def keyword_candidates(
 def semantic_candidates(
     *, embedding: list[float], min_similarity: float, broadcast_type: str | None, domain: str | None, depth: int
 ) -> list[tuple[int, float]]:
-    """Nearest items by cosine similarity, at or above the floor, best first."""
-    filtered = bool(broadcast_type or domain)
-    # The index hands out at most ef_search candidates before the WHERE clause filters them; a type or
-    # domain filter keeps only a fraction, so ask for more then.
-    ef_search = min(HNSW_MAX_EF_SEARCH, max(depth * (10 if filtered else 2), 400 if filtered else 40))
+    """Nearest items by cosine similarity, at or above the floor, best first.
+
+    pgvector 0.6 walks the HNSW graph for `hnsw.ef_search` candidates and filters them afterwards, so a filter
+    that keeps a fraction f of a graph's items leaves about f * ef_search. The path is chosen from the
+    planner's statistics (no count): a filtered set small enough is searched exactly; a type filter walks that
+    type's own graph (a partial index), where nothing is filtered out; a domain filter walks deeper in
+    proportion to how few items it keeps."""
     with transaction.atomic():
-        _set_local("hnsw.ef_search", ef_search)
-        if filtered and _estimated_items() > EXACT_SCAN_ROWS:
-            # With a filter the planner tends to fetch every filtered row and sort it by distance (an exact
-            # scan of a quarter of the network for a type filter); walk the index first, fall back if needed.
+        if not (broadcast_type or domain):
+            _set_local("hnsw.ef_search", max(depth * 2, 40))
+            rows = _nearest(embedding, None, None, depth)
+            if _short(rows, depth, min_similarity):  # only expired or unfinished items in the way
+                _set_local("hnsw.ef_search", HNSW_MAX_EF_SEARCH)
+                rows = _nearest(embedding, None, None, depth)
+        elif (matching := _estimated_rows(visible_items(broadcast_type, domain))) <= EXACT_SCAN_ROWS:
+            # A few thousand rows: an exact scan (the domains GIN index finds them) costs a few milliseconds.
+            _set_local("enable_indexscan", "off")
+            rows = _nearest(embedding, broadcast_type, domain, depth, min_similarity=min_similarity)
+        else:
+            graph = _estimated_rows(visible_items(broadcast_type, None)) if broadcast_type else _estimated_items()
+            share = min(1.0, matching / max(graph, 1.0))
+            ef_search = min(HNSW_MAX_EF_SEARCH, max(40, math.ceil(depth * 2 / share)))
+            _set_local("hnsw.ef_search", ef_search)
+            # Otherwise the planner tends to fetch every filtered row and sort it by distance: hundreds of
+            # milliseconds over tens of thousands of rows.
             _set_local("enable_sort", "off")
-        rows = _nearest(embedding, broadcast_type, domain, depth)
-        # Short of a full list while the farthest row still clears the floor: the index's candidates ran out
-        # before the filter was satisfied, not the relevant items. Filtered: search the filtered rows exactly
-        # (no index); unfiltered (only expired or unfinished items in the way): the widest index search.
-        if len(rows) < depth and (not rows or rows[-1][1] >= min_similarity):
-            if filtered:
-                _set_local("enable_sort", "on")
-                _set_local("enable_indexscan", "off")
-                rows = _nearest(embedding, broadcast_type, domain, depth, min_similarity=min_similarity)
-            elif ef_search < HNSW_MAX_EF_SEARCH:
+            rows = _nearest(embedding, broadcast_type, domain, depth)
+            if _short(rows, depth, min_similarity) and ef_search < HNSW_MAX_EF_SEARCH:
                 _set_local("hnsw.ef_search", HNSW_MAX_EF_SEARCH)
                 rows = _nearest(embedding, broadcast_type, domain, depth)
     return [(pk, similarity) for pk, similarity in rows if similarity >= min_similarity]
+
+
+def _short(rows: list[tuple[int, float]], depth: int, min_similarity: float) -> bool:
+    """Fewer rows than asked while the farthest still clears the floor: the walk's candidates ran out before
+    the relevant items did."""
+    return len(rows) < depth and (not rows or rows[-1][1] >= min_similarity)
 
 
 def _nearest(
@@ -241,6 +263,12 @@ def _nearest(
         queryset = queryset.filter(distance__lte=1.0 - min_similarity)
     rows = queryset.order_by("distance").values_list("pk", "distance")[:depth]
     return [(pk, 1.0 - float(distance)) for pk, distance in rows]
+
+
+def _estimated_rows(queryset) -> float:
+    """The planner's estimate of a queryset's rows, from the table's statistics (EXPLAIN, no count)."""
+    plan = json.loads(queryset.values("pk").explain(format="json"))
+    return float(plan[0]["Plan"]["Plan Rows"])
 
 
 def _estimated_items() -> float:

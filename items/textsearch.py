@@ -7,18 +7,27 @@ are cut the same way: any two-character (or longer) substring of an item is foun
 NFKC-normalised first, so full-width Latin and half-width katakana match their usual forms.
 
 Which items a plain query matches (the keyword bar): every term when it has one or two, otherwise at
-least two thirds of them, like a search engine's "minimum should match". A query written with web-search
-operators (quotes for a phrase, `or`, `-` to exclude) is taken literally instead.
+least two thirds of them, like a search engine's "minimum should match". A query's terms are words, phrases
+of the search lexicon (data/search_lexicon.json) and, in Chinese, jieba's words; a term found in the lexicon
+also matches the other terms of its group (the same thing in another language), so 显卡 finds "GPU".
+A query written with web-search operators (quotes for a phrase, `or`, `-` to exclude) is taken literally
+instead.
 
-Changing anything here changes what is stored: write a migration that re-indexes (see 0008).
+Changing how item text is indexed (index_text, search_vector) changes what is stored: write a migration
+that re-indexes (see 0010). Query analysis and the lexicon apply to queries only.
 """
 
 from __future__ import annotations
 
+import functools
+import json
+import logging
 import math
+import threading
 import unicodedata
 from dataclasses import dataclass
 from itertools import combinations
+from pathlib import Path
 
 import regex
 from django.contrib.postgres.search import SearchQuery, SearchVector
@@ -36,6 +45,10 @@ MIN_MATCH = 2 / 3  # share of a longer plain query's terms an item must contain
 # "k of n terms" becomes an OR of k-term conjunctions, which the GIN index answers directly; past this many
 # conjunctions a longer query asks for more of its terms instead.
 MAX_CONJUNCTIONS = 64
+_KANA = regex.compile(r"[\p{Hiragana}\p{Katakana}]")
+_WORD = regex.compile(r"[\p{L}\p{N}]+(?:[-.+#][\p{L}\p{N}]+)*[+#]*")
+LEXICON_PATH = Path(__file__).resolve().parent / "data" / "search_lexicon.json"
+_JIEBA_LOCK = threading.Lock()
 _OPERATORS = regex.compile(r'"|(?:^|\s)-\S|(?:^|\s)or(?:\s|$)', regex.IGNORECASE)
 
 
@@ -78,42 +91,171 @@ class KeywordQuery:
     match: SearchQuery  # which items qualify
     rank: SearchQuery  # what ts_rank_cd scores them by
     terms: tuple[str, ...]
+    # The query's own words without their lexicon translations: items that use them rank first.
+    own: SearchQuery | None = None
 
 
 def keyword_query(q: str) -> KeywordQuery | None:
     """The keyword bar and ranking query for a search, or None when the query has no searchable term (only
-    stop words or punctuation)."""
+    stop words or punctuation).
+
+    A plain query is cut into terms (query_units): words, lexicon phrases, and for Chinese the words of a
+    segmenter. Each term matches itself or any term of its lexicon group (another language's word for the
+    same thing), a CJK term as the phrase of its bigrams. The bar is then a minimum share of the terms."""
     if _OPERATORS.search(q):
         literal = SearchQuery(query_text(q), search_type="websearch", config=TEXT_SEARCH_CONFIG)
-        return KeywordQuery(match=literal, rank=literal, terms=())
-    terms = query_terms(q)
-    if not terms:
+        return KeywordQuery(match=literal, rank=literal, terms=(), own=None)
+    units = query_units(q)
+    alternatives = {unit: [unit, *(term for term in lexicon_group(unit) if term != unit)] for unit in units}
+    compiled = _tsqueries({term for terms in alternatives.values() for term in terms})
+    concepts: list[str] = []
+    ranked: list[str] = []
+    own: list[str] = []
+    for unit in units:
+        parts = list(dict.fromkeys(compiled[term] for term in alternatives[unit] if compiled.get(term)))
+        if parts and (concept := "(" + " | ".join(parts) + ")") not in concepts:
+            concepts.append(concept)
+            ranked.extend(part for part in parts if part not in ranked)
+            if compiled.get(unit):
+                own.append(compiled[unit])
+    if not concepts:
         return None
-    needed = len(terms) if len(terms) <= 2 else math.ceil(MIN_MATCH * len(terms))
-    while math.comb(len(terms), needed) > MAX_CONJUNCTIONS:
+    needed = len(concepts) if len(concepts) <= 2 else math.ceil(MIN_MATCH * len(concepts))
+    while math.comb(len(concepts), needed) > MAX_CONJUNCTIONS:
         needed += 1
-    quoted = [_quote(term) for term in terms]
-    match = " | ".join("(" + " & ".join(group) + ")" for group in combinations(quoted, needed))
-    # The terms are already normalised lexemes: the `simple` configuration passes them through unchanged.
+    match = " | ".join("(" + " & ".join(group) + ")" for group in combinations(concepts, needed))
     return KeywordQuery(
-        match=SearchQuery(match, search_type="raw", config="simple"),
-        rank=SearchQuery(" | ".join(quoted), search_type="raw", config="simple"),
-        terms=tuple(terms),
+        match=_tsquery(match),
+        rank=_tsquery(" | ".join(ranked)),
+        terms=tuple(units),
+        own=_tsquery(" | ".join(own)) if own else None,
     )
 
 
-def query_terms(q: str) -> list[str]:
-    """The query's distinct lexemes in order of appearance, analysed as item text is (stems, bigrams)."""
+def query_units(q: str) -> list[str]:
+    """The query's terms, in order: lexicon phrases (longest first) and words for spaced scripts; for a CJK
+    run, lexicon terms (longest match), then Chinese words from jieba, or for Japanese (kana in the query)
+    the overlapping bigrams of what is left. Lower-case, NFKC-normalised, without repeats."""
+    normal = unicodedata.normalize("NFKC", q).lower()
+    japanese = bool(_KANA.search(normal))
+    units: list[str] = []
+    position = 0
+    for match in _CJK_RUN.finditer(normal):
+        units += _spaced_units(normal[position : match.start()])
+        units += _cjk_units(match.group(0), japanese=japanese)
+        position = match.end()
+    units += _spaced_units(normal[position:])
+    return list(dict.fromkeys(units))
+
+
+def _spaced_units(text: str) -> list[str]:
+    words = _WORD.findall(text)
+    units, index = [], 0
+    while index < len(words):
+        for size in range(min(_lexicon().longest_words, len(words) - index), 0, -1):
+            phrase = " ".join(words[index : index + size])
+            if size == 1 or phrase in _lexicon().groups:
+                units.append(phrase)
+                index += size
+                break
+    return units
+
+
+def _cjk_units(run: str, *, japanese: bool) -> list[str]:
+    units: list[str] = []
+    rest = ""
+
+    def flush() -> None:
+        nonlocal rest
+        if rest:
+            units.extend(_japanese_rest(rest) if japanese else _chinese_words(rest))
+            rest = ""
+
+    index = 0
+    longest = _lexicon().longest_cjk
+    while index < len(run):
+        for size in range(min(longest, len(run) - index), 1, -1):
+            if run[index : index + size] in _lexicon().groups:
+                flush()
+                units.append(run[index : index + size])
+                index += size
+                break
+        else:
+            rest += run[index]
+            index += 1
+    flush()
+    return units
+
+
+def _chinese_words(text: str) -> list[str]:
+    """jieba's words of two or more characters; a stretch it leaves in single characters stays whole."""
+    import jieba
+
+    jieba.setLogLevel(logging.WARNING)  # it logs dictionary loading to stderr at DEBUG by default
+    with _JIEBA_LOCK:
+        words = [word for word in jieba.lcut(text) if len(word) >= 2]
+    return words or [text]
+
+
+def _japanese_rest(text: str) -> list[str]:
+    return bigrams(text)
+
+
+def lexicon_group(term: str) -> tuple[str, ...]:
+    """The terms that mean the same as `term` in the search lexicon (items/data/search_lexicon.json)."""
+    return _lexicon().groups.get(term, ())
+
+
+@dataclass(frozen=True)
+class _Lexicon:
+    groups: dict[str, tuple[str, ...]]
+    longest_words: int  # most words in a spaced lexicon term
+    longest_cjk: int  # most characters in a CJK lexicon term
+
+
+@functools.cache
+def _lexicon() -> _Lexicon:
+    data = json.loads(LEXICON_PATH.read_text(encoding="utf-8"))
+    groups: dict[str, tuple[str, ...]] = {}
+    for raw_group in data["groups"]:
+        # A lone CJK character cannot match: the index holds bigrams of runs of two or more.
+        group = tuple(
+            dict.fromkeys(
+                term
+                for term in (unicodedata.normalize("NFKC", raw).lower().strip() for raw in raw_group)
+                if term and not (len(term) == 1 and _CJK_RUN.fullmatch(term))
+            )
+        )
+        for term in group:
+            groups[term] = tuple(dict.fromkeys(groups.get(term, ()) + group))
+    cjk = [len(term) for term in groups if _CJK_RUN.fullmatch(term)]
+    words = [len(term.split()) for term in groups if not _CJK_RUN.search(term)]
+    return _Lexicon(groups=groups, longest_words=max(words, default=1), longest_cjk=max(cjk, default=2))
+
+
+def _tsqueries(terms: set[str]) -> dict[str, str]:
+    """Each term as tsquery text, analysed as item text is: a phrase of its stems and CJK bigrams ('' for a
+    term of stop words only). One round trip for all of them."""
+    ordered = sorted(terms)
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT lexeme FROM unnest(to_tsvector(%s::regconfig, %s)) ORDER BY positions[1]",
-            [TEXT_SEARCH_CONFIG, index_text(q)],
+            "SELECT term, phraseto_tsquery(%s::regconfig, analysed)::text "
+            "FROM unnest(%s::text[], %s::text[]) AS t(term, analysed)",
+            [TEXT_SEARCH_CONFIG, ordered, [index_text(term) for term in ordered]],
         )
-        return [row[0] for row in cursor.fetchall()]
+        return dict(cursor.fetchall())
 
 
-def _quote(lexeme: str) -> str:
-    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
+class _TsQuery(SearchQuery):
+    """tsquery text taken as it is (a cast): to_tsquery would parse its lexemes again and split a hyphenated
+    stem ('visa-fre') into a phrase that no document contains."""
+
+    def as_sql(self, compiler, connection, function=None, template=None):
+        return super().as_sql(compiler, connection, function=function, template="(%(expressions)s)::tsquery")
+
+
+def _tsquery(text: str) -> SearchQuery:
+    return _TsQuery(text)
 
 
 def search_vector(*, summary: str, keywords: list[str], content: str) -> SearchVector:

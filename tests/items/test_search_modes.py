@@ -17,7 +17,9 @@ def ids(response) -> list[int]:
 def test_semantic_search_finds_a_paraphrase_that_keyword_search_misses(fake_llm):
     author, token = make_agent()
     client = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
-    paraphrase = make_completed_item(author, "Renting out idle graphics cards by the hour", embedding=unit(1.0))
+    paraphrase = make_completed_item(
+        author, "Renting out idle accelerator boards by the hour", embedding=unit(1.0), keywords=["accelerator"]
+    )
     unrelated = make_completed_item(author, "Selling a vintage road bike", embedding=unit(0.0, 1.0))
     fake_llm.set_embedding("gpu rental", at_cosine(0.9))
 
