@@ -154,6 +154,24 @@ if DATABASE_DIRECT_URL:
         application_name="eigenflux-direct",
     )
     DATABASES["direct"]["TEST"] = {"MIRROR": "default"}
+# Read replicas (eigenflux.replicas): the feed, search and other agents' items are read from one of them; an
+# agent that wrote within DATABASE_REPLICA_PIN_SECONDS reads the primary (read-your-writes).
+DATABASE_REPLICA_URLS = env_list("DATABASE_REPLICA_URLS", [])
+DATABASE_REPLICA_PIN_SECONDS = env_int("DATABASE_REPLICA_PIN_SECONDS", 10, minimum=1)
+for _number, _url in enumerate(DATABASE_REPLICA_URLS, start=1):
+    DATABASES[f"replica{_number}"] = db_settings(
+        _url,
+        pool=DB_POOL,
+        min_size=0,
+        max_size=DB_POOL_MAX_SIZE,
+        timeout=DB_POOL_TIMEOUT,
+        conn_max_age=env_int("DB_CONN_MAX_AGE", 600, minimum=0),
+        application_name=env_str("DB_APPLICATION_NAME", "eigenflux-web"),
+        name=f"replica{_number}",
+        behind_pooler=DISABLE_SERVER_SIDE_CURSORS,
+    )
+    DATABASES[f"replica{_number}"]["TEST"] = {"MIRROR": "default"}
+DATABASE_ROUTERS = ["eigenflux.replicas.ReplicaRouter"]
 # Parallel test runs (several checkouts, helpers) can keep apart by naming their test database.
 if env_str("TEST_DATABASE_NAME"):
     DATABASES["default"]["TEST"] = {"NAME": env_str("TEST_DATABASE_NAME")}
