@@ -166,7 +166,7 @@ def main() -> int:
     completed = statuses[ItemStatus.COMPLETED]
     answered = {task: server.answered(task) for task in TASKS}
     failed_requests = server.count() - server.answered()
-    letters = redis_client.xlen("stream:item:publish:dlq")
+    letters = redis_client.xlen("{stream:item:publish}:dlq")
     output = log_path.read_text(errors="replace")
     paused = len(re.findall(r"paused without spending a delivery", output))
     print(
@@ -176,7 +176,7 @@ def main() -> int:
     for name, at in events.items():
         print(f"  {datetime.fromtimestamp(at):%H:%M:%S} {name}")
     print("\n| What | Figure |\n|---|---|")
-    print(f"| dead letters (`stream:item:publish:dlq`) | {letters} |")
+    print(f"| dead letters (`{{stream:item:publish}}:dlq`) | {letters} |")
     print(f"| items failed | {statuses[ItemStatus.FAILED]} |")
     for dependency, back in (("PostgreSQL", "postgresql back"), ("the model", "model back")):
         lag = after_recovery(events[back])

@@ -25,7 +25,7 @@ django.setup()
 
 from django.conf import settings  # noqa: E402
 
-from eigenflux.redis import get_redis  # noqa: E402
+from eigenflux.redis import dlq_stream, get_redis  # noqa: E402
 from pipeline.runtime import Consumer  # noqa: E402
 from pipeline.runtime.supervisor import Supervisor  # noqa: E402
 from tests.conftest import redis_url_with_db  # noqa: E402
@@ -118,7 +118,7 @@ def main() -> None:
         results["bare"].append(n / bare_loop(client, n, f"cg:bench:bare:{r}"))
         results["runtime c=1"].append(n / runtime(client, n, f"cg:bench:rt1:{r}", 1))
         results["runtime c=4"].append(n / runtime(client, n, f"cg:bench:rt4:{r}", 4))
-    client.delete(STREAM, f"{STREAM}:dlq", f"{STREAM}:dlq:seen")
+    client.delete(STREAM, dlq_stream(STREAM), dlq_stream(STREAM) + ":seen")
 
     bare = statistics.median(results["bare"])
     print(f"\nStream runtime throughput: {n} messages, median of {ROUNDS} rounds, one process, parser {parser}")

@@ -22,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 
+from eigenflux.redis import dlq_stream
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 SOAK_DB = "eigenflux_soak"
@@ -155,8 +157,8 @@ def sizes(client) -> dict[str, tuple[int, int]]:
             out[table] = tuple(cursor.fetchone())
     for stream in STREAMS:
         out[stream] = (client.xlen(stream), 0)
-        out[f"{stream}:dlq"] = (client.xlen(f"{stream}:dlq"), 0)
-        seen = f"{stream}:dlq:seen"
+        out[dlq_stream(stream)] = (client.xlen(dlq_stream(stream)), 0)
+        seen = dlq_stream(stream) + ":seen"
         out[seen] = (client.zcard(seen) if client.type(seen) == "zset" else client.scard(seen), 0)
     consumers = 0
     for stream in STREAMS:

@@ -25,12 +25,19 @@ def db_settings(
     conn_max_age: int,
     application_name: str,
     name: str = "web",
+    behind_pooler: bool = False,
 ) -> dict:
     """The DATABASES entry for `url`. Pooled connections are never persistent per thread (CONN_MAX_AGE 0:
     Django hands them back to the pool instead of closing them). `application_name` shows in
     pg_stat_activity, so connections can be counted per process kind."""
     config = dj_database_url.parse(url, conn_max_age=0 if pool else conn_max_age, conn_health_checks=True)
     config.setdefault("OPTIONS", {}).setdefault("application_name", application_name)
+    if behind_pooler:
+        # A transaction-mode pooler (PgBouncer) gives each transaction whichever server connection is free:
+        # a named cursor or a prepared statement made in one may not exist in the next. psycopg prepares a
+        # query on its 5th run by default; None never prepares. Django declares no cursor WITH HOLD then.
+        config["OPTIONS"]["prepare_threshold"] = None
+        config["DISABLE_SERVER_SIDE_CURSORS"] = True
     if pool:
         config.setdefault("OPTIONS", {})["pool"] = pool_options(
             min_size=min_size, max_size=max_size, timeout=timeout, name=name

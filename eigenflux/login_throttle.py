@@ -20,12 +20,11 @@ from eigenflux.redis import get_redis
 
 log = logging.getLogger(__name__)
 
+# One key per call: the username's and the address's counters live in different Redis Cluster slots.
 _FAIL = """
-for i, key in ipairs(KEYS) do
-    local count = redis.call('INCR', key)
-    if count == 1 then redis.call('EXPIRE', key, ARGV[1]) end
-end
-return 1
+local count = redis.call('INCR', KEYS[1])
+if count == 1 then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
+return count
 """
 
 
@@ -67,7 +66,9 @@ def login_failed(*, username: str, address: str) -> None:
     if settings.ADMIN_LOGIN_MAX_FAILURES <= 0:
         return
     try:
-        get_redis().eval(_FAIL, 2, *_keys(username, address), settings.ADMIN_LOGIN_WINDOW_SECONDS)
+        client = get_redis()
+        for key in _keys(username, address):
+            client.eval(_FAIL, 1, key, settings.ADMIN_LOGIN_WINDOW_SECONDS)
     except redis.RedisError as exc:
         log.warning("admin login failure not counted (Redis unavailable: %s)", exc.__class__.__name__)
 

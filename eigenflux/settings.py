@@ -8,6 +8,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from django.core.exceptions import ImproperlyConfigured
+
 from eigenflux import embedded, logredact
 from eigenflux.dbpool import db_settings
 from eigenflux.environ import (
@@ -22,6 +24,7 @@ from eigenflux.environ import (
     env_path,
     env_str,
 )
+from eigenflux.redis import is_cluster_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # Created (or tightened) with mode 0700: it holds the embedded databases and generated secrets.
@@ -120,6 +123,12 @@ WEB_PROCESSES = env_int("WEB_PROCESSES", 1, minimum=0)
 PIPELINE_PROCESSES = env_int("PIPELINE_PROCESSES", 1, minimum=0)
 JOB_WORKERS = env_int("JOB_WORKERS", 1, minimum=0)
 DB_RESERVED_CONNECTIONS = env_int("DB_RESERVED_CONNECTIONS", 10, minimum=0)
+# Behind a transaction-mode pooler (PgBouncer): DATABASE_URL names the pooler and DATABASE_DIRECT_URL the
+# server itself, for what needs a session of its own (the relay's LISTEN, migrations: `manage.py migrate`
+# uses it when set). DISABLE_SERVER_SIDE_CURSORS (default: on when DATABASE_DIRECT_URL is set) also turns
+# off psycopg's prepared statements, neither of which survives a change of server connection.
+DATABASE_DIRECT_URL = env_str("DATABASE_DIRECT_URL")
+DISABLE_SERVER_SIDE_CURSORS = env_bool("DISABLE_SERVER_SIDE_CURSORS", bool(DATABASE_DIRECT_URL))
 DATABASES = {
     "default": db_settings(
         DATABASE_URL,
@@ -130,8 +139,39 @@ DATABASES = {
         conn_max_age=env_int("DB_CONN_MAX_AGE", 600, minimum=0),
         # run_pipeline names itself eigenflux-pipeline; `make run` names its job worker eigenflux-jobs.
         application_name=env_str("DB_APPLICATION_NAME", "eigenflux-web"),
+        behind_pooler=DISABLE_SERVER_SIDE_CURSORS,
     )
 }
+if DATABASE_DIRECT_URL:
+    # The same database without the pooler: unpooled, one short-lived connection (tests mirror `default`).
+    DATABASES["direct"] = db_settings(
+        DATABASE_DIRECT_URL,
+        pool=False,
+        min_size=0,
+        max_size=1,
+        timeout=DB_POOL_TIMEOUT,
+        conn_max_age=0,
+        application_name="eigenflux-direct",
+    )
+    DATABASES["direct"]["TEST"] = {"MIRROR": "default"}
+# Read replicas (eigenflux.replicas): the feed, search and other agents' items are read from one of them; an
+# agent that wrote within DATABASE_REPLICA_PIN_SECONDS reads the primary (read-your-writes).
+DATABASE_REPLICA_URLS = env_list("DATABASE_REPLICA_URLS", [])
+DATABASE_REPLICA_PIN_SECONDS = env_int("DATABASE_REPLICA_PIN_SECONDS", 10, minimum=1)
+for _number, _url in enumerate(DATABASE_REPLICA_URLS, start=1):
+    DATABASES[f"replica{_number}"] = db_settings(
+        _url,
+        pool=DB_POOL,
+        min_size=0,
+        max_size=DB_POOL_MAX_SIZE,
+        timeout=DB_POOL_TIMEOUT,
+        conn_max_age=env_int("DB_CONN_MAX_AGE", 600, minimum=0),
+        application_name=env_str("DB_APPLICATION_NAME", "eigenflux-web"),
+        name=f"replica{_number}",
+        behind_pooler=DISABLE_SERVER_SIDE_CURSORS,
+    )
+    DATABASES[f"replica{_number}"]["TEST"] = {"MIRROR": "default"}
+DATABASE_ROUTERS = ["eigenflux.replicas.ReplicaRouter"]
 # Parallel test runs (several checkouts, helpers) can keep apart by naming their test database.
 if env_str("TEST_DATABASE_NAME"):
     DATABASES["default"]["TEST"] = {"NAME": env_str("TEST_DATABASE_NAME")}
@@ -139,25 +179,37 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis ------------------------------------------------------------------------------------
 REDIS_URL = env_str("REDIS_URL") or embedded.redis_url(DATA_DIR)
+# REDIS_URL names a Redis Cluster (eigenflux.redis): REDIS_CLUSTER=true, or a redis+cluster://h1:p1,h2:p2 URL.
+REDIS_CLUSTER = is_cluster_url(REDIS_URL, flag=env_bool("REDIS_CLUSTER", False))
+# django-rq and the channel layer each need plain Redis (RQ's MULTI spans many keys; channels-redis shards by
+# itself across several hosts, not through a cluster). Required when REDIS_URL is a cluster.
+RQ_REDIS_URL = env_str("RQ_REDIS_URL") or ("" if REDIS_CLUSTER else REDIS_URL)
+CHANNEL_REDIS_URLS = env_list("CHANNEL_REDIS_URLS", [] if REDIS_CLUSTER else [REDIS_URL])
+if REDIS_CLUSTER and not (RQ_REDIS_URL and CHANNEL_REDIS_URLS):
+    raise ImproperlyConfigured(
+        "REDIS_URL is a Redis Cluster: set RQ_REDIS_URL (one plain Redis for django-rq) and CHANNEL_REDIS_URLS "
+        "(one or more plain Redis URLs, comma-separated, for the WebSocket channel layer)"
+    )
 
-RQ_QUEUES = {"default": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 300}}
+RQ_QUEUES = {"default": {"URL": RQ_REDIS_URL, "DEFAULT_TIMEOUT": 300}}
 # django-rq's own admin entry only checks for staff; its pages are served at /admin/rq/ behind the moderators'
 # permission instead (eigenflux/rq_urls.py).
 RQ_SHOW_ADMIN_LINK = False
 
 
-def channel_layers(url: str) -> dict:
+def channel_layers(urls: list[str]) -> dict:
     """channels' Redis layer blocks in BZPOPMIN for 5 s; redis-py's default socket timeout is also 5 s, so
-    an idle WebSocket would die with a read timeout. The socket timeout must outlast the blocking read."""
+    an idle WebSocket would die with a read timeout. The socket timeout must outlast the blocking read.
+    With several URLs channels-redis shards channels across them (consistent hashing of the channel name)."""
     return {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [{"address": url, "socket_timeout": 30}]},
+            "CONFIG": {"hosts": [{"address": url, "socket_timeout": 30} for url in urls]},
         }
     }
 
 
-CHANNEL_LAYERS = channel_layers(REDIS_URL)
+CHANNEL_LAYERS = channel_layers(CHANNEL_REDIS_URLS)
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -1,5 +1,5 @@
-"""Dead letters (docs/admin.md#dead-letters): archiving `<stream>:dlq` entries, requeue and resolve, and the scheduled
-job that requeues transient ones a bounded number of times.
+"""Dead letters (docs/admin.md#dead-letters): archiving `{<stream>}:dlq` entries, requeue and resolve, and the
+scheduled job that requeues transient ones a bounded number of times.
 
 Scheduling the auto-requeue job needs no management command: call `dead_letters_schedule()` once, e.g.
 `python -c "import django; django.setup(); from pipeline.deadletters import dead_letters_schedule as s; s()"`
@@ -114,7 +114,7 @@ def _payload(text: str) -> dict:
 
 
 def dead_letter_archive_fields(fields: dict[str, str]) -> Archived:
-    """Archive a `<stream>:dlq` entry as the runtime writes it (pipeline.runtime.deadletter.dead_letter).
+    """Archive a `{<stream>}:dlq` entry as the runtime writes it (pipeline.runtime.deadletter.dead_letter).
 
     A letter of the archiver itself (from a `<stream>:dlq:dlq` stream an older version wrote) is unwrapped:
     the letter it failed to archive is stored instead, under its own origin."""

@@ -16,7 +16,7 @@ from django.db.models.functions import Cast
 from django.utils import timezone
 
 from eigenflux.dbpool import release_connection
-from eigenflux.redis import get_redis
+from eigenflux.redis import dlq_stream, get_redis
 from items.events import (
     ITEM_PUBLISHED,
     STREAM_ITEM_EVENTS,
@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 # same way, below what the archive group has not finished, so no letter goes before it is archived.
 INGEST_STREAMS = (STREAM_ITEM_PUBLISH, STREAM_PROFILE_UPDATE)
 KNOWN_STREAMS = (STREAM_ITEM_PUBLISH, STREAM_ITEM_EVENTS, STREAM_PROFILE_UPDATE, STREAM_ITEM_STATS)
-DLQ_STREAMS = tuple(f"{stream}:dlq" for stream in KNOWN_STREAMS)
+DLQ_STREAMS = tuple(dlq_stream(stream) for stream in KNOWN_STREAMS)
 ENRICHMENT_GROUP = "cg:item:publish"
 
 # Counts entries after a group's last-delivered id, for Redis < 7 whose XINFO GROUPS has no `lag`.
@@ -268,7 +268,7 @@ class Housekeeper:
     def __init__(self, streams: set[str], *, client: redis.Redis | None = None):
         self.client = client or get_redis()
         self.streams = set(streams) | set(KNOWN_STREAMS)
-        self.streams |= {f"{s}:dlq" for s in self.streams if not s.endswith(":dlq")}
+        self.streams |= {dlq_stream(s) for s in self.streams if not s.endswith(":dlq")}
 
     def run(self, stop: threading.Event) -> None:
         jobs = [

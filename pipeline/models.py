@@ -23,7 +23,7 @@ class ErrorClass(models.TextChoices):
 
 
 class DeadLetter(models.Model):
-    """One row per entry that reached a `<stream>:dlq` stream (docs/architecture.md#data-model)."""
+    """One row per entry that reached a `{<stream>}:dlq` stream (docs/architecture.md#data-model)."""
 
     stream = models.CharField(max_length=100, help_text="The origin stream.")
     group = models.CharField(max_length=100)

@@ -63,9 +63,17 @@ def writing(kind: str, agent_id: int, seconds: float) -> Iterator[None]:
         client.delete(key)
 
 
+def budget_keys(agent_id: int, now: int) -> list[str]:
+    """The hour's and the agent's day's spend counters. One hash tag: the script counts both in one call, so
+    on a Redis Cluster they must share a slot."""
+    return [
+        f"official:spend:{{budget}}:hour:{now // 3600}",
+        f"official:spend:{{budget}}:agent:{agent_id}:{now // 86400}",
+    ]
+
+
 def _budget_allows(agent_id: int) -> bool:
-    now = int(time.time())
-    keys = [f"official:spend:hour:{now // 3600}", f"official:spend:agent:{agent_id}:{now // 86400}"]
+    keys = budget_keys(agent_id, int(time.time()))
     limits = [settings.OFFICIAL_MODEL_CALLS_PER_HOUR, settings.OFFICIAL_MODEL_CALLS_PER_AGENT_PER_DAY]
     return bool(get_redis().eval(_SPEND, 2, *keys, *limits))
 

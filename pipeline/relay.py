@@ -22,7 +22,7 @@ from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
 from eigenflux.dbpool import release_connection
-from eigenflux.redis import get_redis
+from eigenflux.redis import get_redis, with_tag
 from items.events import STREAM_ITEM_EVENTS, STREAM_ITEM_STATS
 from items.models import OutboxEvent
 from items.outbox import NOTIFY_CHANNEL
@@ -44,8 +44,9 @@ def stream_maxlen(stream: str) -> int:
     return STREAM_MAXLEN.get(stream, 0)
 
 
-def once_mark_key(event_id: str) -> str:
-    return f"eigenflux:outbox:sent:{event_id}"
+def once_mark_key(stream: str, event_id: str) -> str:
+    """The once-mark of an event: hash-tagged with its stream, as the XADD script touches both (Redis Cluster)."""
+    return f"eigenflux:outbox:sent:{with_tag(stream)}:{event_id}"
 
 
 class OutboxRelay:
@@ -90,17 +91,7 @@ class OutboxRelay:
                 rows = cursor.fetchall()
             if not rows:
                 return 0
-            pipe = self.client.pipeline(transaction=False)
-            for _, stream, event_id, envelope, _ in rows:
-                if isinstance(envelope, str):
-                    envelope = json.loads(envelope)
-                flat = [str(part) for pair in envelope.items() for part in pair]
-                self.scripts.xadd_once(
-                    keys=[stream, once_mark_key(str(event_id))],
-                    args=[self.mark_ttl, stream_maxlen(stream), *flat],
-                    client=pipe,
-                )
-            results = pipe.execute(raise_on_error=False)
+            results = self._xadd(rows)
             if after_xadd is not None:
                 after_xadd(rows)
             sent_ids, sent_sids, failed_ids, failed_errors = [], [], [], []
@@ -113,7 +104,7 @@ class OutboxRelay:
                     continue
                 sent_ids.append(row_id)
                 sent_sids.append(result)
-                marks.append(once_mark_key(str(event_id)))
+                marks.append(once_mark_key(stream, str(event_id)))
                 metrics.RELAY_DISPATCHED.labels(stream).inc()
                 if isinstance(created_at, datetime):
                     metrics.RELAY_DELAY.observe(max(0.0, (now - created_at).total_seconds()))
@@ -131,6 +122,36 @@ class OutboxRelay:
             except redis.RedisError:
                 log.warning("relay: could not remove %d once-marks; they expire by themselves", len(marks))
         return len(rows)
+
+    def _xadd(self, rows: list) -> list:
+        """The once-marked XADDs of `rows` in one pipelined round trip: each row's stream id, or its error.
+
+        A cluster pipeline does not load scripts the way a single-Redis one does, and a master that just
+        restarted or took over has an empty script cache: on NOSCRIPT the script is loaded and the whole
+        batch sent again, which the once-marks make harmless (an event already added returns its id)."""
+        script = self.scripts.xadd_once
+        for attempt in range(2):
+            pipe = self.client.pipeline(transaction=False)
+            for _, stream, event_id, envelope, _ in rows:
+                if isinstance(envelope, str):
+                    envelope = json.loads(envelope)
+                flat = [str(part) for pair in envelope.items() for part in pair]
+                # EVALSHA by name: redis-py's cluster pipeline refuses its evalsha() method, not the command.
+                pipe.execute_command(
+                    "EVALSHA",
+                    script.sha,
+                    2,
+                    stream,
+                    once_mark_key(stream, str(event_id)),
+                    self.mark_ttl,
+                    stream_maxlen(stream),
+                    *flat,
+                )
+            results = pipe.execute(raise_on_error=False)
+            if attempt or not any(isinstance(result, redis.exceptions.NoScriptError) for result in results):
+                return results
+            self.client.script_load(script.script)
+        return results
 
     def drain(self) -> int:
         """Relay batches until none is full (rows locked by other relays are theirs)."""
@@ -173,13 +194,18 @@ class OutboxRelay:
 
     def _listen(self) -> psycopg.Connection | None:
         params = connection.settings_dict
+        # LISTEN belongs to a session: behind a transaction-mode pooler it must go to the server directly.
+        direct = {"conninfo": settings.DATABASE_DIRECT_URL} if settings.DATABASE_DIRECT_URL else {}
         try:
             conn = psycopg.connect(
-                dbname=params["NAME"],
-                user=params.get("USER") or None,
-                password=params.get("PASSWORD") or None,
-                host=params.get("HOST") or None,
-                port=params.get("PORT") or None,
+                **direct
+                or {
+                    "dbname": params["NAME"],
+                    "user": params.get("USER") or None,
+                    "password": params.get("PASSWORD") or None,
+                    "host": params.get("HOST") or None,
+                    "port": params.get("PORT") or None,
+                },
                 autocommit=True,
                 connect_timeout=5,
                 application_name="eigenflux-pipeline-listen",  # outside the pool: one per relay

@@ -34,7 +34,7 @@ def _redis_isolated(settings):
     url = redis_url_with_db(settings.REDIS_URL, TEST_REDIS_DB)
     settings.REDIS_URL = url
     settings.RQ_QUEUES = {"default": {"URL": url, "DEFAULT_TIMEOUT": 300}}
-    settings.CHANNEL_LAYERS = channel_layers(url)
+    settings.CHANNEL_LAYERS = channel_layers([url])
     client = get_redis(url)
     client.flushdb()
     yield client

@@ -8,6 +8,7 @@ from django.http import HttpRequest
 from ninja.security import HttpBearer
 
 from eigenflux.clientaddr import request_client_address
+from eigenflux.replicas import pin_to_primary
 from items.api.errors import ApiError
 from items.authentication import AddressThrottled, NotAuthenticated, agent_authenticate
 from items.models import Agent
@@ -45,4 +46,6 @@ class AgentBearer(HttpBearer):
         verdict = rate_limit_hit(agent_id=agent.pk, bucket=bucket, per_minute=limit)
         if not verdict.allowed:
             raise RateLimited(verdict.retry_after)
+        if request.method not in ("GET", "HEAD", "OPTIONS"):
+            pin_to_primary(agent.pk)  # read-your-writes: its next reads go to the primary (eigenflux.replicas)
         return agent

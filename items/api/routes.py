@@ -8,6 +8,7 @@ from django.http import HttpRequest
 from ninja import Header, Query, Router, Schema, Status
 from pydantic import Field, field_validator
 
+from eigenflux.replicas import primary_reads, replica_reads
 from items import selectors
 from items.api.auth import RateLimited
 from items.api.errors import ApiError
@@ -136,7 +137,12 @@ def _cursor(cursor: str | None) -> int | None:
     description="Your own items in any status (with the public discard reason); other agents' only when completed.",
 )
 def get_item(request: HttpRequest, item_id: str):
-    item = selectors.item_for_reader(item_id=_item_id(item_id), reader=request.auth)
+    pk = _item_id(item_id)
+    with replica_reads(request.auth.pk) as replica:
+        item = selectors.item_for_reader(item_id=pk, reader=request.auth)
+    if replica and (item is None or item.author_id == request.auth.pk):
+        # Your own item, or one the replica may not have yet: the primary has the last word.
+        item = selectors.item_for_reader(item_id=pk, reader=request.auth)
     if item is None:
         raise ApiError(404, "not_found", f"no item {item_id}")
     return item_payload(item, request.auth)
@@ -200,8 +206,13 @@ class FeedQuery(ItemFilters):
     ),
 )
 def feed(request: HttpRequest, filters: Query[FeedQuery]):
-    if filters.unseen:
+    if filters.unseen:  # the reader's own delivery memory, written by each call: read on the primary
         return _unseen_feed(request, filters)
+    with replica_reads(request.auth.pk):
+        return _feed(request, filters)
+
+
+def _feed(request: HttpRequest, filters: FeedQuery) -> dict:
     below_id = _cursor(filters.cursor)
     if filters.for_me:
         rows = selectors.feed_for_reader(
@@ -221,7 +232,10 @@ def feed(request: HttpRequest, filters: Query[FeedQuery]):
         return {"items": items, "next_cursor": next_cursor}
 
     if below_id is None:
-        return feed_cached(f"{filters.broadcast_type or ''}|{filters.domain or ''}|{filters.limit}", build)
+        # Built on the primary: a page built from a lagging replica right after an invalidation would be
+        # cached, stale, for every reader. The cache already takes this load off the primary.
+        with primary_reads():
+            return feed_cached(f"{filters.broadcast_type or ''}|{filters.domain or ''}|{filters.limit}", build)
     return build()
 
 
@@ -279,6 +293,11 @@ class SearchQueryIn(ItemFilters):
     ),
 )
 def search(request: HttpRequest, params: Query[SearchQueryIn]):
+    with replica_reads(request.auth.pk):
+        return _search(request, params)
+
+
+def _search(request: HttpRequest, params: SearchQueryIn):
     if not params.q.strip():
         raise ApiError(422, "invalid", "q must contain words", "q")
     filters = {"broadcast_type": params.broadcast_type, "domain": params.domain}

@@ -8,5 +8,5 @@ CONSUMER_MODULES: list[str] = [
     "pipeline.consumers.profile_update",  # cg:profile:update
     "pipeline.consumers.official_welcome",  # cg:official:welcome
     "pipeline.consumers.item_stats",  # cg:item:stats
-    "pipeline.consumers.dlq_archive",  # cg:dlq:archive on every <stream>:dlq
+    "pipeline.consumers.dlq_archive",  # cg:dlq:archive on every {<stream>}:dlq
 ]

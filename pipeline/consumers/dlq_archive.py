@@ -1,4 +1,4 @@
-"""cg:dlq:archive: copies every `<stream>:dlq` entry into the DeadLetter table (idempotent by origin).
+"""cg:dlq:archive: copies every `{<stream>}:dlq` entry into the DeadLetter table (idempotent by origin).
 
 Dead-letter entries are not CloudEvents envelopes (pipeline.runtime.deadletter writes flat letter fields:
 stream, group, message_id, error_class, error, payload, failed_at, ...). Two ways read them, both in the
@@ -12,7 +12,9 @@ Archiving is idempotent by origin (stream, group, message id), so either may see
 The archiver cannot lose a letter: its retries have no delivery limit (the backoff grows to a minute, and
 while PostgreSQL is down its circuit breaker pauses it without spending deliveries), and an entry that is
 not a letter is stored as a letter of its own (`on_dead_letter`) instead of being dead-lettered again — no
-`<stream>:dlq:dlq` is ever written. Such streams from older versions are still drained by DlqArchiver.
+`<stream>:dlq:dlq` is ever written. Such streams from older versions are still drained by DlqArchiver, and
+so are the dead-letter streams of versions before hash tags (`<stream>:dlq`, in another Redis Cluster slot
+than their stream): after an upgrade their letters reach the table through the scheduled drain.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import redis
 
-from eigenflux.redis import get_redis
+from eigenflux.redis import dlq_stream, get_redis
 from items.events import STREAM_ITEM_EVENTS, STREAM_ITEM_PUBLISH, STREAM_ITEM_STATS, STREAM_PROFILE_UPDATE
 from pipeline.runtime import Consumer, Event, GiveUp, RetryPolicy, register
 from pipeline.runtime.deadletter import ARCHIVE_GROUP, letter_payload
@@ -38,11 +40,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 GROUP = ARCHIVE_GROUP
-DLQ_STREAMS: tuple[str, ...] = tuple(
-    f"{stream}:dlq" for stream in (STREAM_ITEM_PUBLISH, STREAM_ITEM_EVENTS, STREAM_PROFILE_UPDATE, STREAM_ITEM_STATS)
+_ORIGINS = (STREAM_ITEM_PUBLISH, STREAM_ITEM_EVENTS, STREAM_PROFILE_UPDATE, STREAM_ITEM_STATS)
+DLQ_STREAMS: tuple[str, ...] = tuple(dlq_stream(stream) for stream in _ORIGINS)
+# Drained when they exist: the dead-letter streams named without a hash tag (before Redis Cluster support),
+# and those of versions whose archiver dead-lettered its own failures (unwrapped when archived).
+LEGACY_STREAMS: tuple[str, ...] = tuple(f"{stream}:dlq" for stream in _ORIGINS) + tuple(
+    f"{stream}:dlq" for stream in DLQ_STREAMS + tuple(f"{origin}:dlq" for origin in _ORIGINS)
 )
-# Written by versions whose archiver dead-lettered its own failures; drained (unwrapped) when they exist.
-LEGACY_STREAMS: tuple[str, ...] = tuple(f"{stream}:dlq" for stream in DLQ_STREAMS)
 # Entries pending this long under another archiver (which crashed) are taken over.
 RECLAIM_IDLE_MS = 60_000
 BATCH = 100
@@ -96,22 +100,22 @@ class DlqArchiver:
         return created
 
     def read_once(self, block_ms: int | None) -> tuple[int, int]:
-        """One XREADGROUP over every stream; returns (entries read, letters created)."""
+        """One XREADGROUP per stream (each dead-letter stream sits in its origin's Redis Cluster slot, so one
+        call over all of them would be refused as CROSSSLOT); returns (entries read, letters created)."""
         if not self._groups_ready:
             self.ensure_groups()
-        try:
-            response = self.client.xreadgroup(
-                GROUP, self.name, dict.fromkeys(self.streams, ">"), count=BATCH, block=block_ms
-            )
-        except redis.ResponseError as exc:
-            if "NOGROUP" not in str(exc):
-                raise
-            self.ensure_groups()
-            return 0, 0
         read = created = 0
-        for stream, entries in response or []:
-            read += len(entries)
-            created += self.archive(text(stream), entries)
+        for stream in self.streams:
+            try:
+                response = self.client.xreadgroup(GROUP, self.name, {stream: ">"}, count=BATCH, block=block_ms)
+            except redis.ResponseError as exc:
+                if "NOGROUP" not in str(exc):
+                    raise
+                self.ensure_groups()
+                continue
+            for _, entries in response or []:
+                read += len(entries)
+                created += self.archive(stream, entries)
         return read, created
 
     def drain(self) -> int:
@@ -207,22 +211,22 @@ class _DeadLetterArchive(Consumer):
 @register
 class ItemPublishDeadLetters(_DeadLetterArchive):
     name = "dlq-archive-item-publish"
-    stream = f"{STREAM_ITEM_PUBLISH}:dlq"
+    stream = dlq_stream(STREAM_ITEM_PUBLISH)
 
 
 @register
 class ItemEventsDeadLetters(_DeadLetterArchive):
     name = "dlq-archive-item-events"
-    stream = f"{STREAM_ITEM_EVENTS}:dlq"
+    stream = dlq_stream(STREAM_ITEM_EVENTS)
 
 
 @register
 class ProfileUpdateDeadLetters(_DeadLetterArchive):
     name = "dlq-archive-profile-update"
-    stream = f"{STREAM_PROFILE_UPDATE}:dlq"
+    stream = dlq_stream(STREAM_PROFILE_UPDATE)
 
 
 @register
 class ItemStatsDeadLetters(_DeadLetterArchive):
     name = "dlq-archive-item-stats"
-    stream = f"{STREAM_ITEM_STATS}:dlq"
+    stream = dlq_stream(STREAM_ITEM_STATS)

@@ -27,7 +27,7 @@ class Consumer:
     retry_policy (a RetryPolicy; default exponential backoff from the settings), start_id (where a newly
     created group starts: "0" = every entry already in the stream, "$" = only new ones),
     dead_letter_stream (False: `on_dead_letter` is the entry's final destination and nothing is written to
-    `<stream>:dlq`; for the dead-letter archiver itself, whose own letters nothing would read).
+    `{<stream>}:dlq`; for the dead-letter archiver itself, whose own letters nothing would read).
     """
 
     name: ClassVar[str]

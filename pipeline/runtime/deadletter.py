@@ -1,4 +1,4 @@
-"""Dead-lettering one entry: the Lua script appends to `<stream>:dlq` and ACKs, once per (group, id).
+"""Dead-lettering one entry: the Lua script appends to `{<stream>}:dlq` and ACKs, once per (group, id).
 
 Every dead-letter stream is born with the archive group (`cg:dlq:archive`) already created, and it is trimmed
 only below that group's unfinished entries (pipeline.housekeeping), so a letter can never be trimmed away
@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 
 import redis
 
+from eigenflux.redis import dlq_stream
 from pipeline.runtime.entries import RawFields, base64_fields, lenient_fields, text
 from pipeline.runtime.scripts import Scripts
 
@@ -38,10 +39,6 @@ class GiveUp:
     delivery_count: int
     fields: dict[str, str] = field(default_factory=dict)  # as read (undecodable bytes backslash-escaped)
     payload: str = ""  # the letter's payload: the fields as JSON (truncated), or the bytes in base64
-
-
-def dlq_stream(stream: str) -> str:
-    return f"{stream}:dlq"
 
 
 def truncate_payload(fields: dict[str, str] | None) -> str:

@@ -13,6 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 from rq.registry import ScheduledJobRegistry
 
+from eigenflux.redis import dlq_stream
 from items.events import ITEM_PUBLISHED, STREAM_ITEM_EVENTS, STREAM_ITEM_PUBLISH, build_envelope
 from items.models import OutboxEvent
 from pipeline.consumers.dlq_archive import DLQ_STREAMS, GROUP, DlqArchiver
@@ -107,8 +108,8 @@ def test_archive_copies_every_dlq_stream_once(redis_client):
 
 def test_archive_is_idempotent_for_duplicate_entries(redis_client):
     dead_lettered(redis_client)
-    [(_, fields)] = redis_client.xrange(f"{STREAM_ITEM_PUBLISH}:dlq")
-    redis_client.xadd(f"{STREAM_ITEM_PUBLISH}:dlq", fields)  # the same letter delivered twice
+    [(_, fields)] = redis_client.xrange(dlq_stream(STREAM_ITEM_PUBLISH))
+    redis_client.xadd(dlq_stream(STREAM_ITEM_PUBLISH), fields)  # the same letter delivered twice
 
     DlqArchiver(client=redis_client).drain()
 
@@ -121,7 +122,7 @@ def test_archive_takes_over_entries_a_crashed_archiver_left_pending(redis_client
     dead_lettered(redis_client)
     crashed = DlqArchiver(client=redis_client)
     crashed.ensure_groups()
-    redis_client.xreadgroup(GROUP, crashed.name, {f"{STREAM_ITEM_PUBLISH}:dlq": ">"})  # read, never archived
+    redis_client.xreadgroup(GROUP, crashed.name, {dlq_stream(STREAM_ITEM_PUBLISH): ">"})  # read, never archived
 
     assert DlqArchiver(client=redis_client).reclaim(min_idle_ms=0) == 1
     assert DeadLetter.objects.count() == 1

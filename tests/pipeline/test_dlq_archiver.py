@@ -9,12 +9,12 @@ import time
 
 import pytest
 
-from eigenflux.redis import get_redis
+from eigenflux.redis import dlq_stream, get_redis
 from pipeline.consumers.dlq_archive import GROUP, DlqArchiver, dlq_archive_drain
 from pipeline.models import DeadLetter, ErrorClass
 from tests.pipeline.runtime.fixtures import pipeline_env, run_pipeline, wait_for  # noqa: F401 - fixtures
 
-DLQ = "stream:item:publish:dlq"
+DLQ = "{stream:item:publish}:dlq"
 
 
 def letter(n: int, **fields) -> dict[str, str]:
@@ -56,10 +56,27 @@ def test_entries_that_are_not_letters_are_archived_as_they_are(redis_client, set
 
 
 @pytest.mark.django_db(transaction=True)
+def test_dead_letter_streams_named_before_hash_tags_are_drained(redis_client):
+    """The upgrade path from `<stream>:dlq` to `{<stream>}:dlq`: letters left under the old name (read or not
+    by an old archiver) reach the table through the scheduled drain; none is lost or stored twice."""
+    old = "stream:item:publish:dlq"
+    redis_client.xgroup_create(old, GROUP, id="0", mkstream=True)
+    redis_client.xadd(old, letter(1))
+    redis_client.xreadgroup(GROUP, "old-archiver-that-died", {old: ">"})  # read, never archived
+    redis_client.xadd(old, letter(2))
+    redis_client.xadd(DLQ, letter(3))  # and one under the new name
+    assert dlq_archive_drain() == 2
+    assert dlq_archive_drain() == 0
+    # The one the dead archiver held is taken over once idle long enough (RECLAIM_IDLE_MS), as for any stream.
+    assert DlqArchiver(client=get_redis(raw=True), streams=(old,)).reclaim(min_idle_ms=0) == 1
+    assert sorted(DeadLetter.objects.values_list("subject", flat=True)) == ["1", "2", "3"]
+
+
+@pytest.mark.django_db(transaction=True)
 def test_letters_an_older_archiver_dead_lettered_are_unwrapped(redis_client):
     original = letter(7)
     redis_client.xadd(
-        f"{DLQ}:dlq",
+        dlq_stream(DLQ),
         {
             "stream": DLQ,
             "group": GROUP,
@@ -109,7 +126,7 @@ def test_the_archiver_loses_no_letter_while_postgresql_is_down_30s(run_pipeline,
 
     wait_for(lambda: DeadLetter.objects.count() == 30, 60, message="letters written during the outage archived")
     wait_for(lambda: redis_client.xpending(DLQ, GROUP)["pending"] == 0, 20, message="all ACKed")
-    assert not redis_client.exists(f"{DLQ}:dlq")  # the archiver never dead-letters its own failures
+    assert not redis_client.exists(dlq_stream(DLQ))  # the archiver never dead-letters its own failures
     assert sorted(DeadLetter.objects.values_list("subject", flat=True)) == sorted(str(n) for n in range(30))
     output = proc.output()
     assert "postgresql is down" in output

@@ -10,6 +10,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.db import connection
 
+from eigenflux.redis import dlq_stream
 from items.events import ITEM_FAILED, ITEM_PUBLISHED, STREAM_ITEM_PUBLISH
 from items.models import DecisionStage, ItemStatus, OutboxEvent, ProcessedItem
 from items.services.enrichment import claim_token, item_claim
@@ -73,7 +74,7 @@ def test_a_handler_killed_on_every_attempt_ends_failed_with_one_outcome_event_an
     [decision] = item.decisions.filter(stage=DecisionStage.DELIVERY)
     assert (decision.verdict, decision.category) == ("failed", "transient")
     assert calls(fake_llm) == {"safety": 1, "process_item": 3, "suggest_action": 0, "embed": 1}
-    [letter] = [fields for _, fields in redis_client.xrange(f"{STREAM_ITEM_PUBLISH}:dlq")]
+    [letter] = [fields for _, fields in redis_client.xrange(dlq_stream(STREAM_ITEM_PUBLISH))]
     assert (letter["subject"], letter["delivery_count"]) == (str(pk), "4")
     assert publish_entries(redis_client) == []
 

@@ -10,6 +10,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from eigenflux.redis import dlq_stream
 from items.events import ITEM_COMPLETED, ITEM_DISCARDED, ITEM_FAILED, ITEM_PUBLISHED, STREAM_ITEM_PUBLISH
 from items.models import DecisionStage, ItemStatus, OutboxEvent, ProcessedItem, PublicReason
 from items.services.blacklist import blacklist_keyword_create
@@ -42,7 +43,7 @@ def outcome_types(pk: int) -> list[str]:
 
 
 def dlq_entries(redis_client) -> list[dict]:
-    return [fields for _, fields in redis_client.xrange(f"{STREAM_ITEM_PUBLISH}:dlq")]
+    return [fields for _, fields in redis_client.xrange(dlq_stream(STREAM_ITEM_PUBLISH))]
 
 
 # --- accepted ---------------------------------------------------------------------------------------

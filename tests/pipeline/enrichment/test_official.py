@@ -9,6 +9,7 @@ from datetime import timedelta
 from django.test import Client
 from django.utils import timezone
 
+from eigenflux.redis import dlq_stream
 from items.events import STREAM_ITEM_PUBLISH, STREAM_PROFILE_UPDATE
 from items.models import Agent, ItemStatus, Message, MessageKind, ProcessedItem
 from tests.factories import make_agent, make_item
@@ -128,7 +129,7 @@ def test_disabled_features_ack_their_entries_cleanly(run_pipeline, fake_llm, red
     ):
         info = {g["name"]: g for g in redis_client.xinfo_groups(stream)}[group]
         assert info["pending"] == 0
-        assert not redis_client.exists(f"{stream}:dlq")
+        assert not redis_client.exists(dlq_stream(stream))
 
 
 def test_enrichment_progress_is_independent_of_the_official_groups(run_pipeline, fake_llm, redis_client):

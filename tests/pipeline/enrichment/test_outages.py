@@ -70,7 +70,7 @@ def start(run_pipeline, fake_llm, **env):
 
 
 def assert_no_dead_letters_and_no_call_paid_twice(fake_llm, redis_client, pks) -> None:
-    assert redis_client.xlen("stream:item:publish:dlq") == 0
+    assert redis_client.xlen("{stream:item:publish}:dlq") == 0
     assert DeadLetter.objects.count() == 0
     answered = {task: fake_llm.answered(task) for task in TASKS}
     assert answered == dict.fromkeys(TASKS, len(pks)), answered  # ideal: one answered call of each per item

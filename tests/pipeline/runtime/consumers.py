@@ -59,14 +59,15 @@ class EffectsConsumer(Consumer):
         r.rpush(f"t:order:{event.subject}", str(data.get("seq", "")))
         r.rpush("t:started", event.id)
         tracker = r.register_script(_TRACK_MAX)
-        if tracker(keys=[f"t:active:{event.subject}", f"t:maxactive:{event.subject}"]) > 1:
+        # Each pair hash-tagged, so that the script also runs on a Redis Cluster (tests/cluster).
+        if tracker(keys=[f"t:{{active:{event.subject}}}", f"t:{{active:{event.subject}}}:max"]) > 1:
             r.rpush("t:overlap", event.subject)
-        tracker(keys=["t:active", "t:maxactive"])
+        tracker(keys=["t:{active}", "t:{active}:max"])
         try:
             self._work(event, data)
         finally:
-            r.decr(f"t:active:{event.subject}")
-            r.decr("t:active")
+            r.decr(f"t:{{active:{event.subject}}}")
+            r.decr("t:{active}")
 
     def _work(self, event: Event, data: dict) -> None:
         fail = data.get("fail", "")

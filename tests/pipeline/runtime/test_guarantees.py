@@ -13,7 +13,7 @@ import socket
 import httpx
 import pytest
 
-from eigenflux.redis import get_redis
+from eigenflux.redis import dlq_stream, get_redis
 from pipeline import metrics
 from pipeline.runtime import Consumer, Event, RetryLater, liveness
 from pipeline.runtime.runner import ConsumerRunner
@@ -23,7 +23,7 @@ from tests.pipeline.runtime.consumers import TEST_GROUP, TEST_STREAM, TEST_TYPE,
 from tests.pipeline.runtime.fixtures import wait_for
 
 EFFECTS = ("--consumer", "test-effects", "--no-relay", "--no-housekeeping")
-DLQ = f"{TEST_STREAM}:dlq"
+DLQ = dlq_stream(TEST_STREAM)
 
 
 def free_port() -> int:

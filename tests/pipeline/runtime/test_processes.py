@@ -14,6 +14,7 @@ from collections import Counter
 import pytest
 from django.db import transaction
 
+from eigenflux.redis import dlq_stream
 from items.outbox import outbox_event_create
 from tests.pipeline.runtime.conftest import envelope
 from tests.pipeline.runtime.consumers import TEST_GROUP, TEST_STREAM, TEST_TYPE
@@ -21,7 +22,7 @@ from tests.pipeline.runtime.fixtures import wait_for
 
 pytestmark = pytest.mark.slow
 EFFECTS = ("--consumer", "test-effects", "--no-relay", "--no-housekeeping")
-DLQ = f"{TEST_STREAM}:dlq"
+DLQ = dlq_stream(TEST_STREAM)
 
 
 def add(client, n=1, **data) -> list[dict]:
@@ -185,9 +186,9 @@ def test_per_subject_order_holds_while_subjects_run_in_parallel(run_pipeline, te
 
     for subject in subjects:
         assert redis_client.lrange(f"t:order:{subject}", 0, -1) == [str(i) for i in range(6)]
-        assert redis_client.get(f"t:maxactive:{subject}") == "1"
+        assert redis_client.get(f"t:{{active:{subject}}}:max") == "1"
     assert redis_client.lrange("t:overlap", 0, -1) == []
-    assert int(redis_client.get("t:maxactive")) >= 3  # different subjects did run at the same time
+    assert int(redis_client.get("t:{active}:max")) >= 3  # different subjects did run at the same time
     assert effects.count() == 24
 
 

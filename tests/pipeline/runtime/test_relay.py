@@ -39,7 +39,7 @@ def stream_event_ids(client, stream=RELAY_STREAM) -> list[str]:
 def test_maxlen_rules():
     assert stream_maxlen("stream:item:events") == 20_000
     assert stream_maxlen("stream:item:stats") == 20_000
-    assert stream_maxlen("stream:item:publish:dlq") == 10_000
+    assert stream_maxlen("{stream:item:publish}:dlq") == 10_000
     assert stream_maxlen("stream:item:publish") == 0
     assert stream_maxlen("stream:profile:update") == 0
 

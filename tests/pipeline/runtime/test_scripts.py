@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from eigenflux.redis import get_redis
+from eigenflux.redis import dlq_stream, get_redis
 from pipeline.runtime.deadletter import dead_letter
 from pipeline.runtime.entries import UndecodableEntry, decode_fields
 from pipeline.runtime.scripts import Scripts
@@ -89,7 +89,7 @@ def test_dead_letter_twice_writes_one_entry(redis_client):
     second = dead_letter(redis_client, **kwargs)
 
     assert first and second == ""
-    letters = redis_client.xrange(f"{STREAM}:dlq")
+    letters = redis_client.xrange(dlq_stream(STREAM))
     assert len(letters) == 1
     letter = letters[0][1]
     assert letter["stream"] == STREAM and letter["group"] == GROUP and letter["message_id"] == ids[0]
@@ -114,7 +114,7 @@ def test_dead_letter_needs_ownership(redis_client):
         error="x",
     )
     assert result is None
-    assert redis_client.xlen(f"{STREAM}:dlq") == 0
+    assert redis_client.xlen(dlq_stream(STREAM)) == 0
     assert redis_client.xpending(STREAM, GROUP)["pending"] == 1
 
 
@@ -133,7 +133,7 @@ def test_dead_letter_payload_is_truncated_but_valid_json(redis_client):
         error_class="permanent",
         error="e" * 10_000,
     )
-    letter = redis_client.xrange(f"{STREAM}:dlq")[0][1]
+    letter = redis_client.xrange(dlq_stream(STREAM))[0][1]
     assert len(letter["payload"]) < 10_000 and json.loads(letter["payload"])["_truncated"] == "1"
     assert len(letter["error"]) == 2000
 
@@ -152,12 +152,12 @@ def test_a_dead_letter_stream_is_born_with_its_archive_group(redis_client):
         error_class="permanent",
         error="x",
     )
-    [group] = redis_client.xinfo_groups(f"{STREAM}:dlq")
+    [group] = redis_client.xinfo_groups(dlq_stream(STREAM))
     assert (group["name"], group["last-delivered-id"]) == ("cg:dlq:archive", "0-0")  # it will read the letter
 
 
 def test_the_seen_index_forgets_old_members_and_replaces_an_old_plain_set(redis_client):
-    seen = f"{STREAM}:dlq:seen"
+    seen = dlq_stream(STREAM) + ":seen"
     redis_client.sadd(seen, "legacy|1-0")  # what an older version kept, forever
     ids = setup_stream(redis_client, 2)
     read_as(redis_client, "owner")
@@ -193,7 +193,7 @@ def test_an_undecodable_entry_is_dead_lettered_with_its_bytes_in_base64(redis_cl
         error="malformed: not UTF-8",
     )
 
-    letter = redis_client.xrange(f"{STREAM}:dlq")[0][1]  # the letter itself is valid UTF-8
+    letter = redis_client.xrange(dlq_stream(STREAM))[0][1]  # the letter itself is valid UTF-8
     assert letter["subject"] == "\\xffbad" and letter["event_id"] == "e1"
     payload = json.loads(letter["payload"])
     assert payload["_encoding"] == "base64"
