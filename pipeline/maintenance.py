@@ -1,5 +1,6 @@
 """Periodic maintenance as a self-rescheduling django-rq job (needs `rqworker --with-scheduler`): expired
-Idempotency-Keys, feed deliveries past the seen window, old login challenges and every retention of pipeline.retention, every MAINTENANCE_INTERVAL_SECONDS (default hourly).
+Idempotency-Keys, feed deliveries past the seen window, old login challenges and every retention of
+pipeline.retention, every MAINTENANCE_INTERVAL_SECONDS (default hourly).
 `make run` (eigenflux.devstack) schedules it; scheduling twice makes one chain."""
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("items", "0007_outbox_notify_trigger"),
+        ("items", "0011_eigenflux_client_compat"),
     ]
 
     operations = [

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from django.contrib.postgres.search import SearchVector
 from django.db import transaction
-from django.db.models import Q, Value
+from django.db.models import Q
 from django.utils import timezone
 
 from items.events import (
