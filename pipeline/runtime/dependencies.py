@@ -27,6 +27,7 @@ DEPENDENCIES = (POSTGRESQL, MODEL, REDIS)
 
 # PostgreSQL states that mean the server is unreachable or going away, not that this statement failed:
 # class 08 (connection exception) and 57P01-57P03 (admin shutdown, crash shutdown, cannot connect now).
+_PROBE_CONNECT_TIMEOUT = 3  # seconds: an answer, or down
 _PG_OUTAGE_PREFIXES = ("08", "57P01", "57P02", "57P03")
 
 _local = threading.local()
@@ -127,6 +128,8 @@ def is_up(dependency: str) -> bool:
 
 
 def _postgres_up() -> bool:
+    if connection.settings_dict.get("OPTIONS", {}).get("pool"):
+        return _postgres_answers_directly()
     try:
         if not connection.in_atomic_block:
             connection.close_if_unusable_or_obsolete()  # a connection the outage broke is replaced
@@ -137,4 +140,20 @@ def _postgres_up() -> bool:
             with contextlib.suppress(db_utils.DatabaseError):
                 connection.close()
         return not is_postgres_outage(exc)
+    return True
+
+
+def _postgres_answers_directly() -> bool:
+    """With a pool, a fresh connection of its own: the pool would make the question wait (up to its timeout)
+    for a connection to come back, and an outage would look like "up" once it is over."""
+    import psycopg
+
+    params = {k: v for k, v in connection.get_connection_params().items() if k not in ("pool", "cursor_factory")}
+    params["connect_timeout"] = _PROBE_CONNECT_TIMEOUT
+    try:
+        with psycopg.connect(**params, autocommit=True) as conn:
+            conn.execute("SELECT 1")
+    except psycopg.OperationalError as exc:
+        sqlstate = getattr(exc, "sqlstate", None)
+        return sqlstate is not None and not sqlstate.startswith(_PG_OUTAGE_PREFIXES)
     return True
