@@ -4,7 +4,11 @@ Starts gunicorn (sync workers, persistent DB connections) on a scratch database,
 POST /api/v1/items/publish and the floor view (bench/floor/urls.py: the same three rows with the ORM,
 nothing else) with the same load in the same run, and prints a table.
 
-    .venv/bin/python bench/publish_throughput.py [--workers 3] [--concurrency 16] [--seconds 10]
+The two endpoints alternate (floor first in odd rounds, publish first in even ones) for --rounds rounds of
+--seconds each, and the table shows the median round, so drift over the run (autovacuum, caches, a neighbour's
+load) does not favour the endpoint that always ran first.
+
+    .venv/bin/python bench/publish_throughput.py [--workers 3] [--concurrency 16] [--seconds 5] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -138,11 +142,18 @@ def load(port: int, path: str, token: str, seconds: float, concurrency: int) -> 
     }
 
 
+def _median_row(runs: list[dict]) -> dict:
+    """The sample with the median throughput (its latencies come with it, not medians of unrelated samples)."""
+    ordered = sorted(runs, key=lambda row: row["rps"])
+    return ordered[len(ordered) // 2]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=16)
-    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--seconds", type=float, default=5.0, help="per sample")
+    parser.add_argument("--rounds", type=int, default=5, help="samples per endpoint, alternating")
     args = parser.parse_args()
 
     env, token = prepare()
@@ -174,16 +185,22 @@ def main() -> None:
                 time.sleep(0.1)
         load(port, "/bench/floor", token, 2, args.concurrency)  # warm-up: connections, caches
         load(port, "/api/v1/items/publish", token, 2, args.concurrency)
-        rows = [
-            ("floor: 3 ORM inserts, 1 transaction", load(port, "/bench/floor", token, args.seconds, args.concurrency)),
-            ("POST /api/v1/items/publish", load(port, "/api/v1/items/publish", token, args.seconds, args.concurrency)),
-        ]
+        endpoints = {
+            "floor: 3 ORM inserts, 1 transaction": "/bench/floor",
+            "POST /api/v1/items/publish": "/api/v1/items/publish",
+        }
+        samples: dict[str, list[dict]] = {name: [] for name in endpoints}
+        for r in range(args.rounds):
+            order = list(endpoints) if r % 2 == 0 else list(reversed(endpoints))
+            for name in order:
+                samples[name].append(load(port, endpoints[name], token, args.seconds, args.concurrency))
+        rows = [(name, _median_row(runs)) for name, runs in samples.items()]
     finally:
         server.terminate()
         server.wait(10)
     print(
         f"\nPublish on loopback: gunicorn {args.workers} sync workers, {args.concurrency} concurrent clients, "
-        f"{args.seconds:.0f} s each, same run\n"
+        f"median of {args.rounds} alternating samples of {args.seconds:.0f} s each, same run\n"
     )
     print(f"| {'endpoint':<38} | {'req/s':>7} | {'p50 ms':>7} | {'p99 ms':>7} | {'errors':>6} |")
     print(f"|{'-' * 40}|{'-' * 9}|{'-' * 9}|{'-' * 9}|{'-' * 8}|")

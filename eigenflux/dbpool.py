@@ -50,16 +50,22 @@ def pool_options(*, min_size: int, max_size: int, timeout: float, name: str) -> 
 
 
 def use_pipeline_pool() -> None:
-    """Switch this process to run_pipeline's pool size and timeout (call before its threads start).
+    """Switch this process to run_pipeline's pool size, timeout and checks (call before its threads start).
 
     The pool is created on first use, so a pool already opened (e.g. by a system check) is closed and the
     next connection builds the new one."""
     from django.db import connection, connections
 
-    options = connections["default"].settings_dict.setdefault("OPTIONS", {})
+    database = connections["default"].settings_dict
+    options = database.setdefault("OPTIONS", {})
     options["application_name"] = PIPELINE_APPLICATION_NAME
     if "pool" not in options:
         return
+    # No health check on every checkout: Django's pool check is an empty query, a round trip and a transaction
+    # each time a handler takes a connection (after every model call), about five per enriched item. A
+    # connection that broke while idle fails its first query instead; the runtime asks PostgreSQL itself
+    # (pipeline.runtime.dependencies) whether that was an outage, and the pool drops the broken connection.
+    database["CONN_HEALTH_CHECKS"] = False
     options["pool"] = pool_options(
         min_size=settings.DB_POOL_MIN_SIZE,
         max_size=settings.PIPELINE_DB_POOL_MAX_SIZE,

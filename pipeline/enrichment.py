@@ -28,11 +28,11 @@ from items.services.enrichment import (
     item_checkpoint,
     item_complete,
     item_discard,
-    item_lease_extend,
     item_release,
     parse_expire_time,
 )
 from pipeline import llm, metrics
+from pipeline.llm.accounting import write_deferred
 from pipeline.llm.author_hints import parse_author_hints
 from pipeline.runtime import Event, LeaseLost, NothingToDo, RetryLater, dependencies
 from pipeline.runtime.dependencies import is_postgres_outage
@@ -184,6 +184,7 @@ class Enrichment:
             cause=self.cause,
             fields=fields,
             check_duplicate=not self.approved,
+            also=write_deferred,
         ):
             raise NothingToDo(f"item {self.item.pk} was deleted or taken over before it could complete")
         # Completing can still discard: an identical item may have completed first.
@@ -250,7 +251,10 @@ class Enrichment:
     def _call(self, stage: str, verdict: str, task: Callable[..., T], *args, **kwargs) -> T:
         """One model task; a failure releases the item and asks for a retry. Whether that retry counts is the
         runtime's call: an unavailable model (ModelUnavailable, the cause) pauses the consumer when it is down
-        for everyone; when the runtime gives up, the consumer's final hook marks the item `failed`."""
+        for everyone; when the runtime gives up, the consumer's final hook marks the item `failed`.
+
+        The claim's lease is extended by the checkpoint (or terminal write) that follows every call, in the
+        same update, and the call's LLMCall rows are written in that transaction too."""
         self._lease_check()
         try:
             result = task(*args, item_id=self.item.pk, cancel=self.event.lease.cancelled, **kwargs)
@@ -259,29 +263,26 @@ class Enrichment:
         except llm.ModelError as exc:
             error = f"{task.__name__}: {exc.__class__.__name__}: {exc}"
             decision = Decision(stage, verdict, exc.__class__.__name__, str(exc)[:1000])
-            item_release(item=self.item, token=self.token, error=error, decision=decision)
+            item_release(item=self.item, token=self.token, error=error, decision=decision, also=write_deferred)
             raise RetryLater(error) from exc
-        try:
-            extended = item_lease_extend(
-                item=self.item, token=self.token, lease_seconds=settings.ENRICHMENT_LEASE_SECONDS
-            )
-        except DatabaseError as exc:
-            if not is_postgres_outage(exc):
-                raise
-            extended = True  # the database went away with the answer paid for: the checkpoint that follows keeps it
-        if not extended:
-            raise NothingToDo(f"item {self.item.pk} was deleted or taken over; no further model call")
         return result
 
     def _checkpoint(self, decision: Decision | None = None, **fields) -> None:
         try:
-            done = item_checkpoint(item=self.item, token=self.token, decision=decision, **fields)
+            done = item_checkpoint(
+                item=self.item,
+                token=self.token,
+                decision=decision,
+                lease_seconds=settings.ENRICHMENT_LEASE_SECONDS,
+                also=write_deferred,
+                **fields,
+            )
         except DatabaseError as exc:
             if is_postgres_outage(exc):
                 UNSAVED.keep(self._key, fields, decision)
             raise
         if not done:
-            raise NothingToDo(f"item {self.item.pk} was deleted or taken over")
+            raise NothingToDo(f"item {self.item.pk} was deleted or taken over; no further model call")
 
     @property
     def _key(self) -> tuple[str, int]:
@@ -308,6 +309,7 @@ class Enrichment:
             decisions=[*self.decisions, decision],
             reason=reason,
             cause=self.cause,
+            also=write_deferred,
             **fields,
         )
         if not done:

@@ -8,11 +8,12 @@ commits nothing. Terminal writes add the ModerationDecisions and the outcome eve
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db.models import Q
 from django.utils import timezone
 
 from items.events import ITEM_COMPLETED, ITEM_DISCARDED, ITEM_FAILED, STREAM_ITEM_EVENTS
@@ -57,30 +58,54 @@ def claim_token(*, message_id: str, holder: str) -> str:
     return f"{message_id}@{holder}"
 
 
+_CLAIM_SQL: str | None = None
+
+
+def _claim_sql() -> str:
+    """One statement: take the item if claimable and return it, with its raw item, as it is after the update."""
+    global _CLAIM_SQL
+    if _CLAIM_SQL is None:
+        qn = connection.ops.quote_name
+        processed, raw = ProcessedItem._meta, RawItem._meta
+        raw_columns = ", ".join(f"r.{qn(f.column)} AS {qn('raw__' + f.attname)}" for f in raw.concrete_fields)
+        _CLAIM_SQL = (
+            f"WITH claimed AS (UPDATE {qn(processed.db_table)} AS p SET status = %(processing)s, "  # noqa: S608
+            "claimed_by = %(token)s, lease_expires_at = %(lease)s, attempts = p.attempts + 1, updated_at = %(now)s "
+            f"WHERE p.{qn(processed.pk.column)} = %(id)s AND (p.status = ANY(%(open)s) OR (p.status = %(processing)s "
+            "AND (p.lease_expires_at < %(now)s OR p.claimed_by LIKE %(mine)s))) RETURNING p.*) "
+            f"SELECT claimed.*, {raw_columns} FROM claimed "
+            f"JOIN {qn(raw.db_table)} AS r ON r.{qn(raw.pk.column)} = claimed.{qn(processed.pk.column)}"
+        )
+    return _CLAIM_SQL
+
+
 def item_claim(*, item_id: int, token: str, lease_seconds: float) -> tuple[Claim, ProcessedItem | None]:
     """Atomically take the item for enrichment: pending/failed, an expired claim, or a claim held for the
-    same stream entry (which this consumer now owns: the previous owner crashed or lost its lease)."""
+    same stream entry (which this consumer now owns: the previous owner crashed or lost its lease).
+
+    The common case is one statement (UPDATE … RETURNING, with the raw item joined); only an item that could
+    not be claimed is read again to say why."""
     now = timezone.now()
     message_id = token.split("@", 1)[0]
-    claimable = Q(status__in=[ItemStatus.PENDING, ItemStatus.FAILED]) | Q(
-        Q(lease_expires_at__lt=now) | Q(claimed_by__startswith=f"{message_id}@"), status=ItemStatus.PROCESSING
-    )
-    updated = (
-        ProcessedItem.objects.filter(claimable, pk=item_id)
-        .exclude(status=ItemStatus.DELETED)
-        .update(
-            status=ItemStatus.PROCESSING,
-            claimed_by=token,
-            lease_expires_at=now + timedelta(seconds=lease_seconds),
-            attempts=F("attempts") + 1,
-            updated_at=now,
-        )
-    )
+    escaped = message_id.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    params = {
+        "processing": ItemStatus.PROCESSING,
+        "open": [ItemStatus.PENDING, ItemStatus.FAILED],
+        "token": token,
+        "lease": now + timedelta(seconds=lease_seconds),
+        "now": now,
+        "id": item_id,
+        "mine": f"{escaped}@%",
+    }
+    claimed = list(ProcessedItem.objects.raw(_claim_sql(), params))
+    if claimed:
+        item = claimed[0]
+        names = [f.attname for f in RawItem._meta.concrete_fields]
+        item.raw = RawItem.from_db(connection.alias, names, [getattr(item, f"raw__{name}") for name in names])
+        return Claim.CLAIMED, item
     item = ProcessedItem.objects.select_related("raw").filter(pk=item_id).first()
     if item is None:
         return Claim.MISSING, None
-    if updated:
-        return Claim.CLAIMED, item
     if item.status in CHECKPOINTS:
         return Claim.CHECKPOINT, item
     return Claim.BUSY, item
@@ -90,29 +115,52 @@ def _mine(item: ProcessedItem, token: str):
     return ProcessedItem.objects.filter(pk=item.pk, status=ItemStatus.PROCESSING, claimed_by=token)
 
 
-def item_lease_extend(*, item: ProcessedItem, token: str, lease_seconds: float) -> bool:
-    now = timezone.now()
-    return bool(_mine(item, token).update(lease_expires_at=now + timedelta(seconds=lease_seconds), updated_at=now))
+def item_checkpoint(
+    *,
+    item: ProcessedItem,
+    token: str,
+    decision: Decision | None = None,
+    lease_seconds: float | None = None,
+    also: Callable[[], None] | None = None,
+    **fields,
+) -> bool:
+    """Store an intermediate result (embedding, safety pass, extraction, suggestion) so a retry reuses it.
 
-
-def item_checkpoint(*, item: ProcessedItem, token: str, decision: Decision | None = None, **fields) -> bool:
-    """Store an intermediate result (embedding, safety pass, extraction, suggestion) so a retry reuses it."""
+    `lease_seconds` extends the claim in the same update (a model call just finished: no separate write);
+    `also` runs inside the same transaction (the caller's rows that belong with this checkpoint)."""
     allowed = {"embedding", "safety_passed_at", "extraction", "analyzer", "suggestion", "suggested_at"}
     if not set(fields) <= allowed:
         raise ValueError(f"not a checkpoint field: {sorted(set(fields) - allowed)}")
+    now = timezone.now()
+    if lease_seconds is not None:
+        fields_to_write = {**fields, "lease_expires_at": now + timedelta(seconds=lease_seconds)}
+    else:
+        fields_to_write = fields
     with transaction.atomic():
-        ok = bool(_mine(item, token).update(**fields, updated_at=timezone.now()))
+        ok = bool(_mine(item, token).update(**fields_to_write, updated_at=now))
         if ok and decision:
             _record(item, [decision])
+        if also is not None:
+            also()
     if ok:
         for name, value in fields.items():
             setattr(item, name, value)
     return ok
 
 
-def item_release(*, item: ProcessedItem, token: str, error: str, decision: Decision | None = None) -> bool:
-    """Give the claim back after a transient failure; the entry will be retried."""
+def item_release(
+    *,
+    item: ProcessedItem,
+    token: str,
+    error: str,
+    decision: Decision | None = None,
+    also: Callable[[], None] | None = None,
+) -> bool:
+    """Give the claim back after a transient failure; the entry will be retried. `also` runs in the same
+    transaction."""
     with transaction.atomic():
+        if also is not None:
+            also()
         ok = bool(
             _mine(item, token).update(
                 status=ItemStatus.PENDING,
@@ -135,6 +183,7 @@ def item_discard(
     reason: str = PublicReason.CONTENT_EVALUATION,
     duplicate_of: RawItem | None = None,
     cause: Cause,
+    also: Callable[[], None] | None = None,
     **fields,
 ) -> bool:
     return _finish(
@@ -146,6 +195,7 @@ def item_discard(
         cause=cause,
         reason=reason,
         duplicate_of=duplicate_of,
+        also=also,
         **fields,
     )
 
@@ -202,6 +252,7 @@ def item_complete(
     cause: Cause,
     fields: dict,
     check_duplicate: bool = True,
+    also: Callable[[], None] | None = None,
 ) -> bool:
     """Persist the enriched item as `completed` (the checkpoint), with its search vector.
 
@@ -224,6 +275,7 @@ def item_complete(
                     reason=PublicReason.DUPLICATE,
                     duplicate_of=original,
                     cause=cause,
+                    also=also,
                     **kept,
                 )
         search = search_vector(
@@ -237,6 +289,7 @@ def item_complete(
             decisions=decisions,
             cause=cause,
             search_vector=search,
+            also=also,
             **fields,
         )
 
@@ -249,10 +302,13 @@ def _finish(
     event_type: str,
     decisions: list[Decision],
     cause: Cause,
+    also: Callable[[], None] | None = None,
     **fields,
 ) -> bool:
     now = timezone.now()
     with transaction.atomic():
+        if also is not None:
+            also()  # first: the caller's rows are written even when the item is no longer ours
         updated = _mine(item, token).update(
             status=status,
             claimed_by="",

@@ -12,6 +12,7 @@ from items.events import ITEM_PUBLISHED, STREAM_ITEM_PUBLISH
 from items.models import ItemStatus, RawItem
 from items.services.enrichment import Cause, Claim, claim_token, item_claim, item_give_up
 from pipeline.enrichment import Enrichment, item_terminal
+from pipeline.llm.accounting import deferred_rows
 from pipeline.runtime import Consumer, DeadLetterNow, Event, GiveUp, NothingToDo, RetryLater, register
 from pipeline.runtime.liveness import consumer_alive
 
@@ -40,7 +41,9 @@ class ItemPublishConsumer(Consumer):
             raise NothingToDo(f"item {item_id} is already {item.status}")
         if state is Claim.BUSY:
             raise RetryLater(f"item {item_id} is being enriched by another consumer")
-        Enrichment(item=item, token=token, event=event).run()
+        # LLMCall rows are written with the checkpoint each call's result goes into (one transaction).
+        with deferred_rows():
+            Enrichment(item=item, token=token, event=event).run()
 
     def on_dead_letter(self, event: Event | None, reason: GiveUp) -> None:
         """Exhaustion ends in `failed`: the item gets the reason and its outcome event before the entry is

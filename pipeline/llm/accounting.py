@@ -1,8 +1,16 @@
-"""Usage accounting: one LLMCall row and one set of metric samples per call attempt (docs/model-layer.md#accounting)."""
+"""Usage accounting: one LLMCall row and one set of metric samples per call attempt (docs/model-layer.md#accounting).
+
+Rows are written at once, except inside `deferred_rows()`: then this thread keeps them in memory and the
+caller writes them inside the transaction they belong with (`write_deferred`, e.g. the enrichment checkpoint
+that stores the call's result), saving a transaction per call. Whatever is still kept when the block ends is
+written then, in a transaction of its own."""
 
 from __future__ import annotations
 
 import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from django.db import DatabaseError, transaction
@@ -13,6 +21,7 @@ from pipeline.runtime import dependencies
 LOCAL_ANALYZER = "local"  # pipeline.llm.tasks.LOCAL_MODEL: the offline analyzer is no remote dependency
 
 logger = logging.getLogger(__name__)
+_local = threading.local()  # .rows: the rows kept by the innermost deferred_rows() on this thread
 
 
 class Outcome:
@@ -41,8 +50,6 @@ def record_call(
     error: str = "",
 ) -> None:
     """Record one attempt. Accounting must never break enrichment, so a database error is logged, not raised."""
-    from pipeline.models import LLMCall  # the app registry must be ready; tasks import this module early
-
     if model != LOCAL_ANALYZER and outcome != Outcome.CANCELLED:
         # The circuit breakers' signal: did the model endpoint answer (even with an unusable reply)?
         dependencies.report(dependencies.MODEL, outcome != Outcome.UNAVAILABLE)
@@ -56,18 +63,72 @@ def record_call(
     ):
         if count:
             metrics.TOKENS.labels(prompt, model, kind).inc(count)
+    row = {
+        "prompt": prompt,
+        "model": model[:100],
+        "item_id": item_id,
+        "latency_ms": round(latency_s * 1000.0, 3),
+        "input_tokens": max(0, usage.input_tokens),
+        "output_tokens": max(0, usage.output_tokens),
+        "reasoning_tokens": max(0, usage.reasoning_tokens),
+        "outcome": outcome,
+        "error": error[:2000],
+    }
+    kept = getattr(_local, "rows", None)
+    if kept is not None:
+        kept.append(row)
+        return
+    _write([row])
+
+
+def _write(rows: list[dict]) -> bool:
+    """Insert the rows; a database error is logged, not raised (a savepoint inside a caller's transaction)."""
+    from pipeline.models import LLMCall  # the app registry must be ready; tasks import this module early
+
     try:
-        with transaction.atomic():  # a savepoint when the caller is in a transaction: a failure stays local
-            LLMCall.objects.create(
-                prompt=prompt,
-                model=model[:100],
-                item_id=item_id,
-                latency_ms=round(latency_s * 1000.0, 3),
-                input_tokens=max(0, usage.input_tokens),
-                output_tokens=max(0, usage.output_tokens),
-                reasoning_tokens=max(0, usage.reasoning_tokens),
-                outcome=outcome,
-                error=error[:2000],
-            )
+        with transaction.atomic():
+            LLMCall.objects.bulk_create([LLMCall(**row) for row in rows])
     except DatabaseError:
-        logger.exception("could not record LLMCall prompt=%s model=%s item=%s", prompt, model, item_id)
+        first = rows[0]
+        logger.exception(
+            "could not record %d LLMCall row(s) prompt=%s model=%s item=%s",
+            len(rows),
+            first["prompt"],
+            first["model"],
+            first["item_id"],
+        )
+        return False
+    return True
+
+
+@contextmanager
+def deferred_rows() -> Iterator[None]:
+    """Keep this thread's LLMCall rows until write_deferred() (or the end of the block) writes them."""
+    previous = getattr(_local, "rows", None)
+    kept: list[dict] = []
+    _local.rows = kept
+    try:
+        yield
+    finally:
+        _local.rows = previous
+        if kept:
+            _write(kept)
+
+
+def write_deferred() -> None:
+    """Write the rows kept so far; inside a transaction they are forgotten only once it commits (a rollback
+    leaves them kept, to be written with a later transaction or at the end of the block)."""
+    kept = getattr(_local, "rows", None)
+    if not kept:
+        return
+    batch = list(kept)
+    if _write(batch):
+
+        def forget() -> None:
+            for row in batch:
+                for i, other in enumerate(kept):
+                    if other is row:
+                        del kept[i]
+                        break
+
+        transaction.on_commit(forget)

@@ -1,28 +1,33 @@
 """One model call with explicit retries, backoff, cancellation and accounting (docs/model-layer.md#clients).
 
-Per attempt: check the cancel event, send the request (in a worker thread so a cancel interrupts the wait
-at once), classify the result, record an LLMCall row. Transient failures (429, 5xx, timeouts, connection
-errors) are retried with exponential backoff and full jitter, honouring Retry-After; the backoff sleeps on
+Per attempt: check the cancel event, send the request (a task on the process's model loop, pipeline.llm.aio:
+the calling thread blocks on it without polling, and a cancel aborts it at once), classify the result, record
+an LLMCall row. Replies are read from the raw JSON body (the few fields we use), not built into the SDK's
+response models; embeddings come as base64 and are decoded with numpy. Transient failures (429, 5xx, timeouts,
+connection errors) are retried with exponential backoff and full jitter, honouring Retry-After; the backoff sleeps on
 the cancel event. A reply that fails parsing or validation is NOT retried here: it raises
 ModelOutputInvalid and the pipeline retries the message later.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
 import random
 import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import numpy as np
 import openai
 from django.conf import settings
 from pydantic import BaseModel, ValidationError
 
 from eigenflux.dbpool import release_connection
+from pipeline.llm import aio
 from pipeline.llm.accounting import Outcome, Usage, record_call
 from pipeline.llm.clients import ClientConfig, openai_client
 from pipeline.llm.errors import CallCancelled, ModelOutputInvalid, ModelRequestRejected, ModelUnavailable
@@ -34,11 +39,6 @@ T = TypeVar("T")
 S = TypeVar("S", bound=BaseModel)
 
 _RETRYABLE_STATUS = frozenset({408, 409, 429}) | frozenset(range(500, 600))
-_CANCEL_POLL_SECONDS = 0.05
-# Requests run here so that the calling thread can watch its cancel event while waiting. An abandoned
-# request finishes (or times out) in the background; its result is dropped. Sized well above a pipeline
-# process's concurrency so calls never queue behind each other (the threads mostly wait on sockets).
-_EXECUTOR = ThreadPoolExecutor(max_workers=64, thread_name_prefix="llm-call")
 
 
 @dataclass(frozen=True)
@@ -72,19 +72,6 @@ def backoff_delay(attempt: int, retry_after: float | None = None) -> float:
     return delay
 
 
-def _run(fn: Callable[[], T], cancel: threading.Event | None) -> T:
-    if cancel is None:
-        return fn()
-    future = _EXECUTOR.submit(fn)
-    while True:
-        done, _ = wait([future], timeout=_CANCEL_POLL_SECONDS, return_when=FIRST_COMPLETED)
-        if done:
-            return future.result()
-        if cancel.is_set():
-            future.cancel()
-            raise CallCancelled("cancelled while waiting for the model")
-
-
 def _classify(exc: Exception) -> Exception:
     """Map an SDK exception to _Transient, ModelRequestRejected or ModelOutputInvalid."""
     if isinstance(exc, openai.APIStatusError):
@@ -107,10 +94,11 @@ def _attempts(
     config: ClientConfig,
     item_id: int | None,
     cancel: threading.Event | None,
-    send: Callable[[], Reply],
+    send: Callable[[], Awaitable[Reply]],
     accept: Callable[[Reply], T],
 ) -> T:
-    """Run `send` with retries; `accept` turns a reply into the result or raises ModelOutputInvalid."""
+    """Await `send()` on the model loop, with retries; `accept` turns a reply into the result or raises
+    ModelOutputInvalid."""
     last_error = ""
 
     def record(started: float, outcome: str, usage: Usage | None = None, error: str = "") -> None:
@@ -135,7 +123,7 @@ def _attempts(
         release_connection()
         try:
             try:
-                reply = _run(send, cancel)
+                reply = aio.run(send, cancel)
             except CallCancelled:
                 raise
             except Exception as exc:
@@ -173,38 +161,53 @@ def _attempts(
     )
 
 
-def _responses_reply(response: Any) -> Reply:
-    usage = getattr(response, "usage", None)
-    details = getattr(usage, "output_tokens_details", None)
-    incomplete = getattr(response, "incomplete_details", None)
+async def _body(raw: Any) -> dict:
+    """The JSON object of a raw SDK response (read without building the SDK's models); ValueError if none."""
+    data = json.loads(await raw.http_response.aread() or b"null")
+    if not isinstance(data, dict):
+        raise ValueError(f"expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def _count(usage: dict, key: str, details: str = "") -> int:
+    value = (usage.get(details) or {}).get(key) if details else usage.get(key)
+    return value if isinstance(value, int) and value > 0 else 0
+
+
+def _responses_reply(data: dict) -> Reply:
+    usage = data.get("usage") or {}
+    incomplete = data.get("incomplete_details") or {}
+    parts = []
+    for output in data.get("output") or []:
+        if output.get("type") == "message":
+            parts += [c.get("text") or "" for c in output.get("content") or [] if c.get("type") == "output_text"]
     return Reply(
-        text=response.output_text or "",
-        truncated=getattr(incomplete, "reason", None) == "max_output_tokens",
+        text="".join(parts),
+        truncated=incomplete.get("reason") == "max_output_tokens",
         usage=Usage(
-            input_tokens=getattr(usage, "input_tokens", 0) or 0,
-            output_tokens=getattr(usage, "output_tokens", 0) or 0,
-            reasoning_tokens=getattr(details, "reasoning_tokens", 0) or 0,
+            input_tokens=_count(usage, "input_tokens"),
+            output_tokens=_count(usage, "output_tokens"),
+            reasoning_tokens=_count(usage, "reasoning_tokens", "output_tokens_details"),
         ),
     )
 
 
-def _chat_reply(completion: Any) -> Reply:
-    usage = getattr(completion, "usage", None)
-    details = getattr(usage, "completion_tokens_details", None)
-    choices = getattr(completion, "choices", None) or []
-    text = (choices[0].message.content or "") if choices else ""
+def _chat_reply(data: dict) -> Reply:
+    usage = data.get("usage") or {}
+    choices = data.get("choices") or []
+    first = choices[0] if choices else {}
     return Reply(
-        text=text,
-        truncated=bool(choices) and choices[0].finish_reason == "length",
+        text=(first.get("message") or {}).get("content") or "",
+        truncated=first.get("finish_reason") == "length",
         usage=Usage(
-            input_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-            output_tokens=getattr(usage, "completion_tokens", 0) or 0,
-            reasoning_tokens=getattr(details, "reasoning_tokens", 0) or 0,
+            input_tokens=_count(usage, "prompt_tokens"),
+            output_tokens=_count(usage, "completion_tokens"),
+            reasoning_tokens=_count(usage, "reasoning_tokens", "completion_tokens_details"),
         ),
     )
 
 
-def _sender(config: ClientConfig, rendered: RenderedPrompt) -> Callable[[], Reply]:
+def _sender(config: ClientConfig, rendered: RenderedPrompt) -> Callable[[], Awaitable[Reply]]:
     client = openai_client(config)
     if config.api == "chat":
         kwargs: dict[str, Any] = {
@@ -219,7 +222,11 @@ def _sender(config: ClientConfig, rendered: RenderedPrompt) -> Callable[[], Repl
             kwargs["reasoning_effort"] = config.reasoning_effort
         if config.json_mode:
             kwargs["response_format"] = {"type": "json_object"}
-        return lambda: _chat_reply(client.chat.completions.create(**kwargs))
+
+        async def send_chat() -> Reply:
+            return _chat_reply(await _body(await client.chat.completions.with_raw_response.create(**kwargs)))
+
+        return send_chat
     kwargs = {
         "model": config.model,
         "instructions": rendered.instructions,
@@ -231,7 +238,11 @@ def _sender(config: ClientConfig, rendered: RenderedPrompt) -> Callable[[], Repl
         kwargs["reasoning"] = {"effort": config.reasoning_effort}
     if config.json_mode:
         kwargs["text"] = {"format": {"type": "json_object"}}
-    return lambda: _responses_reply(client.responses.create(**kwargs))
+
+    async def send_responses() -> Reply:
+        return _responses_reply(await _body(await client.responses.with_raw_response.create(**kwargs)))
+
+    return send_responses
 
 
 def accept_reply(reply: Reply, schema: type[S], max_output_tokens: int) -> S:
@@ -272,22 +283,35 @@ def complete(
     )
 
 
+def decode_vector(encoded: Any) -> list[float]:
+    """One embedding from a reply: base64 little-endian float32 (what we ask for), or a JSON list of numbers
+    (servers that ignore encoding_format)."""
+    if isinstance(encoded, str):
+        try:
+            return np.frombuffer(base64.b64decode(encoded, validate=True), dtype="<f4").tolist()
+        except ValueError as exc:  # bad base64, or a length that is no whole number of float32s
+            raise ModelOutputInvalid(f"embedding is not base64 float32: {exc}"[:300]) from None
+    if isinstance(encoded, list) and all(isinstance(x, int | float) and not isinstance(x, bool) for x in encoded):
+        return [float(x) for x in encoded]
+    raise ModelOutputInvalid(f"embedding is neither base64 nor a list of numbers: {type(encoded).__name__}")
+
+
 def embed_remote(
     *, config: ClientConfig, texts: list[str], dimensions: int, item_id: int | None, cancel: threading.Event | None
 ) -> list[list[float]]:
     client = openai_client(config)
-    kwargs: dict[str, Any] = {"model": config.model, "input": texts, "encoding_format": "float"}
+    kwargs: dict[str, Any] = {"model": config.model, "input": texts, "encoding_format": "base64"}
     if settings.EMBEDDING_SEND_DIMENSIONS:
         kwargs["dimensions"] = dimensions
 
-    def send() -> Reply:
-        response = client.embeddings.create(**kwargs)
-        ordered = sorted(response.data or [], key=lambda item: item.index)
-        usage = getattr(response, "usage", None)
+    async def send() -> Reply:
+        data = await _body(await client.embeddings.with_raw_response.create(**kwargs))
+        rows = [row for row in data.get("data") or [] if isinstance(row, dict)]
+        ordered = sorted(rows, key=lambda row: row.get("index") if isinstance(row.get("index"), int) else 0)
         return Reply(
             text="",
-            usage=Usage(input_tokens=getattr(usage, "prompt_tokens", 0) or 0),
-            vectors=[list(item.embedding) for item in ordered],
+            usage=Usage(input_tokens=_count(data.get("usage") or {}, "prompt_tokens")),
+            vectors=[decode_vector(row.get("embedding")) for row in ordered],
         )
 
     def accept(reply: Reply) -> list[list[float]]:

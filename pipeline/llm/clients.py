@@ -1,7 +1,8 @@
 """OpenAI-compatible clients built from settings at call time (docs/model-layer.md#clients): main, safety and
 embeddings.
 
-Clients are cached per settings tuple, so changing settings (tests, reconfiguration) gets a new client.
+Clients are async (they run on the process's model loop, pipeline.llm.aio) and cached per settings tuple and
+loop, so changing settings (tests, reconfiguration) gets a new client.
 The SDK's own retries are off (max_retries=0): the call layer retries itself so a cancel can cut the backoff.
 """
 
@@ -76,9 +77,13 @@ def client_config(kind: ClientKind, prompt: str = "") -> ClientConfig:
 
 
 @functools.lru_cache(maxsize=16)
-def _client(base_url: str | None, api_key: str, timeout: float) -> openai.OpenAI:
-    return openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0)
+def _client(base_url: str | None, api_key: str, timeout: float, loop: object) -> openai.AsyncOpenAI:
+    del loop  # part of the cache key only: an async client's connections belong to one event loop
+    return openai.AsyncOpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0)
 
 
-def openai_client(config: ClientConfig) -> openai.OpenAI:
-    return _client(config.base_url, config.api_key, config.timeout)
+def openai_client(config: ClientConfig) -> openai.AsyncOpenAI:
+    """The async client for this process's model loop (pipeline.llm.aio)."""
+    from pipeline.llm.aio import event_loop
+
+    return _client(config.base_url, config.api_key, config.timeout, event_loop())

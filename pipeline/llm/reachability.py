@@ -6,6 +6,7 @@ from __future__ import annotations
 import openai
 from django.core.exceptions import ImproperlyConfigured
 
+from pipeline.llm import aio
 from pipeline.llm.clients import client_config, openai_client, provider
 
 PROBE_TIMEOUT_SECONDS = 5.0
@@ -28,7 +29,7 @@ def endpoints_reachable() -> bool:
         seen.add((config.base_url, config.api_key))
         client = openai_client(config).with_options(timeout=PROBE_TIMEOUT_SECONDS, max_retries=0)
         try:
-            client.models.list()
+            aio.run(client.models.list, None)  # awaiting the first page is the request
         except (openai.APIConnectionError, openai.APITimeoutError):
             return False
         except openai.APIStatusError as exc:

@@ -27,6 +27,7 @@ DEPENDENCIES = (POSTGRESQL, MODEL, REDIS)
 
 # PostgreSQL states that mean the server is unreachable or going away, not that this statement failed:
 # class 08 (connection exception) and 57P01-57P03 (admin shutdown, crash shutdown, cannot connect now).
+_PROBE_CONNECT_TIMEOUT = 3  # seconds: an answer, or down
 _PG_OUTAGE_PREFIXES = ("08", "57P01", "57P02", "57P03")
 
 _local = threading.local()
@@ -130,22 +131,21 @@ def _postgres_up() -> bool:
     if not connection.in_atomic_block:
         with contextlib.suppress(db_utils.DatabaseError):
             connection.close()  # a connection the outage broke is not handed to the next handler
-    # Asked outside the pool: a pool whose connections are all lent out (or were all broken by the outage)
-    # says nothing about the server.
     return postgres_answers_directly()
 
 
-def postgres_answers_directly(timeout: float = 3.0) -> bool:
-    """SELECT 1 on a fresh connection outside the process's pool. A pool timeout means either that every pooled
-    connection is lent out (PostgreSQL is fine: the entry only waits for a turn) or that the pool cannot open
-    connections (PostgreSQL is down); the pool cannot tell which, the server can."""
+def postgres_answers_directly() -> bool:
+    """SELECT 1 on a fresh connection outside the process's pool. Through the pool the question would wait (up
+    to its timeout) for a connection to come back, a pool whose connections are all lent out says nothing about
+    the server, and an outage would look like "up" once it is over."""
     import psycopg
 
-    params = connection.get_connection_params()
-    params["connect_timeout"] = max(1, round(timeout))
+    params = {k: v for k, v in connection.get_connection_params().items() if k not in ("pool", "cursor_factory")}
+    params["connect_timeout"] = _PROBE_CONNECT_TIMEOUT
     try:
-        with psycopg.connect(**params, autocommit=True) as probe:
-            probe.execute("SELECT 1")
-    except psycopg.Error:
-        return False
+        with psycopg.connect(**params, autocommit=True) as conn:
+            conn.execute("SELECT 1")
+    except psycopg.OperationalError as exc:
+        sqlstate = getattr(exc, "sqlstate", None)
+        return sqlstate is not None and not sqlstate.startswith(_PG_OUTAGE_PREFIXES)
     return True

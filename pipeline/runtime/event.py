@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections.abc import Callable
@@ -12,6 +13,36 @@ from django.db import connection
 from items.events import MAX_ENVELOPE_BYTES, REQUIRED_ATTRIBUTES
 from pipeline.models import ConsumedEvent
 from pipeline.runtime.errors import LeaseLost
+
+
+class CancelEvent(threading.Event):
+    """A threading.Event that also calls back when it is set, so a wait elsewhere (a model call on the event
+    loop) can be aborted at once instead of checking the event on a timer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._callbacks: list[Callable[[], object]] = []
+        self._callbacks_lock = threading.Lock()
+
+    def set(self) -> None:
+        with self._callbacks_lock:
+            super().set()
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback()
+
+    def subscribe(self, callback: Callable[[], object]) -> Callable[[], None]:
+        """Call `callback` once when the event is set (at once if it already is); returns an unsubscribe."""
+        with self._callbacks_lock:
+            if not self.is_set():
+                self._callbacks.append(callback)
+                return lambda: self._unsubscribe(callback)
+        callback()
+        return lambda: None
+
+    def _unsubscribe(self, callback: Callable[[], object]) -> None:
+        with self._callbacks_lock, contextlib.suppress(ValueError):  # already called back
+            self._callbacks.remove(callback)
 
 
 class Lease:
@@ -30,7 +61,7 @@ class Lease:
         # dict.setdefault is atomic, so concurrent first uses still share one Event.
         event = self.__dict__.get("_cancelled")
         if event is None:
-            event = self.__dict__.setdefault("_cancelled", threading.Event())
+            event = self.__dict__.setdefault("_cancelled", CancelEvent())
         return event
 
     def lose(self) -> None:

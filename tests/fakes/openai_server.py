@@ -159,6 +159,12 @@ def _texts(value: Any) -> list[str]:
     return []
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    # Benchmarks open hundreds of connections at once: a short accept backlog would drop SYNs (1 s retries).
+    request_queue_size = 1024
+
+
 class FakeOpenAIServer:
     def __init__(self, host: str = "127.0.0.1", port: int = 0, *, safety_model: str = "fake-safety"):
         self.safety_model = safety_model
@@ -170,8 +176,11 @@ class FakeOpenAIServer:
         self._defaults: dict[str, Any] = {task: dict(reply) for task, reply in DEFAULT_REPLIES.items()}
         self._embeddings: dict[str, list[float]] = {}
         self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer((host, port), self._handler_class())
-        self._httpd.daemon_threads = True
+        self._in_flight_changed = threading.Condition(self._lock)
+        self.in_flight = 0  # POSTs received and not yet answered
+        self.max_in_flight = 0
+        self.gate: tuple[int, float] | None = None  # (n, timeout): hold replies until n requests are in flight
+        self._httpd = _Server((host, port), self._handler_class())
         self._thread: threading.Thread | None = None
 
     # -- control ------------------------------------------------------------------------------------
@@ -233,6 +242,8 @@ class FakeOpenAIServer:
             self.latency = 0.0
             self.reasoning_tokens = 0
             self.outage = None
+            self.gate = None
+            self.max_in_flight = 0
 
     # -- serving ------------------------------------------------------------------------------------
     def _task_of(self, path: str, body: dict[str, Any]) -> str:
@@ -293,6 +304,21 @@ class FakeOpenAIServer:
                 self._record = record
                 with server._lock:
                     server.requests.append(record)
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                    server._in_flight_changed.notify_all()
+                    if server.gate is not None:
+                        # Hold every reply until `n` requests are in flight at once (or the timeout): shows
+                        # how many requests a client really keeps open concurrently, without timing asserts.
+                        n, timeout = server.gate
+                        server._in_flight_changed.wait_for(lambda: server.in_flight >= n, timeout)
+                try:
+                    self._reply(path, body, task)
+                finally:
+                    with server._lock:
+                        server.in_flight -= 1
+
+            def _reply(self, path: str, body: dict[str, Any], task: str) -> None:
                 outage = server.outage
                 reply = outage if outage is not None else server._next_reply(task)
                 delay, reasoning = server.latency, server.reasoning_tokens

@@ -1,0 +1,327 @@
+"""Enrichment throughput against the ideal: is `run_pipeline --consumer item-publish` bound by the model?
+
+The fake OpenAI-compatible server (tests/fakes) answers every call after a fixed latency (--latency, default
+0.2 s). An accepted item makes four sequential model calls (embedding, safety, extraction, suggestion), so with
+C items in flight the ideal rate is C / (4 x latency) items per second. For each configuration the bench:
+publishes N distinct items through the service layer with the pipeline stopped (N = max(--min-items,
+--items-per-slot x C)), takes their `item.published` entries out of the outbox, starts the pipeline process(es)
+with `--no-relay --no-housekeeping --concurrency C`, waits until each has joined the consumer group, then XADDs
+all entries at once and times until every item is terminal.
+
+Per run it measures: items/s, the ideal and the ratio; CPU seconds per item of the pipeline process(es) and of
+their PostgreSQL backends (from /proc, backends found by application_name); transactions per item
+(pg_stat_database.xact_commit delta, minus the bench's own polling queries, over the items); peak RSS, the
+largest thread count seen, and the most database connections the pipeline held at once. Configurations
+alternate round by round; the table shows the median of --rounds runs for each.
+
+Scratch database `eigenflux_pipebench` (dropped and recreated), Redis db 6 (flushed).
+
+    flock /tmp/eigenflux-bench.lock .venv/bin/python bench/pipeline_throughput.py [--latency 0.2] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+DB = "eigenflux_pipebench"
+REDIS_DB = 6
+CALLS_PER_ITEM = 4  # embedding, safety, extraction, suggestion
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class Config:
+    concurrency: int
+    processes: int = 1
+
+    @property
+    def label(self) -> str:
+        return f"{self.processes} x {self.concurrency}" if self.processes > 1 else str(self.concurrency)
+
+    @property
+    def in_flight(self) -> int:
+        return self.concurrency * self.processes
+
+
+@dataclass
+class Result:
+    items: int
+    seconds: float
+    ideal: float
+    cpu_process: float
+    cpu_postgres: float
+    transactions: float
+    rss_mb: float
+    threads: int
+    connections: int
+
+    @property
+    def rate(self) -> float:
+        return self.items / self.seconds
+
+    @property
+    def ratio(self) -> float:
+        return self.rate / self.ideal
+
+
+def setup() -> None:
+    import psycopg
+
+    from eigenflux import embedded
+
+    data_dir = Path(os.environ.get("EIGENFLUX_DATA_DIR") or ROOT / ".data")
+    base_db = os.environ.get("DATABASE_URL") or embedded.postgres_url(data_dir)
+    base_redis = os.environ.get("REDIS_URL") or embedded.redis_url(data_dir)
+    with psycopg.connect(base_db, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {DB}")
+    os.environ.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "eigenflux.settings",
+            "LOG_LEVEL": "WARNING",
+            "DATABASE_URL": base_db.rsplit("/", 1)[0] + f"/{DB}",
+            "REDIS_URL": base_redis.split("?")[0] + f"?db={REDIS_DB}",
+            "RATE_LIMIT_PUBLISH_PER_MINUTE": "0",
+            "PIPELINE_METRICS_PORT": "0",
+        }
+    )
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=os.environ, check=True)
+    import django
+
+    django.setup()
+
+
+def proc_cpu(pid: int) -> float:
+    """User + system CPU seconds of a process (all its threads); 0 when it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def proc_status(pid: int) -> dict[str, str]:
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return {}
+    return dict(line.split(":", 1) for line in lines if ":" in line)
+
+
+class Probe:
+    """The bench's own database connection; counts its statements so they can be taken off xact_commit."""
+
+    def __init__(self, url: str):
+        import psycopg
+
+        self.conn = psycopg.connect(url, autocommit=True)
+        self.statements = 0
+
+    def query(self, sql: str, params: list | None = None) -> list[tuple]:
+        self.statements += 1
+        return self.conn.execute(sql, params).fetchall()
+
+    def xact_commit(self) -> int:
+        self.query("SELECT pg_stat_clear_snapshot()")
+        return self.query("SELECT xact_commit FROM pg_stat_database WHERE datname = %s", [DB])[0][0]
+
+    def backends(self) -> list[int]:
+        return [
+            pid
+            for (pid,) in self.query(
+                "SELECT pid FROM pg_stat_activity WHERE datname = %s AND application_name = 'eigenflux-pipeline'", [DB]
+            )
+        ]
+
+
+def publish(n: int, agents: list, tag: str) -> tuple[list[int], list[dict]]:
+    """N distinct items, and their item.published envelopes taken out of the outbox (marked dispatched)."""
+    from django.db import connection
+    from django.utils import timezone
+
+    from items.events import STREAM_ITEM_PUBLISH
+    from items.models import OutboxEvent
+    from items.services.publish import item_publish
+
+    ids = []
+    for i in range(n):
+        raw = item_publish(
+            author=agents[i % len(agents)],
+            content=f"Bench {tag} item {i}: offering {i % 97} spare GPU hours in slot {i}, zone {tag}-{i * 7919}.",
+        ).item
+        ids.append(raw.pk)
+    rows = OutboxEvent.objects.filter(dispatched_at__isnull=True, stream=STREAM_ITEM_PUBLISH).order_by("id")
+    envelopes = [row.envelope for row in rows]
+    rows.update(dispatched_at=timezone.now())
+    connection.close()
+    return ids, envelopes
+
+
+def run_config(config: Config, args, agents: list, tag: str, probe: Probe, env: dict) -> Result:
+    from eigenflux.redis import get_redis
+
+    n = max(args.min_items, args.items_per_slot * config.in_flight)
+    ids, envelopes = publish(n, agents, tag)
+    assert len(envelopes) == n, (len(envelopes), n)
+    client = get_redis()
+    procs = []
+    for k in range(config.processes):
+        log = open(f"/tmp/eigenflux-pipebench-{k}.log", "w")  # noqa: SIM115 - closed with the process
+        command = [sys.executable, "manage.py", "run_pipeline", "--consumer", "item-publish"]
+        command += ["--no-relay", "--no-housekeeping", "--concurrency", str(config.concurrency)]
+        procs.append((subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT), log))
+    try:
+        return measure(config, args, probe, client, procs, ids, envelopes, n)
+    finally:
+        for proc, _ in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc, log in procs:
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            log.close()
+
+
+def measure(config: Config, args, probe: Probe, client, procs, ids, envelopes, n: int) -> Result:
+    from items.events import STREAM_ITEM_PUBLISH
+    from pipeline.runtime.liveness import live_names
+
+    pids = [p.pid for p, _ in procs]
+    deadline = time.monotonic() + 120
+    # Each process reports its consumer in the liveness registry once its threads run.
+    while not all(any(f"-{pid}-" in name for name in live_names(client)) for pid in pids):
+        if time.monotonic() > deadline or any(p.poll() is not None for p, _ in procs):
+            raise SystemExit("the pipeline did not start; see /tmp/eigenflux-pipebench-*.log")
+        time.sleep(0.1)
+    time.sleep(1.0)  # every worker thread is up and waiting
+    cpu_start = sum(proc_cpu(pid) for pid in pids)
+    backends_start = {pid: proc_cpu(pid) for pid in probe.backends()}
+    statements_start = probe.statements
+    xact_start = probe.xact_commit()
+
+    pipe = client.pipeline(transaction=False)
+    for envelope in envelopes:
+        pipe.xadd(STREAM_ITEM_PUBLISH, {k: str(v) for k, v in envelope.items()})
+    started = time.monotonic()
+    pipe.execute()
+    threads = connections = 0
+    terminal_sql = (
+        "SELECT count(*) FROM items_processeditem WHERE raw_id = ANY(%s) "
+        "AND status IN ('completed', 'discarded', 'failed')"
+    )
+    deadline = started + args.timeout
+    while True:
+        done = probe.query(terminal_sql, [ids])[0][0]
+        threads = max(threads, sum(int(proc_status(pid).get("Threads", "0")) for pid in pids))
+        connections = max(connections, len(probe.backends()))
+        if done >= n:
+            break
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{done}/{n} items terminal after {args.timeout} s")
+        time.sleep(0.1)
+    elapsed = time.monotonic() - started
+    cpu_process = sum(proc_cpu(pid) for pid in pids) - cpu_start
+    cpu_postgres = sum(proc_cpu(pid) - backends_start.get(pid, 0.0) for pid in probe.backends())
+    rss = sum(int(proc_status(pid).get("VmHWM", "0 kB").split()[0]) for pid in pids) / 1024
+    for proc, _ in procs:
+        proc.send_signal(signal.SIGTERM)
+    for proc, _ in procs:
+        proc.wait(60)
+    time.sleep(0.6)  # exited backends have flushed their statistics
+    own = probe.statements - statements_start + 1  # the read below is one more of ours
+    transactions = probe.xact_commit() - xact_start - own
+    return Result(
+        items=n,
+        seconds=elapsed,
+        ideal=config.in_flight / (CALLS_PER_ITEM * args.latency),
+        cpu_process=cpu_process / n,
+        cpu_postgres=cpu_postgres / n,
+        transactions=transactions / n,
+        rss_mb=rss,
+        threads=threads,
+        connections=connections,
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--latency", type=float, default=0.2, help="fake model latency per call (s)")
+    parser.add_argument("--rounds", type=int, default=3, help="runs per configuration (median reported)")
+    parser.add_argument("--min-items", type=int, default=300, help="at least this many items per run")
+    parser.add_argument("--items-per-slot", type=int, default=4, help="items per in-flight slot per run")
+    parser.add_argument("--concurrency", default="32,64,256,2x128", help="comma list; PxC = P processes of C")
+    parser.add_argument("--timeout", type=float, default=600.0, help="give up a run after this many seconds")
+    args = parser.parse_args()
+    configs = []
+    for spec in args.concurrency.split(","):
+        procs, _, conc = spec.strip().rpartition("x")
+        configs.append(Config(concurrency=int(conc), processes=int(procs or 1)))
+    setup()
+
+    from django.conf import settings
+
+    from eigenflux.redis import get_redis
+    from items.services.agents import agent_create
+    from tests.fakes.fixtures import FakeLLM
+    from tests.fakes.openai_server import FakeOpenAIServer
+
+    get_redis().flushdb()
+    server = FakeOpenAIServer(safety_model="fake-safety").start()
+    server.latency = args.latency
+    env = {**os.environ, **FakeLLM(server).env(), "LLM_TIMEOUT": "30"}
+    env["LOG_LEVEL"] = os.environ.get("BENCH_PIPELINE_LOG_LEVEL", "WARNING")
+    agents = [agent_create(name=f"pipebench-{i}") for i in range(20)]
+    probe = Probe(os.environ["DATABASE_URL"])
+    results: dict[Config, list[Result]] = {config: [] for config in configs}
+    try:
+        for r in range(args.rounds):
+            for config in configs:
+                result = run_config(config, args, agents, f"r{r}c{config.label}", probe, env)
+                results[config].append(result)
+                print(
+                    f"round {r + 1} C={config.label}: {result.items} items in {result.seconds:.1f} s, "
+                    f"{result.rate:.1f}/s = {result.ratio:.2f} of ideal",
+                    flush=True,
+                )
+    finally:
+        server.stop()
+        get_redis().flushdb()
+
+    print(
+        f"\nEnrichment throughput, fake model at {args.latency * 1000:.0f} ms per call ({CALLS_PER_ITEM} calls per "
+        f"item), median of {args.rounds}; pool max {settings.PIPELINE_DB_POOL_MAX_SIZE} connections per process"
+    )
+    header = (
+        "| C | items | items/s | ideal | ratio | CPU ms/item (proc + PG) | xact/item | peak RSS MB | threads "
+        "| DB conns |"
+    )
+    print(header)
+    print("|---" * (header.count("|") - 1) + "|")
+    for config, runs in results.items():
+
+        def med(attr: str, runs=runs) -> float:
+            return statistics.median(getattr(run, attr) for run in runs)
+
+        print(
+            f"| {config.label} | {runs[0].items} | {med('rate'):.1f} | {runs[0].ideal:.0f} | {med('ratio'):.2f} | "
+            f"{med('cpu_process') * 1000:.1f} + {med('cpu_postgres') * 1000:.1f} | {med('transactions'):.1f} | "
+            f"{med('rss_mb'):.0f} | {med('threads'):.0f} | {med('connections'):.0f} |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

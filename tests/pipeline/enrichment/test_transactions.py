@@ -1,0 +1,94 @@
+"""Round trips per item: an accepted item is enriched in at most eight database transactions (claim, the
+exact-duplicate check, four checkpoints that also extend the lease and carry their call's LLMCall rows, the
+similarity search, the completion), counted on the handler's own connection."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+
+from items.blacklist import blacklist_keywords
+from items.events import ITEM_PUBLISHED, STREAM_ITEM_PUBLISH
+from items.models import ItemStatus, ProcessedItem
+from items.services.agents import agent_create
+from items.services.publish import item_publish
+from pipeline.consumers.item_publish import ItemPublishConsumer
+from pipeline.models import LLMCall
+from pipeline.runtime.event import Event, Lease
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class TransactionCounter:
+    """An execute wrapper: a statement outside a transaction is one; a transaction block counts once."""
+
+    def __init__(self) -> None:
+        self.transactions = 0
+        self.first_statements: list[str] = []  # the first statement of each transaction, for the failure message
+        self._blocks: list[object] = []  # outermost atomic blocks seen (kept, so their ids are not reused)
+
+    def __call__(self, execute, sql, params, many, context):
+        conn = context["connection"]
+        if not conn.in_atomic_block:
+            self.transactions += 1
+            self.first_statements.append(sql[:80])
+        else:
+            outer = conn.atomic_blocks[0]
+            if not any(block is outer for block in self._blocks):
+                self._blocks.append(outer)
+                self.transactions += 1
+                self.first_statements.append(sql[:80])
+        return execute(sql, params, many, context)
+
+
+def _event(item_id: int) -> Event:
+    return Event(
+        stream=STREAM_ITEM_PUBLISH,
+        group=ItemPublishConsumer.group,
+        message_id="1-1",
+        delivery_count=1,
+        envelope={},
+        id="event-1",
+        type=ITEM_PUBLISHED,
+        subject=str(item_id),
+        data={"item_id": str(item_id)},
+        replay=False,
+        correlation_id="event-1",
+        causation_id="",
+        traceparent="",
+        lease=Lease(),
+    )
+
+
+def test_an_accepted_item_takes_at_most_eight_transactions(fake_llm):
+    author = agent_create(name="tx-counter")
+    raw = item_publish(author=author, content="Offering 40 spare A100 GPU hours this weekend, Frankfurt region.").item
+    blacklist_keywords()  # cached in Redis after the first read: a running process does not ask PostgreSQL
+    counter = TransactionCounter()
+    with connection.execute_wrapper(counter):
+        ItemPublishConsumer().handle(_event(raw.pk))
+    item = ProcessedItem.objects.get(pk=raw.pk)
+    assert item.status == ItemStatus.COMPLETED
+    calls = LLMCall.objects.filter(item_id=raw.pk)
+    assert sorted(calls.values_list("prompt", flat=True)) == ["embedding", "process_item", "safety", "suggest_action"]
+    assert all(outcome == "ok" for outcome in calls.values_list("outcome", flat=True))
+    assert counter.transactions <= 8, counter.first_statements
+
+
+def test_claim_returns_the_item_as_claimed_with_its_raw_item(fake_llm):
+    from items.services.enrichment import Claim, item_claim
+
+    author = agent_create(name="tx-claim")
+    raw = item_publish(author=author, content="Looking for a co-founder with Rust and distributed systems.").item
+    state, item = item_claim(item_id=raw.pk, token="5-5@holder", lease_seconds=60)
+    assert state is Claim.CLAIMED
+    assert item.status == ItemStatus.PROCESSING and item.claimed_by == "5-5@holder" and item.attempts == 1
+    assert item.raw.content == raw.content and item.raw.author_id == author.pk
+    assert item.embedding is None and item.extraction is None
+    # Held by another live entry: busy; the same entry (a reclaim) takes it over.
+    assert item_claim(item_id=raw.pk, token="6-6@other", lease_seconds=60)[0] is Claim.BUSY
+    state, again = item_claim(item_id=raw.pk, token="5-5@newholder", lease_seconds=60)
+    assert state is Claim.CLAIMED and again.attempts == 2
+    # An id with LIKE wildcards in it claims nothing it should not.
+    assert item_claim(item_id=raw.pk, token="%@x", lease_seconds=60)[0] is Claim.BUSY
+    assert item_claim(item_id=10**9, token="7-7@x", lease_seconds=60) == (Claim.MISSING, None)
