@@ -5,6 +5,7 @@ retries its entry without counting a delivery (it never dead-letters for that)."
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -43,7 +44,25 @@ def test_no_free_connection_is_retried_without_dead_lettering(enrich, fake_llm):
     # PIPELINE_DB_POOL_TIMEOUT for a connection and gives up. One delivery is all an entry gets here: a
     # counted failure would dead-letter it.
     locker.execute(f"LOCK TABLE {ProcessedItem._meta.db_table}, {RawItem._meta.db_table} IN ACCESS EXCLUSIVE MODE")
-    release = threading.Timer(3.0, locker.rollback)
+    watcher = test_db_connect()
+
+    def release_once_both_connections_wait() -> None:
+        # Released only after both pooled connections are stuck on the lock, and long enough after that for
+        # the other threads' pool waits (0.3 s) to run out several times: a fixed timer raced run_pipeline's
+        # start-up on a loaded machine, and the lock could go before any handler had asked for a connection.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            waiting = watcher.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s AND wait_event_type = 'Lock'",
+                [PIPELINE_APPLICATION_NAME],
+            ).fetchone()[0]
+            if waiting >= 2:
+                break
+            time.sleep(0.05)
+        time.sleep(2.0)
+        locker.rollback()
+
+    release = threading.Thread(target=release_once_both_connections_wait)
     release.start()
     try:
         output = enrich(
@@ -55,6 +74,7 @@ def test_no_free_connection_is_retried_without_dead_lettering(enrich, fake_llm):
     finally:
         release.join()
         locker.close()
+        watcher.close()
     assert "PoolTimeout" in output or "couldn't get a connection" in output
     assert statuses(ids) == {ItemStatus.COMPLETED}
     assert not DeadLetter.objects.exists()
