@@ -88,8 +88,7 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
         # From here on a SIGTERM drains gracefully; supervisors and tests may wait for this line.
-        self.stdout.write(READY_LINE)
-        self.stdout.flush()
+        log.info(READY_LINE)
         status = supervisor.run()
         if status:
             # A loop thread died: exit non-zero so the process supervisor (systemd, Kubernetes...) restarts us.
