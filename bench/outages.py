@@ -26,36 +26,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench.scratch import scratch_environment  # noqa: E402
+
 DB = "eigenflux_outages"
 REDIS_DB = 7
 TASKS = ("safety", "process_item", "suggest_action", "embed")
 
 
 def setup() -> None:
-    import psycopg
-
-    from eigenflux import embedded
-
-    data_dir = Path(os.environ.get("EIGENFLUX_DATA_DIR") or ROOT / ".data")
-    base_db = os.environ.get("DATABASE_URL") or embedded.postgres_url(data_dir)
-    base_redis = os.environ.get("REDIS_URL") or embedded.redis_url(data_dir)
-    with psycopg.connect(base_db, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {DB}")
-    os.environ.update(
-        {
-            "DJANGO_SETTINGS_MODULE": "eigenflux.settings",
-            "LOG_LEVEL": "WARNING",
-            "DATABASE_URL": base_db.rsplit("/", 1)[0] + f"/{DB}",
-            "REDIS_URL": base_redis.split("?")[0] + f"?db={REDIS_DB}",
-            "RATE_LIMIT_PUBLISH_PER_MINUTE": "0",
-            "PIPELINE_METRICS_PORT": "0",
-        }
-    )
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=os.environ, check=True)
-    import django
-
-    django.setup()
+    scratch_environment(DB, REDIS_DB)
 
 
 def main() -> int:

@@ -14,7 +14,6 @@ with retention windows shortened to minutes so that a run of an hour shows them 
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import signal
 import subprocess
@@ -26,6 +25,8 @@ from eigenflux.redis import dlq_stream
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench.scratch import scratch_environment  # noqa: E402
+
 SOAK_DB = "eigenflux_soak"
 REDIS_DB = 8
 
@@ -109,36 +110,8 @@ WORDS = (
 
 
 def setup_environment() -> dict[str, str]:
-    """A migrated scratch database and the environment pointing there; Django set up on it."""
-    import psycopg
-
-    from eigenflux import embedded
-
-    data_dir = Path(os.environ.get("EIGENFLUX_DATA_DIR") or ROOT / ".data")
-    base_db = os.environ.get("DATABASE_URL") or embedded.postgres_url(data_dir)
-    base_redis = os.environ.get("REDIS_URL") or embedded.redis_url(data_dir)
-    with psycopg.connect(base_db, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {SOAK_DB} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {SOAK_DB}")
-    os.environ.update(
-        {
-            "DJANGO_SETTINGS_MODULE": "eigenflux.settings",
-            "LOG_LEVEL": "WARNING",
-            "DATABASE_URL": base_db.rsplit("/", 1)[0] + f"/{SOAK_DB}",
-            "REDIS_URL": base_redis.split("?")[0] + f"?db={REDIS_DB}",
-            "LLM_PROVIDER": "local",
-            "LLM_API_KEY": "",
-            "OPENAI_API_KEY": "",
-            "RATE_LIMIT_PUBLISH_PER_MINUTE": "0",
-            "PIPELINE_METRICS_PORT": "0",
-            **RETENTION,
-        }
-    )
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=os.environ, check=True)
-    import django
-
-    django.setup()
-    return dict(os.environ)
+    """A migrated scratch database with the local analyzer and short retention windows; Django set up on it."""
+    return scratch_environment(SOAK_DB, REDIS_DB, LLM_PROVIDER="local", LLM_API_KEY="", OPENAI_API_KEY="", **RETENTION)
 
 
 def text(rng: random.Random, n: int) -> str:
