@@ -31,6 +31,9 @@ _PROBE_CONNECT_TIMEOUT = 3  # seconds: an answer, or down
 _PG_OUTAGE_PREFIXES = ("08", "57P01", "57P02", "57P03")
 
 _local = threading.local()
+_probe_lock = threading.Lock()
+_last_probe: tuple[float, bool] | None = None  # (monotonic time, answer)
+_PROBE_REUSE_SECONDS = 0.5
 
 
 @dataclass
@@ -137,7 +140,19 @@ def _postgres_up() -> bool:
 def postgres_answers_directly() -> bool:
     """SELECT 1 on a fresh connection outside the process's pool. Through the pool the question would wait (up
     to its timeout) for a connection to come back, a pool whose connections are all lent out says nothing about
-    the server, and an outage would look like "up" once it is over."""
+    the server, and an outage would look like "up" once it is over. One probe at a time per process, and an
+    answer younger than _PROBE_REUSE_SECONDS is reused: when a pool runs dry, every waiting handler times out
+    together, and each opening a connection of its own would overrun the connection budget."""
+    global _last_probe
+    with _probe_lock:
+        if _last_probe is not None and time.monotonic() - _last_probe[0] < _PROBE_REUSE_SECONDS:
+            return _last_probe[1]
+        answer = _probe_postgres()
+        _last_probe = (time.monotonic(), answer)
+        return answer
+
+
+def _probe_postgres() -> bool:
     import psycopg
 
     params = {k: v for k, v in connection.get_connection_params().items() if k not in ("pool", "cursor_factory")}
