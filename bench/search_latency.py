@@ -159,7 +159,9 @@ def _array(values: list[str]) -> str:
     return "{" + ",".join('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values) + "}"
 
 
-def measure(client: Client, queries: list[str], rounds: int) -> dict[tuple[str, str], list[float]]:
+def measure(
+    client: Client, queries: list[str], rounds: int, slowest: list[tuple[float, str, str, str]] | None = None
+) -> dict[tuple[str, str], list[float]]:
     timings: dict[tuple[str, str], list[float]] = {}
     for _ in range(rounds):
         for mode in MODES:
@@ -171,6 +173,8 @@ def measure(client: Client, queries: list[str], rounds: int) -> dict[tuple[str, 
                     if response.status_code != 200:
                         raise SystemExit(f"search failed: {response.status_code} {response.content[:300]}")
                     timings.setdefault((mode, label), []).append(elapsed)
+                    if slowest is not None:
+                        slowest.append((elapsed, mode, label, q))
     return timings
 
 
@@ -199,6 +203,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="10000,100000", help="network sizes to measure, ascending")
     parser.add_argument("--rounds", type=int, default=2, help="passes over the query set per mode and filter")
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the scratch database afterwards and reuse the items it already has"
+    )
+    parser.add_argument("--slowest", type=int, default=0, help="also print the N slowest requests (mode, filter, q)")
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
     settings.RATE_LIMIT_READ_PER_MINUTE = 0
@@ -208,27 +216,35 @@ def main() -> None:
     queries += EXTRA_QUERIES
     rng = random.Random(7)
     connection.settings_dict["TEST"]["NAME"] = SCRATCH_DB
-    old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False, serialize=False)
+    old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=args.keep, serialize=False)
     vectors = np.asarray(embed([doc["content"] for doc in docs]).value, dtype=np.float32)
     rows = []
     recalls = {}
-    seeded = 0
+    seeded = ProcessedItem.objects.count()
+    slowest: list[tuple[float, str, str, str]] = []
     try:
-        agent = agent_create(name="bench-search")
+        agent = agent_create(name=f"bench-search-{seeded}")
         client = Client(HTTP_AUTHORIZATION=f"Bearer {agent_token_create(agent=agent).token}")
         for size in sizes:
-            seconds = seed(seeded, size - seeded, docs, vectors, agent.pk, rng)
-            seeded = size
-            print(f"seeded {size:,} items in {seconds:.0f} s (COPY, search vectors, index builds)", flush=True)
+            if size > seeded:
+                seconds = seed(seeded, size - seeded, docs, vectors, agent.pk, rng)
+                seeded = size
+                print(f"seeded {size:,} items in {seconds:.0f} s (COPY, search vectors, index builds)", flush=True)
+            elif size < seeded:
+                raise SystemExit(f"the kept scratch database already has {seeded:,} items; ask for sizes >= that")
             # Warm the caches, the query embedder and the Chinese segmenter (each loads once per process).
             measure(client, [*queries[:10], "今天天气很好"], 1)
-            timings = measure(client, queries, args.rounds)
+            timings = measure(client, queries, args.rounds, slowest if size == sizes[-1] else None)
             recalls[size] = filtered_recall(queries[:40])
             for (mode, label), values in timings.items():
                 rows.append((size, mode, label, len(values), statistics.median(values), pct(values, 0.99)))
                 print(f"  {size:,} {mode} {label}: p50 {rows[-1][4]:.1f} ms, p99 {rows[-1][5]:.1f} ms", flush=True)
     finally:
-        connection.creation.destroy_test_db(old_name, verbosity=0)
+        if args.keep:
+            connection.close()
+            connection.settings_dict["NAME"] = old_name
+        else:
+            connection.creation.destroy_test_db(old_name, verbosity=0)
     print(f"\nSearch latency through the API (in-process client), {len(queries)} queries x {args.rounds} rounds")
     print(f"{'items':>8}  {'mode':<9}{'filter':<16}{'requests':>9}{'p50 ms':>9}{'p99 ms':>9}")
     print("-" * 60)
@@ -239,6 +255,10 @@ def main() -> None:
     for size, values in recalls.items():
         shown = ", ".join(f"{label} {value:.1%}" for label, value in values.items())
         print(f"filtered semantic recall@20 vs an exact search at {size:,} items: {shown}")
+    if args.slowest:
+        print(f"\nslowest {args.slowest} requests at {sizes[-1]:,} items")
+        for elapsed, mode, label, q in sorted(slowest, reverse=True)[: args.slowest]:
+            print(f"{elapsed:>9.1f} ms  {mode:<9}{label:<16}{q}")
 
 
 if __name__ == "__main__":

@@ -358,7 +358,7 @@ ENRICHMENT_LEASE_SECONDS = env_float("ENRICHMENT_LEASE_SECONDS", 120.0, minimum=
 # `bench/search_quality.py --calibrate` when you change the model).
 SEARCH_MIN_SIMILARITY = env_optional_float("SEARCH_MIN_SIMILARITY", minimum=-1.0, maximum=1.0)
 # Keyword ranking looks at this many of the most recent matching items at most (bounds a common word's cost).
-SEARCH_KEYWORD_CANDIDATES = env_int("SEARCH_KEYWORD_CANDIDATES", 400, minimum=1)
+SEARCH_KEYWORD_CANDIDATES = env_int("SEARCH_KEYWORD_CANDIDATES", 200, minimum=1)
 # How deep a client can page into one search's results.
 SEARCH_MAX_RESULTS = env_int("SEARCH_MAX_RESULTS", 200, minimum=1)
 

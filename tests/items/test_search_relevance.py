@@ -123,6 +123,20 @@ def test_keyword_ranking_weighs_keywords_above_content(local):
     assert first["matched"] == ["keyword"] and first["semantic_score"] is None
 
 
+def test_keyword_ranking_is_bounded_to_the_most_recent_matches(local, settings):
+    """Only the SEARCH_KEYWORD_CANDIDATES newest matches are ranked: an older item is not returned even when
+    it would rank first, so a query matching most of the network costs what one matching a few does."""
+    author, client = local
+    best_but_oldest = item(
+        author, "Sourdough bakery course, sourdough starter, sourdough bread.", keywords=["sourdough"]
+    )
+    newer = [item(author, f"Weekend market stall number {n} also sells sourdough loaves.") for n in range(3)]
+    settings.SEARCH_KEYWORD_CANDIDATES = 3
+    assert set(ids(search(client, "sourdough", "keyword"))) == {newer_item.pk for newer_item in newer}
+    settings.SEARCH_KEYWORD_CANDIDATES = 4
+    assert ids(search(client, "sourdough", "keyword"))[0] == best_but_oldest.pk
+
+
 def test_hybrid_reports_both_modes_for_an_item_found_by_both(local):
     author, client = local
     both = item(author, "Kubernetes cluster rental with managed upgrades, from 400 EUR per month.")
