@@ -49,6 +49,7 @@ _propagator = TraceContextTextMapPropagator()
 _lock = threading.Lock()
 _provider = None  # the SDK TracerProvider this process installed, or None (no-op)
 _decided = False
+_tracer_cache: trace.Tracer | None = None
 
 
 def enabled() -> bool:
@@ -119,7 +120,7 @@ def setup(role: str, *, span_exporter=None, batch: bool = True) -> bool:
 def uninstall() -> None:
     """Undo setup()'s instrumentation (tests that traced a few requests in-process). The API's global provider
     cannot be replaced: it stays, but nothing here or in the instrumentations starts spans on it any more."""
-    global _provider, _decided
+    global _provider, _decided, _tracer_cache
     with _lock:
         if _provider is None:
             return
@@ -130,7 +131,7 @@ def uninstall() -> None:
         for instrumentor in (DjangoInstrumentor(), PsycopgInstrumentor(), RedisInstrumentor()):
             instrumentor.uninstrument()
         _provider.force_flush()
-        _provider, _decided = None, False
+        _provider, _decided, _tracer_cache = None, False, None
 
 
 def flush(timeout_millis: int = 5000) -> None:
@@ -140,7 +141,10 @@ def flush(timeout_millis: int = 5000) -> None:
 
 
 def _tracer() -> trace.Tracer:
-    return trace.get_tracer("eigenflux")
+    global _tracer_cache
+    if _tracer_cache is None:  # made once: get_tracer builds a new Tracer on every call
+        _tracer_cache = trace.get_tracer("eigenflux")
+    return _tracer_cache
 
 
 # --- trace context ------------------------------------------------------------------------------------------
