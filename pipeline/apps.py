@@ -1,5 +1,3 @@
-import sys
-
 from django.apps import AppConfig
 
 
@@ -26,10 +24,5 @@ class PipelineConfig(AppConfig):
         from pipeline import checks  # noqa: F401  (registers the prompt and embedding system checks)
         from pipeline.consumers.item_publish import claim_holder_gone
 
-        if sys.argv[1:2] == ["rqworker"]:
-            # django-rq's worker command has no hook of its own; web and run_pipeline set tracing up themselves.
-            from eigenflux import tracing
-
-            tracing.setup("worker")
         set_query_embedder(_query_embedding)
         set_claim_holder_check(claim_holder_gone)

@@ -15,6 +15,8 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
 from eigenflux.tracing import exporter_from_environment
+from tests.fakes.otlp_receiver import OTLPReceiver
+from tests.pipeline.runtime.fixtures import pipeline_env  # noqa: F401 - fixture
 
 REPO = Path(__file__).resolve().parents[1]
 ENDPOINT = "http://127.0.0.1:4318"
@@ -98,3 +100,29 @@ def test_a_web_process_with_an_endpoint_traces_as_eigenflux_web():
     assert found["middleware"] == ["opentelemetry.instrumentation.django.middleware.otel_middleware._DjangoMiddleware"]
     assert found["service"] == "eigenflux-web"
     assert probe(OTEL_EXPORTER_OTLP_ENDPOINT=ENDPOINT, OTEL_SERVICE_NAME="edge-web")["service"] == "edge-web"
+
+
+@pytest.mark.slow
+def test_a_worker_job_exports_its_spans_before_the_work_horse_exits(pipeline_env):  # noqa: F811 - the imported fixture
+    """rq runs each job in a forked process that leaves with os._exit: TracedWorker flushes after the job."""
+    import django_rq
+
+    from pipeline.maintenance import maintenance_run
+
+    receiver = OTLPReceiver().start()
+    try:
+        django_rq.get_queue("default").enqueue(maintenance_run)
+        subprocess.run(
+            [sys.executable, "manage.py", "rqworker", "--burst", "default"],
+            cwd=REPO,
+            env={**pipeline_env, **receiver.env(), "OTEL_BSP_SCHEDULE_DELAY": "60000"},  # only a flush sends
+            capture_output=True,
+            timeout=120,
+            check=True,
+        )
+        spans = receiver.snapshot()
+    finally:
+        receiver.stop()
+    assert spans and {span.service for span in spans} == {"eigenflux-worker"}
+    # The job's SQL (maintenance_run prunes with DELETEs) was exported from the work horse.
+    assert any(span.name.startswith("DELETE") for span in spans), sorted({s.name for s in spans})
