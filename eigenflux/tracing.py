@@ -180,6 +180,8 @@ def outbox_write_span(*, stream: str, event_type: str, traceparent: str | None) 
         yield None
         return
     parent = context_from_traceparent(traceparent) if traceparent else None
+    if parent is not None and not trace.get_current_span(parent).get_span_context().is_valid:
+        parent = None  # a malformed value: the current span's trace rather than a new one
     with _tracer().start_as_current_span(
         f"create {stream}",
         context=parent,
