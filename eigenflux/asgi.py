@@ -8,6 +8,9 @@ import os
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "eigenflux.settings")
+from eigenflux import tracing
+
+tracing.setup("web")  # before the application loads its middleware (the Django instrumentation adds one)
 # Django must be set up before anything below imports models.
 django_asgi_app = get_asgi_application()
 

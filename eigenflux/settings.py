@@ -195,6 +195,8 @@ RQ_QUEUES = {"default": {"URL": RQ_REDIS_URL, "DEFAULT_TIMEOUT": 300}}
 # django-rq's own admin entry only checks for staff; its pages are served at /admin/rq/ behind the moderators'
 # permission instead (eigenflux/rq_urls.py).
 RQ_SHOW_ADMIN_LINK = False
+# rq's worker, with tracing (eigenflux.tracing) set up and flushed after each job.
+RQ = {"WORKER_CLASS": "eigenflux.rqworker.TracedWorker"}
 
 
 def channel_layers(urls: list[str]) -> dict:

@@ -6,6 +6,9 @@ from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "eigenflux.settings")
 
+from eigenflux import tracing
 from eigenflux.bodylimit import BodyLimitWSGI
+
+tracing.setup("web")  # before the application loads its middleware (the Django instrumentation adds one)
 
 application = BodyLimitWSGI(get_wsgi_application())

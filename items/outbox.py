@@ -6,6 +6,7 @@ from datetime import datetime
 
 from django.db import connection
 
+from eigenflux import tracing
 from items.events import build_envelope
 from items.models import OutboxEvent
 
@@ -29,24 +30,28 @@ def outbox_event_create(
     `not_before`, the relays leave it alone until then (a delayed event)."""
     if not connection.in_atomic_block:
         raise RuntimeError("outbox_event_create must run inside transaction.atomic()")
-    envelope = build_envelope(
-        event_type=event_type,
-        subject=subject,
-        data=data,
-        correlation_id=correlation_id,
-        causation_id=causation_id,
-        traceparent=traceparent,
-        replay=replay,
-        target_group=target_group,
-    )
-    event = OutboxEvent.objects.create(
-        stream=stream,
-        event_id=envelope["id"],
-        event_type=event_type,
-        subject=subject,
-        envelope=envelope,
-        next_attempt_at=not_before,
-    )
+    # Traced as `create <stream>`: its context becomes the event's traceparent, so whatever handles the event
+    # continues this trace (a given traceparent, e.g. a replay's, is continued instead of the current span).
+    with tracing.outbox_write_span(stream=stream, event_type=event_type, traceparent=traceparent) as span:
+        envelope = build_envelope(
+            event_type=event_type,
+            subject=subject,
+            data=data,
+            correlation_id=correlation_id,
+            causation_id=causation_id,
+            traceparent=(tracing.traceparent_of(span) if span is not None else None) or traceparent,
+            replay=replay,
+            target_group=target_group,
+        )
+        tracing.set_message_id(span, envelope["id"])
+        event = OutboxEvent.objects.create(
+            stream=stream,
+            event_id=envelope["id"],
+            event_type=event_type,
+            subject=subject,
+            envelope=envelope,
+            next_attempt_at=not_before,
+        )
     # The relays are woken by a trigger on this table (migration items.0007), at COMMIT.
     return event
 

@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db import DatabaseError
 from django.utils import timezone
 
+from eigenflux import tracing
 from items.blacklist import blacklist_match
 from items.models import DecisionStage, ItemStatus, ProcessedItem, PublicReason
 from items.selectors import SimilarHit, exact_duplicate_of, most_similar
@@ -89,8 +90,12 @@ class Enrichment:
         self.raw = item.raw
         self.token = token
         self.event = event
+        # The outcome event continues the trace from this handler's span (the entry's traceparent if untraced).
         self.cause = Cause(
-            event_id=event.id, correlation_id=event.correlation_id, traceparent=event.traceparent, replay=event.replay
+            event_id=event.id,
+            correlation_id=event.correlation_id,
+            traceparent=tracing.current_traceparent(event.traceparent),
+            replay=event.replay,
         )
         self.decisions: list[Decision] = []
         self.approved = event.data.get("override") == "approve"

@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
+from eigenflux import tracing
 from eigenflux.dbpool import release_connection
 from eigenflux.redis import get_redis, with_tag
 from items.events import STREAM_ITEM_EVENTS, STREAM_ITEM_STATS
@@ -130,11 +131,21 @@ class OutboxRelay:
         restarted or took over has an empty script cache: on NOSCRIPT the script is loaded and the whole
         batch sent again, which the once-marks make harmless (an event already added returns its id)."""
         script = self.scripts.xadd_once
+        envelopes = [json.loads(envelope) if isinstance(envelope, str) else envelope for _, _, _, envelope, _ in rows]
+        # A `publish <stream>` span per event; the copy written to the stream carries its traceparent.
+        spans = tracing.relay_spans([(row[1], envelope) for row, envelope in zip(rows, envelopes, strict=True)])
+        try:
+            results = self._xadd_rounds(rows, envelopes, script)
+        except Exception as exc:
+            tracing.end_relay_spans(spans, [exc] * len(rows))
+            raise
+        tracing.end_relay_spans(spans, results)
+        return results
+
+    def _xadd_rounds(self, rows: list, envelopes: list[dict], script) -> list:
         for attempt in range(2):
             pipe = self.client.pipeline(transaction=False)
-            for _, stream, event_id, envelope, _ in rows:
-                if isinstance(envelope, str):
-                    envelope = json.loads(envelope)
+            for (_, stream, event_id, _, _), envelope in zip(rows, envelopes, strict=True):
                 flat = [str(part) for pair in envelope.items() for part in pair]
                 # EVALSHA by name: redis-py's cluster pipeline refuses its evalsha() method, not the command.
                 pipe.execute_command(

@@ -26,6 +26,7 @@ import openai
 from django.conf import settings
 from pydantic import BaseModel, ValidationError
 
+from eigenflux import tracing
 from eigenflux.dbpool import release_connection
 from pipeline.llm import aio
 from pipeline.llm.accounting import Outcome, Usage, record_call
@@ -103,6 +104,11 @@ def _attempts(
 
     def record(started: float, outcome: str, usage: Usage | None = None, error: str = "") -> None:
         latency = time.monotonic() - started
+        span.end(
+            outcome,
+            input_tokens=usage.input_tokens if usage else None,
+            output_tokens=usage.output_tokens if usage else None,
+        )
         record_call(
             prompt=prompt,
             model=config.model,
@@ -118,6 +124,7 @@ def _attempts(
             raise CallCancelled(f"{prompt}: cancelled before attempt {attempt + 1}")
         started = time.monotonic()
         usage: Usage | None = None
+        span = tracing.model_call_span(prompt=prompt, model=config.model, attempt=attempt + 1)
 
         # The model may take seconds: this thread's database connection goes back to the pool meanwhile.
         release_connection()
@@ -129,6 +136,7 @@ def _attempts(
             except Exception as exc:
                 classified = _classify(exc)
                 if classified is exc:
+                    span.end(type(exc).__name__)
                     raise
                 raise classified from exc
             usage = reply.usage

@@ -43,6 +43,7 @@ import redis
 from django.conf import settings
 from django.db import close_old_connections, connection
 
+from eigenflux import tracing
 from eigenflux.dbpool import pool_exhausted, release_connection
 from eigenflux.redis import get_redis
 from pipeline import metrics
@@ -552,7 +553,8 @@ class ConsumerRunner:
         outcome, error = "acked", None
         with dependencies.observing() as uses:
             try:
-                self.consumer.handle(event)
+                with tracing.handling_span(event, consumer=self.name, delivery_count=delivery.delivery_count):
+                    self.consumer.handle(event)
             except NothingToDo:
                 outcome = "nothing_to_do"
             except LeaseLost:

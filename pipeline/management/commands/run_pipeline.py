@@ -10,6 +10,7 @@ import signal
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from eigenflux import tracing
 from eigenflux.dbpool import use_pipeline_pool
 from pipeline import metrics
 from pipeline.runtime import load_consumers
@@ -47,6 +48,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **options):
+        tracing.setup("relay" if options["relay_only"] else "pipeline")
         use_pipeline_pool()  # every thread of this process shares one pool of PIPELINE_DB_POOL_MAX_SIZE
         available = load_consumers()
         if options["relay_only"]:
@@ -90,6 +92,7 @@ class Command(BaseCommand):
         # From here on a SIGTERM drains gracefully; supervisors and tests may wait for this line.
         log.info(READY_LINE)
         status = supervisor.run()
+        tracing.flush()
         if status:
             # A loop thread died: exit non-zero so the process supervisor (systemd, Kubernetes...) restarts us.
             raise CommandError(supervisor.failure or "a pipeline loop died", returncode=status)
