@@ -193,6 +193,8 @@ class ProcessedItem(models.Model):
 class DecisionStage(models.TextChoices):
     BLACKLIST = "blacklist", "blacklist"
     DUPLICATE = "duplicate", "duplicate"
+    EMBEDDING = "embedding", "embedding"
+    """The item's embedding (for grouping) could not be computed."""
     SAFETY = "safety", "safety"
     EXTRACTION = "extraction", "extraction"
     QUALITY = "quality", "quality"

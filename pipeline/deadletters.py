@@ -1,11 +1,10 @@
 """Dead letters (docs/admin.md#dead-letters): archiving `{<stream>}:dlq` entries, requeue and resolve, and the
 scheduled job that requeues transient ones a bounded number of times.
 
-Scheduling the auto-requeue job needs no management command: call `dead_letters_schedule()` once, e.g.
-`python -c "import django; django.setup(); from pipeline.deadletters import dead_letters_schedule as s; s()"`
-with DJANGO_SETTINGS_MODULE=eigenflux.settings, or from a deploy hook. Each run schedules the next one with
-`enqueue_at`, so a django-rq worker started with its scheduler (`rqworker --with-scheduler default`) keeps the
-chain going. Job ids are derived from the time slot, so scheduling twice never makes two chains. A one-off run:
+Scheduling the auto-requeue job: `manage.py schedule_jobs` (run by the deployments before the worker starts)
+calls `dead_letters_schedule()`. Each run schedules the next one with `enqueue_at`, so a django-rq worker
+started with its scheduler (`rqworker --with-scheduler default`) keeps the chain going. Job ids are derived
+from the time slot, so scheduling twice never makes two chains. A one-off run:
 `django_rq.enqueue(dead_letters_auto_requeue_job)`.
 """
 

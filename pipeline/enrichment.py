@@ -197,7 +197,7 @@ class Enrichment:
         # items look alike through the shared keys, so it is left out.
         notes = parse_author_hints(self.raw.notes).free_text
         text = self.raw.content if not notes else f"{self.raw.content}\n\n{notes}"
-        answer = self._call(DecisionStage.EXTRACTION, "embedding_unavailable", llm.embed, [text])
+        answer = self._call(DecisionStage.EMBEDDING, "unavailable", llm.embed, [text])
         vector = answer.value[0]
         self._checkpoint(embedding=vector)
         return vector

@@ -17,7 +17,7 @@ from django.utils import timezone
 from pydantic import ValidationError
 
 from pipeline.llm import local
-from pipeline.llm.accounting import Outcome, record_call
+from pipeline.llm.accounting import LOCAL_MODEL, Outcome, record_call
 from pipeline.llm.author_hints import parse_author_hints
 from pipeline.llm.calls import complete, embed_remote
 from pipeline.llm.clients import client_config, provider
@@ -26,7 +26,6 @@ from pipeline.llm.prompts import render
 from pipeline.llm.schemas import Extraction, OfficialReply, ProfileKeywords, SafetyVerdict, Suggestion
 
 T = TypeVar("T")
-LOCAL_MODEL = "local"  # how the local analyzer shows in LLMCall rows, metrics and ProcessedItem.analyzer
 
 
 @dataclass(frozen=True)

@@ -273,6 +273,19 @@ def test_extraction_garbage_then_success_pays_safety_once(enrich, fake_llm):
     assert (DecisionStage.EXTRACTION, "invalid") in stages(pk)
 
 
+def test_embedding_failure_is_recorded_as_its_own_stage(enrich, fake_llm):
+    author, _ = make_agent()
+    # The embedding call and its two client retries fail; the redelivery gets the default vector.
+    fake_llm.script("embed", *[Fault.server_error(500)] * 3)
+    pk = make_item(author, "Looking for a Rust mentor in Lisbon").pk
+    enrich()
+    assert item(pk).status == ItemStatus.COMPLETED
+    failure = item(pk).decisions.get(verdict="unavailable")
+    assert failure.stage == DecisionStage.EMBEDDING
+    assert failure.category == "ModelUnavailable"
+    assert not item(pk).decisions.filter(stage=DecisionStage.EXTRACTION).exclude(verdict="pass").exists()
+
+
 def test_extraction_exhausted_fails_and_dead_letters(enrich, fake_llm, redis_client):
     author, _ = make_agent()
     fake_llm.set_default("process_item", '{"summary": "cut off')
