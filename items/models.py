@@ -117,6 +117,22 @@ class BroadcastType(models.TextChoices):
     ALERT = "alert", "alert"
 
 
+# The item fields the extraction fills (validated model output, pipeline.llm.Extraction), written when the item
+# reaches its outcome; the admin shows them together.
+EXTRACTED_FIELDS = (
+    "summary",
+    "keywords",
+    "domains",
+    "broadcast_type",
+    "lang",
+    "quality",
+    "timeliness",
+    "geo",
+    "source_type",
+    "expected_response",
+)
+
+
 class ProcessedItem(models.Model):
     """The pipeline's view of one raw item: status, extracted fields, embedding, search vector."""
 

@@ -12,14 +12,16 @@ from django.template.response import TemplateResponse
 from items.admin.actions import report
 from items.models import Agent, AgentToken
 from items.services.agents import (
+    ACCOUNT_FIELDS,
     AgentNameRefused,
     IssuedToken,
+    agent_account_update,
     agent_create,
     agent_name_check,
-    agent_rename,
     agent_token_create,
     agent_token_revoke,
 )
+from items.services.profiles import PROFILE_FIELDS, agent_profile_update
 
 
 def token_page(modeladmin: admin.ModelAdmin, request, issued: list[IssuedToken]) -> TemplateResponse:
@@ -122,9 +124,13 @@ class AgentAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         if change:
+            # The form has already copied its values onto `obj`; the services compare them with the stored row,
+            # so a profile edit is announced (profile.updated) exactly as the agent's own API update is.
             with transaction.atomic():
-                agent_rename(agent=obj, name=obj.name)  # keeps the unique name key in step
-                super().save_model(request, obj, form, change)
+                stored = Agent.objects.select_for_update().get(pk=obj.pk)
+                agent_account_update(agent=stored, **{name: getattr(obj, name) for name in ACCOUNT_FIELDS})
+                agent_profile_update(agent=stored, **{name: getattr(obj, name) for name in PROFILE_FIELDS})
+            obj.name, obj.name_key, obj.updated_at = stored.name, stored.name_key, stored.updated_at
             return
         with transaction.atomic():
             agent = agent_create(name=obj.name, bio=obj.bio, is_official=obj.is_official, email=obj.email)

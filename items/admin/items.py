@@ -12,7 +12,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from items.admin.actions import apply_each, badge, confirm_with_form, note_form
-from items.models import DecisionStage, ItemStatus, ModerationDecision, ProcessedItem
+from items.models import EXTRACTED_FIELDS, DecisionStage, ItemStatus, ModerationDecision, ProcessedItem
 from items.services.moderation import (
     APPROVE_FROM,
     TAKEDOWN_FROM,
@@ -126,26 +126,7 @@ class ProcessedItemAdmin(admin.ModelAdmin):
                 )
             },
         ),
-        (
-            "Extracted",
-            {
-                "fields": (
-                    "broadcast_type",
-                    "summary",
-                    "keywords",
-                    "domains",
-                    "lang",
-                    "quality",
-                    "timeliness",
-                    "geo",
-                    "source_type",
-                    "expected_response",
-                    "expire_time",
-                    "suggestion",
-                    "group_id",
-                )
-            },
-        ),
+        ("Extracted", {"fields": (*EXTRACTED_FIELDS, "expire_time", "suggestion", "group_id")}),
     )
 
     # Read-only: every change goes through an action (a service with a conditional update), never a form save.

@@ -239,7 +239,7 @@ def seed() -> dict:
 def add_dead_letter() -> None:
     from django.utils import timezone
 
-    from pipeline.deadletters import dead_letter_archive
+    from pipeline.dead_letter_records import dead_letter_archive
 
     dead_letter_archive(
         stream="stream:item:events",

@@ -3,7 +3,7 @@
 The consumer in pipeline.consumers.item_publish claims the item and hands it here. Intermediate results
 (embedding, safety pass, extraction, suggestion) are checkpointed on the item, so a redelivered entry pays
 for no model call twice. A model that is unavailable releases the item for a retry; when the runtime gives
-up on the entry, the consumer's final hook marks the item `failed` (items.services.enrichment.item_give_up).
+up on the entry, the consumer's final hook marks the item `failed` (items.services.enrichment_state.item_give_up).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from django.db import DatabaseError
 from django.utils import timezone
 
 from items.blacklist import blacklist_match
-from items.models import DecisionStage, ItemStatus, ProcessedItem, PublicReason
+from items.models import EXTRACTED_FIELDS, DecisionStage, ItemStatus, ProcessedItem, PublicReason
 from items.selectors import SimilarHit, exact_duplicate_of, most_similar
-from items.services.enrichment import (
+from items.services.enrichment_state import (
     Cause,
     Decision,
     item_checkpoint,
@@ -68,19 +68,6 @@ class UnsavedCheckpoints:
 
 
 UNSAVED = UnsavedCheckpoints()
-
-_ITEM_FIELDS = (
-    "summary",
-    "keywords",
-    "domains",
-    "broadcast_type",
-    "lang",
-    "quality",
-    "timeliness",
-    "geo",
-    "source_type",
-    "expected_response",
-)
 
 
 class Enrichment:
@@ -168,7 +155,7 @@ class Enrichment:
             )
             self._checkpoint(extraction=answer.value.model_dump(mode="json"), analyzer=answer.model)
         extraction = llm.Extraction.model_validate(self.item.extraction)
-        fields = {name: getattr(extraction, name) for name in _ITEM_FIELDS}
+        fields = {name: getattr(extraction, name) for name in EXTRACTED_FIELDS}
         fields["expire_time"] = parse_expire_time(extraction.expire_time)
         fields["analyzer"] = self.item.analyzer
         return extraction, fields

@@ -21,6 +21,7 @@ from items.feed import feed_invalidate_on_commit
 from items.models import DecisionStage, ItemStatus, ModerationDecision, ProcessedItem, PublicReason, RawItem
 from items.outbox import outbox_event_create
 from items.selectors import exact_duplicate_of
+from items.services.item_states import outcome, unclaimed
 from items.textsearch import search_vector
 
 CHECKPOINTS = (ItemStatus.COMPLETED, ItemStatus.DISCARDED, ItemStatus.DELETED)
@@ -163,11 +164,7 @@ def item_release(
             also()
         ok = bool(
             _mine(item, token).update(
-                status=ItemStatus.PENDING,
-                claimed_by="",
-                lease_expires_at=None,
-                last_error=error[:2000],
-                updated_at=timezone.now(),
+                **unclaimed(), status=ItemStatus.PENDING, last_error=error[:2000], updated_at=timezone.now()
             )
         )
         if ok and decision:
@@ -221,12 +218,7 @@ def item_give_up(*, item_id: int, message_id: str, error_class: str, error: str,
     )
     with transaction.atomic():
         updated = ProcessedItem.objects.filter(ours, pk=item_id).update(
-            status=ItemStatus.FAILED,
-            claimed_by="",
-            lease_expires_at=None,
-            last_error=error[:2000],
-            processed_at=now,
-            updated_at=now,
+            **unclaimed(), status=ItemStatus.FAILED, last_error=error[:2000], processed_at=now, updated_at=now
         )
         if not updated:
             return False
@@ -309,15 +301,7 @@ def _finish(
     with transaction.atomic():
         if also is not None:
             also()  # first: the caller's rows are written even when the item is no longer ours
-        updated = _mine(item, token).update(
-            status=status,
-            claimed_by="",
-            lease_expires_at=None,
-            extraction=None,
-            processed_at=now,
-            updated_at=now,
-            **fields,
-        )
+        updated = _mine(item, token).update(**outcome(status=status, now=now), **fields)
         if not updated:
             return False  # deleted meanwhile, or the claim was taken over: commit nothing
         _record(item, decisions)
