@@ -66,6 +66,7 @@ class DeadLetterAdmin(admin.ModelAdmin):
         ("Payload", {"fields": ("payload_pretty",)}),
     )
     change_list_template = "admin/pipeline/deadletter/change_list.html"
+    change_form_template = "admin/read_only_change_form.html"
 
     def get_readonly_fields(self, request, obj=None):
         return [field for fieldset in self.fieldsets for field in fieldset[1]["fields"]]

@@ -50,19 +50,19 @@ class UnsavedCheckpoints:
     def __init__(self, limit: int = 10_000):
         self.limit = limit
         self._lock = threading.Lock()
-        self._kept: OrderedDict[tuple[str, int], list[tuple[dict, Decision | None]]] = OrderedDict()
+        self._kept: OrderedDict[tuple[str, int], list[tuple[dict, list[Decision]]]] = OrderedDict()
 
-    def keep(self, key: tuple[str, int], fields: dict, decision: Decision | None) -> None:
+    def keep(self, key: tuple[str, int], fields: dict, decisions: list[Decision]) -> None:
         with self._lock:
-            self._kept.setdefault(key, []).append((fields, decision))
+            self._kept.setdefault(key, []).append((fields, decisions))
             while len(self._kept) > self.limit:
                 self._kept.popitem(last=False)
 
-    def take(self, key: tuple[str, int]) -> list[tuple[dict, Decision | None]]:
+    def take(self, key: tuple[str, int]) -> list[tuple[dict, list[Decision]]]:
         with self._lock:
             return self._kept.pop(key, [])
 
-    def put_back(self, key: tuple[str, int], kept: list[tuple[dict, Decision | None]]) -> None:
+    def put_back(self, key: tuple[str, int], kept: list[tuple[dict, list[Decision]]]) -> None:
         with self._lock:
             self._kept[key] = kept + self._kept.get(key, [])
 
@@ -79,6 +79,8 @@ class Enrichment:
         self.cause = Cause(
             event_id=event.id, correlation_id=event.correlation_id, traceparent=event.traceparent, replay=event.replay
         )
+        # Decisions made and not yet written: they go with the next checkpoint or the outcome, so the history
+        # lists every step in the order it ran (each Decision carries the time it was made).
         self.decisions: list[Decision] = []
         self.approved = event.data.get("override") == "approve"
 
@@ -255,21 +257,23 @@ class Enrichment:
         return result
 
     def _checkpoint(self, decision: Decision | None = None, **fields) -> None:
+        decisions = [*self.decisions, decision] if decision is not None else list(self.decisions)
         try:
             done = item_checkpoint(
                 item=self.item,
                 token=self.token,
-                decision=decision,
+                decisions=decisions,
                 lease_seconds=settings.ENRICHMENT_LEASE_SECONDS,
                 also=write_deferred,
                 **fields,
             )
         except DatabaseError as exc:
             if is_postgres_outage(exc):
-                UNSAVED.keep(self._key, fields, decision)
+                UNSAVED.keep(self._key, fields, decisions)
             raise
         if not done:
             raise NothingToDo(f"item {self.item.pk} was deleted or taken over; no further model call")
+        self.decisions.clear()
 
     @property
     def _key(self) -> tuple[str, int]:
@@ -278,9 +282,9 @@ class Enrichment:
     def _restore_unsaved(self) -> None:
         """Write the checkpoints an earlier run of this entry could not (the database was down)."""
         kept = UNSAVED.take(self._key)
-        for done, (fields, decision) in enumerate(kept):
+        for done, (fields, decisions) in enumerate(kept):
             try:
-                written = item_checkpoint(item=self.item, token=self.token, decision=decision, **fields)
+                written = item_checkpoint(item=self.item, token=self.token, decisions=decisions, **fields)
             except DatabaseError as exc:
                 if is_postgres_outage(exc):
                     UNSAVED.put_back(self._key, kept[done:])

@@ -246,9 +246,10 @@ def outbox_backlog() -> tuple[int, float]:
     """Undispatched events and the oldest one's age; events scheduled for later (delayed, never tried) are not
     backlog until they are due."""
     table = OutboxEvent._meta.db_table
+    # clock_timestamp(), not now(): inside a longer transaction now() is its start, older than rows written since.
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT count(*), COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0) "  # noqa: S608 - table name
+            f"SELECT count(*), COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - min(created_at)), 0) "  # noqa: S608
             f"FROM {table} WHERE dispatched_at IS NULL "
             "AND NOT (attempts = 0 AND next_attempt_at IS NOT NULL AND next_attempt_at > now())"
         )

@@ -8,8 +8,11 @@ from collections.abc import Callable
 from django.contrib import admin
 from django.db import connection
 from django.db.models import Exists, OuterRef
+from django.utils import timezone
+from django.utils.dateformat import format as date_format
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
+from django.utils.text import Truncator
 
 from items.admin.actions import apply_each, badge, confirm_with_form, note_form
 from items.models import EXTRACTED_FIELDS, DecisionStage, ItemStatus, ModerationDecision, ProcessedItem
@@ -26,6 +29,10 @@ from items.services.moderation import (
 # Panels other apps add to an item's page (the pipeline adds its model calls): items never imports pipeline.
 # Each takes the item and returns rendered HTML.
 ITEM_DETAIL_PANELS: list[Callable[[ProcessedItem], SafeString]] = []
+
+# Changelist columns are cut to this many characters (an ellipsis marks the cut) so the list fits 1600 px.
+EXCERPT_CHARS = 60
+AUTHOR_CHARS = 24
 
 STATUS_COLOURS = {
     ItemStatus.PENDING: "pending",
@@ -86,19 +93,8 @@ TakedownForm = note_form(
 
 @admin.register(ProcessedItem)
 class ProcessedItemAdmin(admin.ModelAdmin):
-    list_display = (
-        "id_link",
-        "status_badge",
-        "reason_badge",
-        "excerpt",
-        "broadcast_type",
-        "quality",
-        "analyzer",
-        "group_id",
-        "author",
-        "created_at",
-        "processed_at",
-    )
+    # Fits a 1600 px window beside the filters: the analyzer, group and processing time are on the item's page.
+    list_display = ("id_link", "outcome", "excerpt", "broadcast_type", "quality", "author_name", "created")
     list_display_links = ("id_link",)
     list_filter = ("status", "reason", SafetyFlagFilter, "broadcast_type", DomainFilter, "created_at")
     list_select_related = ("author", "raw")
@@ -165,10 +161,24 @@ class ProcessedItemAdmin(admin.ModelAdmin):
             return "-"
         return badge(obj.reason, obj.get_reason_display(), "warn")
 
+    @admin.display(description="outcome", ordering="status")
+    def outcome(self, obj):
+        """The status, and under it the public reason when there is one."""
+        if not obj.reason:
+            return self.status_badge(obj)
+        return format_html("{}<br>{}", self.status_badge(obj), self.reason_badge(obj))
+
     @admin.display(description="broadcast")
     def excerpt(self, obj):
-        text = obj.summary or obj.raw.content
-        return text if len(text) <= 80 else text[:79] + "…"
+        return Truncator(obj.summary or obj.raw.content).chars(EXCERPT_CHARS)
+
+    @admin.display(description="author", ordering="author__name")
+    def author_name(self, obj):
+        return Truncator(obj.author.name).chars(AUTHOR_CHARS)
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, obj):
+        return date_format(timezone.localtime(obj.created_at), "Y-m-d H:i")
 
     @admin.display(description="content")
     def raw_content(self, obj):

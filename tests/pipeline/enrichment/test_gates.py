@@ -70,13 +70,16 @@ def test_accepted_item_costs_exactly_four_model_calls_and_nothing_on_redelivery(
     assert done.embedding is not None
     assert done.search_vector is not None
     assert done.processed_at is not None
+    # The history lists the steps in the order they ran, by time and by row alike.
     assert stages(pk) == [
-        (DecisionStage.SAFETY, "pass"),
         (DecisionStage.BLACKLIST, "pass"),
         (DecisionStage.DUPLICATE, "pass"),
+        (DecisionStage.SAFETY, "pass"),
         (DecisionStage.EXTRACTION, "pass"),
         (DecisionStage.QUALITY, "pass"),
     ]
+    by_time = done.decisions.order_by("created_at", "pk").values_list("stage", flat=True)
+    assert list(by_time) == [stage for stage, _ in stages(pk)]
     assert outcome_types(pk) == [ITEM_COMPLETED]
     assert LLMCall.objects.filter(item_id=pk).count() == 4
     # The outcome event was relayed by the same burst.

@@ -1,6 +1,9 @@
-"""An embedding failure gets its own decision stage (it was recorded as an extraction step); earlier rows are
-moved over so the history reads the same for old and new items."""
+"""Decisions: an embedding failure gets its own stage (it was recorded as an extraction step; earlier rows are
+moved over so the history reads the same for old and new items), and `created_at` is the time the step was
+decided, given by the writer (the pipeline writes a step's decision with its next checkpoint), no longer the
+time of the insert. The column is unchanged."""
 
+import django.utils.timezone
 from django.db import migrations, models
 
 
@@ -43,4 +46,9 @@ class Migration(migrations.Migration):
             ),
         ),
         migrations.RunPython(embedding_stage, extraction_stage),
+        migrations.AlterField(
+            model_name="moderationdecision",
+            name="created_at",
+            field=models.DateTimeField(default=django.utils.timezone.now, editable=False),
+        ),
     ]
