@@ -5,7 +5,7 @@ their decisions and stats). Scratch database `eigenflux_soak` on the configured 
 at the start). Items are published through the service layer (`item_publish`, the same transaction as the API,
 without HTTP), a block at a time, keeping the backlog under --backlog; `--pipelines` run_pipeline processes
 (every consumer, the relay, housekeeping) enrich them with the local analyzer. The maintenance job's function
-(pipeline.maintenance.maintenance_run, the rq job without the scheduling) runs every --maintenance seconds,
+(pipeline.scheduled_jobs.maintenance_run, the rq job without the scheduling) runs every --maintenance seconds,
 with retention windows shortened to minutes so that a run of an hour shows them at work.
 
     flock /tmp/eigenflux-bench.lock .venv/bin/python bench/soak.py [--items 100000] [--pipelines 2]
@@ -167,7 +167,7 @@ def main() -> int:
     from eigenflux.redis import get_redis
     from items.services.agents import agent_create
     from items.services.publish import item_publish
-    from pipeline.maintenance import maintenance_run
+    from pipeline.scheduled_jobs import maintenance_run
 
     client = get_redis(env["REDIS_URL"])
     client.flushdb()

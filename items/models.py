@@ -9,6 +9,7 @@ from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVectorField
 from django.db import models
 from django.db.models.functions import Lower
+from django.utils import timezone
 from pgvector.django import HnswIndex, VectorField
 
 
@@ -117,6 +118,22 @@ class BroadcastType(models.TextChoices):
     ALERT = "alert", "alert"
 
 
+# The item fields the extraction fills (validated model output, pipeline.llm.Extraction), written when the item
+# reaches its outcome; the admin shows them together.
+EXTRACTED_FIELDS = (
+    "summary",
+    "keywords",
+    "domains",
+    "broadcast_type",
+    "lang",
+    "quality",
+    "timeliness",
+    "geo",
+    "source_type",
+    "expected_response",
+)
+
+
 class ProcessedItem(models.Model):
     """The pipeline's view of one raw item: status, extracted fields, embedding, search vector."""
 
@@ -193,6 +210,8 @@ class ProcessedItem(models.Model):
 class DecisionStage(models.TextChoices):
     BLACKLIST = "blacklist", "blacklist"
     DUPLICATE = "duplicate", "duplicate"
+    EMBEDDING = "embedding", "embedding"
+    """The item's embedding (for grouping) could not be computed."""
     SAFETY = "safety", "safety"
     EXTRACTION = "extraction", "extraction"
     QUALITY = "quality", "quality"
@@ -215,7 +234,9 @@ class ModerationDecision(models.Model):
     category = models.CharField(max_length=64, blank=True, help_text="Safety flag or discard category.")
     reason = models.TextField(blank=True)
     model = models.CharField(max_length=100, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
+    # When the step was decided, which may be earlier than the row is written (the pipeline writes a step's
+    # decision with its next checkpoint or the outcome): the history is ordered by it.
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
 
     class Meta:
         indexes = [models.Index(fields=["item", "created_at"], name="decision_item_time")]

@@ -1,4 +1,5 @@
-"""Text rules shared by publish validation and dedup: weighted length and content normalisation."""
+"""Content text rules: the normalisation exact dedup compares (and its hash), and whether PostgreSQL can store a
+text at all. The publish limits' weighted length is with the limits, in items.api.schemas."""
 
 from __future__ import annotations
 
@@ -7,13 +8,7 @@ import unicodedata
 
 import regex
 
-# Han, Hiragana, Katakana and Hangul code points weigh 2 (README.md#agent-api); everything else weighs 1.
-_WIDE = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]")
 _SPACE = regex.compile(r"\s+")
-
-
-def weighted_length(text: str) -> int:
-    return len(text) + len(_WIDE.findall(text))
 
 
 def normalise_content(text: str) -> str:

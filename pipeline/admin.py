@@ -1,36 +1,43 @@
-"""The moderator's admin for the pipeline (docs/admin.md): dead letters with requeue and resolve, model calls, and
-the pipeline health and prompts pages (mounted under the dead-letter and model-call admins)."""
+"""The moderator's admin for the pipeline (docs/admin.md): dead letters with requeue and resolve, model calls and
+their hourly roll-up. The health and prompts pages (pipeline.admin_views) are mounted under the dead-letter and
+model-call admins."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+from functools import partial
 
-from django import forms
 from django.contrib import admin
-from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
-from django.core.exceptions import PermissionDenied
 from django.template.loader import render_to_string
-from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from items.admin import ITEM_DETAIL_PANELS, badge, report
+from items.admin import ITEM_DETAIL_PANELS
+from items.admin.actions import apply_each, badge, confirm_with_form, note_form
 from items.models import ProcessedItem
-from pipeline import health
-from pipeline.deadletters import DeadLetterRefused, dead_letter_requeue, dead_letter_resolve
+from pipeline.admin_views import health_page, prompts_page
+from pipeline.dead_letter_records import DeadLetterRefused, dead_letter_requeue, dead_letter_resolve
 from pipeline.models import DeadLetter, DeadLetterState, ErrorClass, LLMCall, LLMCallHourly
 
 STATE_TONES = {DeadLetterState.OPEN: "bad", DeadLetterState.REQUEUED: "processing", DeadLetterState.RESOLVED: "ok"}
 ERROR_TONES = {ErrorClass.TRANSIENT: "warn", ErrorClass.PERMANENT: "bad"}
 
 
-class ResolveForm(forms.Form):
-    note = forms.CharField(
-        widget=forms.Textarea(attrs={"rows": 3, "cols": 60}),
-        max_length=4000,
-        help_text="What was done about it (kept on the letter).",
-    )
+ResolveForm = note_form("note", max_length=4000, help_text="What was done about it (kept on the letter).")
+
+
+class MachineRecordsAdmin(admin.ModelAdmin):
+    """Rows the pipeline writes for the record (model calls and their roll-up): browse only."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
 
 
 @admin.register(DeadLetter)
@@ -59,6 +66,7 @@ class DeadLetterAdmin(admin.ModelAdmin):
         ("Payload", {"fields": ("payload_pretty",)}),
     )
     change_list_template = "admin/pipeline/deadletter/change_list.html"
+    change_form_template = "admin/read_only_change_form.html"
 
     def get_readonly_fields(self, request, obj=None):
         return [field for fieldset in self.fieldsets for field in fieldset[1]["fields"]]
@@ -116,73 +124,39 @@ class DeadLetterAdmin(admin.ModelAdmin):
 
     @admin.action(description="Requeue through the outbox (replay)", permissions=["change"])
     def requeue_letters(self, request, queryset):
-        done, refusals = 0, []
-        for letter in queryset.defer(None):
-            try:
-                dead_letter_requeue(letter=letter, actor=request.user)
-            except DeadLetterRefused as exc:
-                refusals.append(str(exc))
-                continue
-            done += 1
-        report(self, request, "Requeued", done, refusals)
+        def requeue(letter: DeadLetter) -> None:
+            dead_letter_requeue(letter=letter, actor=request.user)
+
+        apply_each(self, request, queryset.defer(None), requeue, verb="Requeued", refused=DeadLetterRefused)
 
     @admin.action(description="Resolve (asks for a note)", permissions=["change"])
     def resolve_letters(self, request, queryset):
-        form = ResolveForm(request.POST if "confirm" in request.POST else None)
-        if form.is_bound and form.is_valid():
-            done, refusals = 0, []
-            for letter in queryset:
-                try:
-                    dead_letter_resolve(letter=letter, actor=request.user, note=form.cleaned_data["note"])
-                except DeadLetterRefused as exc:
-                    refusals.append(str(exc))
-                    continue
-                done += 1
-            report(self, request, "Resolved", done, refusals)
-            return None
-        return TemplateResponse(
-            request,
-            "admin/confirm_action.html",
-            {
-                **self.admin_site.each_context(request),
-                "title": "Resolve dead letters",
-                "opts": self.model._meta,
-                "queryset": queryset,
-                "objects": [f"#{letter.pk} {letter} [{letter.state}]" for letter in queryset],
-                "form": form,
-                "action": "resolve_letters",
-                "action_checkbox_name": ACTION_CHECKBOX_NAME,
-                "confirm_label": "Resolve",
-                "explanation": "Resolved letters are closed: they are neither requeued nor shown as open.",
-            },
-        )
+        def resolve_all(data: dict) -> None:
+            def resolve(letter: DeadLetter) -> None:
+                dead_letter_resolve(letter=letter, actor=request.user, note=data["note"])
 
-    # --- the pipeline health page ------------------------------------------------------------------------
+            apply_each(self, request, queryset, resolve, verb="Resolved", refused=DeadLetterRefused)
+
+        return confirm_with_form(
+            self,
+            request,
+            queryset,
+            form_class=ResolveForm,
+            action="resolve_letters",
+            title="Resolve dead letters",
+            confirm_label="Resolve",
+            explanation="Resolved letters are closed: they are neither requeued nor shown as open.",
+            describe=lambda letter: f"#{letter.pk} {letter} [{letter.state}]",
+            apply=resolve_all,
+        )
 
     def get_urls(self):
-        urls = [path("health/", self.admin_site.admin_view(self.health_view), name="pipeline_health")]
-        return urls + super().get_urls()
-
-    def health_view(self, request):
-        if not health.can_view_health(request.user):
-            raise PermissionDenied
-        snapshot = health.health_snapshot()
-        return TemplateResponse(
-            request,
-            "admin/pipeline/health.html",
-            {
-                **self.admin_site.each_context(request),
-                "title": "Pipeline health",
-                "opts": self.model._meta,
-                "snapshot": snapshot,
-                "snapshot_html": render_to_string("admin/pipeline/health_snapshot.html", {"snapshot": snapshot}),
-                "push_seconds": health.push_seconds(),
-            },
-        )
+        view = self.admin_site.admin_view(partial(health_page, modeladmin=self))
+        return [path("health/", view, name="pipeline_health"), *super().get_urls()]
 
 
 @admin.register(LLMCall)
-class LLMCallAdmin(admin.ModelAdmin):
+class LLMCallAdmin(MachineRecordsAdmin):
     list_display = (
         "created_at",
         "prompt",
@@ -203,15 +177,6 @@ class LLMCallAdmin(admin.ModelAdmin):
     def get_queryset(self, request):
         return super().get_queryset(request).defer("error")
 
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
     @admin.display(description="item", ordering="item_id")
     def item_link(self, obj):
         if obj.item_id is None:
@@ -219,29 +184,13 @@ class LLMCallAdmin(admin.ModelAdmin):
         url = reverse("admin:items_processeditem_change", args=[obj.item_id])
         return format_html('<a href="{}">{}</a>', url, obj.item_id)
 
-    # --- the prompts page -----------------------------------------------------------------------------------
-
     def get_urls(self):
-        urls = [path("prompts/", self.admin_site.admin_view(self.prompts_view), name="pipeline_prompts")]
-        return urls + super().get_urls()
-
-    def prompts_view(self, request):
-        if not self.has_view_permission(request):
-            raise PermissionDenied
-        return TemplateResponse(
-            request,
-            "admin/pipeline/prompts.html",
-            {
-                **self.admin_site.each_context(request),
-                "title": "Prompts",
-                "opts": self.model._meta,
-                "prompts": health.prompt_statuses(),
-            },
-        )
+        view = self.admin_site.admin_view(partial(prompts_page, modeladmin=self))
+        return [path("prompts/", view, name="pipeline_prompts"), *super().get_urls()]
 
 
 @admin.register(LLMCallHourly)
-class LLMCallHourlyAdmin(admin.ModelAdmin):
+class LLMCallHourlyAdmin(MachineRecordsAdmin):
     """Model calls rolled up per hour as their rows are pruned (LLM_CALL_RETENTION_HOURS): the cost history."""
 
     list_display = (
@@ -259,15 +208,6 @@ class LLMCallHourlyAdmin(admin.ModelAdmin):
     list_filter = ("prompt", "outcome", "model", "hour")
     ordering = ("-hour", "prompt")
     show_full_result_count = False
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     @admin.display(description="avg ms")
     def average_ms(self, obj):

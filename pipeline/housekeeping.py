@@ -30,6 +30,7 @@ from pipeline import metrics
 from pipeline.runtime import liveness
 from pipeline.runtime.consumer import Consumer
 from pipeline.runtime.deadletter import ARCHIVE_GROUP
+from pipeline.runtime.entries import id_key
 from pipeline.runtime.scripts import Scripts
 
 log = logging.getLogger(__name__)
@@ -56,20 +57,15 @@ return n
 LAG_COUNT_CAP = 1_000_000
 
 
-def _id_key(message_id: str) -> tuple[int, int]:
-    ms, _, seq = message_id.partition("-")
-    return int(ms), int(seq or 0)
-
-
 def oldest_unfinished_id(client: redis.Redis, stream: str, group: dict) -> str:
     """The smallest id the group may still need: its oldest pending entry, else the one after last-delivered."""
-    ms, seq = _id_key(group["last-delivered-id"])
+    ms, seq = id_key(group["last-delivered-id"])
     candidates = [f"{ms}-{seq + 1}"]
     if group.get("pending"):
         summary = client.xpending(stream, group["name"])
         if summary.get("min"):
             candidates.append(summary["min"])
-    return min(candidates, key=_id_key)
+    return min(candidates, key=id_key)
 
 
 def trim_stream(
@@ -93,8 +89,8 @@ def trim_stream(
     now_ms = int(time.time() * 1000)
     candidates = [f"{max(now_ms - int(age * 1000), 0)}-0"]
     candidates += [oldest_unfinished_id(client, stream, g) for g in groups]
-    minid = min(candidates, key=_id_key)
-    if _id_key(minid) <= (0, 1):
+    minid = min(candidates, key=id_key)
+    if id_key(minid) <= (0, 1):
         return None
     # Exact, not `~`: the count is reported, and the list is trimmed at most once a minute.
     removed = client.xtrim(stream, minid=minid, approximate=False)
@@ -130,7 +126,7 @@ def entry_alive(client: redis.Redis, stream: str, group: str, message_id: str) -
     if pending:
         return True
     info = next((g for g in client.xinfo_groups(stream) if g["name"] == group), None)
-    if info is None or _id_key(message_id) <= _id_key(info["last-delivered-id"]):
+    if info is None or id_key(message_id) <= id_key(info["last-delivered-id"]):
         return False
     return bool(client.xrange(stream, message_id, message_id, count=1))
 
@@ -250,9 +246,10 @@ def outbox_backlog() -> tuple[int, float]:
     """Undispatched events and the oldest one's age; events scheduled for later (delayed, never tried) are not
     backlog until they are due."""
     table = OutboxEvent._meta.db_table
+    # clock_timestamp(), not now(): inside a longer transaction now() is its start, older than rows written since.
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT count(*), COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0) "  # noqa: S608 - table name
+            f"SELECT count(*), COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - min(created_at)), 0) "  # noqa: S608
             f"FROM {table} WHERE dispatched_at IS NULL "
             "AND NOT (attempts = 0 AND next_attempt_at IS NOT NULL AND next_attempt_at > now())"
         )

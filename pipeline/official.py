@@ -15,9 +15,11 @@ from contextlib import contextmanager
 from django.conf import settings
 
 from eigenflux.redis import get_redis
-from items.models import Agent
+from items.models import Agent, MessageKind, RawItem
 from items.services.agents import agent_create
+from items.services.messages import message_send
 from pipeline import llm
+from pipeline.runtime import Event, LeaseLost, RetryLater
 
 log = logging.getLogger(__name__)
 
@@ -89,3 +91,21 @@ def official_text(*, kind: str, agent: Agent, content: str = "", cancel: threadi
         except llm.ModelError as exc:
             log.warning("official %s reply for agent %s fell back: %s", kind, agent.pk, exc.__class__.__name__)
     return FALLBACK[kind].format(name=agent.name), "fallback"
+
+
+def official_message_send(
+    *, kind: MessageKind, agent: Agent, event: Event, lease_seconds: float, item: RawItem | None = None
+) -> None:
+    """The official agent writes its once-per-agent message of `kind` to `agent` (about `item`, if given) and sends
+    it, under the per-(kind, agent) lock. Another consumer writing it is a RetryLater; an entry whose lease was lost
+    meanwhile sends nothing (LeaseLost)."""
+    content = item.content if item is not None else ""
+    try:
+        with writing(kind, agent.pk, lease_seconds):
+            body, model = official_text(kind=kind, agent=agent, content=content, cancel=event.lease.cancelled)
+            event.lease.check()
+            message_send(sender=official_agent(), recipient=agent, body=body, kind=kind, item=item, model=model)
+    except Busy as exc:
+        raise RetryLater(str(exc)) from exc
+    except llm.CallCancelled as exc:
+        raise LeaseLost(str(exc)) from exc

@@ -1,4 +1,4 @@
-"""Retention of what grows with traffic (run by the maintenance job, pipeline.maintenance).
+"""Retention of what grows with traffic (run by the maintenance job, pipeline.scheduled_jobs).
 
 Each table that grows with every item, beyond the items themselves and their decisions, is pruned on its
 own setting (README, "Configuration"): dispatched outbox rows, consumed-event records, model-call rows (rolled
@@ -18,7 +18,7 @@ from django.db import connection
 from django.utils import timezone
 
 from items.outbox import outbox_events_prune
-from pipeline.deadletters import dead_letters_resolve_superseded
+from pipeline.dead_letter_records import dead_letters_resolve_superseded
 from pipeline.models import AuditEvent, ConsumedEvent, DeadLetter, DeadLetterState, LLMCall, LLMCallHourly
 
 log = logging.getLogger(__name__)

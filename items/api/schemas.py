@@ -6,14 +6,18 @@ from datetime import datetime
 from typing import Literal
 from urllib.parse import urlsplit
 
+import regex
 from ninja import Schema
 from pydantic import ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
 
 from items.services.feedback import SCORES
-from items.text import text_problem, weighted_length
+from items.text import text_problem
 
+# Publish limits are in weighted characters: Han, Hiragana, Katakana and Hangul code points weigh 2 (one of
+# them carries about as much as two Latin letters; README.md#agent-api); everything else weighs 1.
 CONTENT_MAX_WEIGHTED = 4000
 NOTES_MAX_WEIGHTED = 2000
+_WIDE = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]")
 URL_MAX_LENGTH = 300
 IDEMPOTENCY_KEY_MAX_LENGTH = 255
 CURSOR_MAX_LENGTH = 64
@@ -21,6 +25,11 @@ CURSOR_DESCRIPTION = (
     "Opaque: pass the previous page's `next_cursor` unchanged (at most 64 characters). Leave out for the "
     "first page; a cursor this API did not issue answers 422."
 )
+
+
+def weighted_length(text: str) -> int:
+    """The length CONTENT_MAX_WEIGHTED and NOTES_MAX_WEIGHTED count."""
+    return len(text) + len(_WIDE.findall(text))
 
 
 def storable(value: str | None) -> str | None:

@@ -1,4 +1,8 @@
-"""The `moderators` group (docs/admin.md): exactly the permissions the moderator admin needs, no superuser."""
+"""The `moderators` group (docs/admin.md): exactly the permissions the moderator admin needs, no superuser.
+
+Its permissions on the pipeline's models (dead letters, model calls) are granted by the pipeline's own migrations
+(pipeline.0003, pipeline.0004): items never depends on pipeline. This migration used to grant them itself, with a
+dependency on pipeline.0001; databases migrated then already have them, and pipeline.0004 adds nothing twice."""
 
 from django.contrib.auth.management import create_permissions
 from django.db import migrations
@@ -20,13 +24,6 @@ PERMISSIONS = {
         "add_blacklistkeyword",
         "change_blacklistkeyword",
         "delete_blacklistkeyword",
-    ],
-    "pipeline": [
-        # dead letters: browse, requeue and resolve; also opens the live health page
-        "view_deadletter",
-        "change_deadletter",
-        # model calls and the prompts page
-        "view_llmcall",
     ],
     # django-rq's queue pages, linked from the admin
     "django_rq": ["admin"],
@@ -60,7 +57,6 @@ def delete_group(apps, schema_editor):
 class Migration(migrations.Migration):
     dependencies = [
         ("items", "0002_enrichment_checkpoints"),
-        ("pipeline", "0001_initial"),
         ("django_rq", "0003_alter_dashboard_permission_names"),
         ("auth", "0012_alter_user_first_name_max_length"),
         ("contenttypes", "0002_remove_content_type_name"),

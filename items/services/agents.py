@@ -87,6 +87,24 @@ def agent_rename(*, agent: Agent, name: str) -> Agent:
     return agent
 
 
+ACCOUNT_FIELDS = ("email", "is_official", "is_active")
+
+
+def agent_account_update(*, agent: Agent, **fields) -> list[str]:
+    """Change what a moderator manages beside the profile (login email, official flag, active flag); returns the
+    fields that changed. Profile fields go through items.services.profiles.agent_profile_update, which announces
+    them."""
+    unknown = set(fields) - set(ACCOUNT_FIELDS)
+    if unknown:
+        raise ValueError(f"not account fields: {sorted(unknown)}")
+    changed = [name for name, value in fields.items() if getattr(agent, name) != value]
+    for name in changed:
+        setattr(agent, name, fields[name])
+    if changed:
+        agent.save(update_fields=[*changed, "updated_at"])
+    return changed
+
+
 def agent_token_create(*, agent: Agent, label: str = "") -> IssuedToken:
     token = token_generate()
     record = AgentToken.objects.create(

@@ -22,6 +22,7 @@ from items.events import (
 from items.feed import feed_invalidate_on_commit
 from items.models import DecisionStage, ItemStatus, ModerationDecision, ProcessedItem, PublicReason
 from items.outbox import outbox_event_create
+from items.services.item_states import back_to_pending, outcome, unclaimed, without_checkpoints
 from items.textsearch import search_vector
 
 # Which states each action starts from. Pending and processing items are the pipeline's: requeueing or
@@ -122,19 +123,7 @@ def item_requeue(*, item: ProcessedItem, moderator, note: str = "") -> Processed
         requeueable |= Q(status=ItemStatus.PROCESSING, claimed_by=current.claimed_by)
     with transaction.atomic():
         updated = ProcessedItem.objects.filter(requeueable, pk=item.pk).update(
-            status=ItemStatus.PENDING,
-            reason=PublicReason.NONE,
-            duplicate_of=None,
-            embedding=None,
-            safety_passed_at=None,
-            extraction=None,
-            suggestion="",
-            suggested_at=None,
-            claimed_by="",
-            lease_expires_at=None,
-            attempts=0,
-            last_error="",
-            updated_at=now,
+            **back_to_pending(now=now), **without_checkpoints()
         )
         if not updated:
             raise _refuse("requeue", item.pk, (*REQUEUE_FROM, "stuck processing"))
@@ -160,11 +149,10 @@ def item_approve(*, item: ProcessedItem, moderator, note: str = "") -> Processed
         if extracted:
             search = search_vector(summary=current.summary, keywords=current.keywords, content=current.raw.content)
             ProcessedItem.objects.filter(pk=item.pk).update(
+                **unclaimed(),
                 status=ItemStatus.COMPLETED,
                 reason=PublicReason.NONE,
                 duplicate_of=None,
-                claimed_by="",
-                lease_expires_at=None,
                 last_error="",
                 search_vector=search,
                 processed_at=now,
@@ -173,16 +161,7 @@ def item_approve(*, item: ProcessedItem, moderator, note: str = "") -> Processed
             _decide(item, moderator, "approved", reason=note, category="completed")
             _outcome(item, ITEM_COMPLETED, ItemStatus.COMPLETED)
         else:
-            ProcessedItem.objects.filter(pk=item.pk).update(
-                status=ItemStatus.PENDING,
-                reason=PublicReason.NONE,
-                duplicate_of=None,
-                claimed_by="",
-                lease_expires_at=None,
-                attempts=0,
-                last_error="",
-                updated_at=now,
-            )
+            ProcessedItem.objects.filter(pk=item.pk).update(**back_to_pending(now=now))
             _decide(item, moderator, "approved", reason=note, category="extraction_pending")
             _publish(item, override=OVERRIDE_APPROVE)
     item.refresh_from_db()
@@ -197,13 +176,7 @@ def item_takedown(*, item: ProcessedItem, moderator, reason: str) -> ProcessedIt
     now = timezone.now()
     with transaction.atomic():
         updated = ProcessedItem.objects.filter(pk=item.pk, status__in=TAKEDOWN_FROM).update(
-            status=ItemStatus.DISCARDED,
-            reason=PublicReason.CONTENT_EVALUATION,
-            claimed_by="",
-            lease_expires_at=None,
-            extraction=None,
-            processed_at=now,
-            updated_at=now,
+            **outcome(status=ItemStatus.DISCARDED, now=now), reason=PublicReason.CONTENT_EVALUATION
         )
         if not updated:
             raise _refuse("take down", item.pk, TAKEDOWN_FROM)

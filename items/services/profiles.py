@@ -20,11 +20,6 @@ PROFILE_FIELDS = ("name", "bio", "offers", "seeks")
 KEYWORDS_GROUP = "cg:profile:update"  # the keyword extraction's consumer group
 
 
-def profile_is_complete(agent: Agent) -> bool:
-    """A profile is complete once it says who the agent is and what it offers or looks for."""
-    return bool(agent.bio.strip() and (agent.offers.strip() or agent.seeks.strip()))
-
-
 @transaction.atomic
 def agent_profile_update(*, agent: Agent, **fields: str) -> Agent:
     """Change profile fields and announce the change. A new name is checked like any agent name

@@ -5,8 +5,9 @@ stream, group, message_id, error_class, error, payload, failed_at, ...). Two way
 group cg:dlq:archive:
 - the registered consumers at the end of this module (one per dead-letter stream), which `run_pipeline`
   runs like any other: they override `parse` to read letter fields instead of an envelope;
-- DlqArchiver, which the scheduled auto-requeue job (pipeline.deadletters) uses to drain the streams
+- DlqArchiver, which the scheduled auto-requeue job (pipeline.scheduled_jobs) uses to drain the streams
   before it looks for letters.
+Rows are written by pipeline.dead_letter_records, which imports nothing of this module.
 Archiving is idempotent by origin (stream, group, message id), so either may see an entry twice.
 
 The archiver cannot lose a letter: its retries have no delivery limit (the backoff grows to a minute, and
@@ -23,19 +24,16 @@ import logging
 import os
 import socket
 import uuid
-from typing import TYPE_CHECKING
 
 import redis
 
 from eigenflux.redis import dlq_stream, get_redis
 from items.events import STREAM_ITEM_EVENTS, STREAM_ITEM_PUBLISH, STREAM_ITEM_STATS, STREAM_PROFILE_UPDATE
+from pipeline.dead_letter_records import Archived, dead_letter_archive_fields, dead_letter_archive_malformed
 from pipeline.runtime import Consumer, Event, GiveUp, RetryPolicy, register
 from pipeline.runtime.deadletter import ARCHIVE_GROUP, letter_payload
 from pipeline.runtime.entries import UndecodableEntry, decode_fields, text
 from pipeline.runtime.event import MalformedEntry
-
-if TYPE_CHECKING:
-    from pipeline.deadletters import Archived
 
 log = logging.getLogger(__name__)
 
@@ -131,8 +129,6 @@ class DlqArchiver:
 
 def archive_entry(stream: str, message_id: str, raw) -> Archived:
     """Store one entry of a dead-letter stream: a letter under its origin, anything else as malformed."""
-    from pipeline.deadletters import dead_letter_archive_fields, dead_letter_archive_malformed
-
     try:
         fields = decode_fields(raw)
     except UndecodableEntry as exc:
@@ -194,15 +190,11 @@ class _DeadLetterArchive(Consumer):
         )
 
     def handle(self, event: Event) -> None:
-        from pipeline.deadletters import dead_letter_archive_fields
-
         event.lease.check()
         dead_letter_archive_fields(event.envelope)
 
     def on_dead_letter(self, event: Event | None, reason: GiveUp) -> None:
         """Only malformed entries get here (retries are unlimited): they are archived as they are."""
-        from pipeline.deadletters import dead_letter_archive_malformed
-
         dead_letter_archive_malformed(
             stream=reason.stream, message_id=reason.message_id, error=reason.error, payload=reason.payload
         )

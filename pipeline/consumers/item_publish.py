@@ -1,4 +1,4 @@
-"""cg:item:publish: claims each published item and runs its enrichment (pipeline.enrichment)."""
+"""cg:item:publish: claims each published item and runs its enrichment (pipeline.enrichment_steps)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from django.conf import settings
 from eigenflux.redis import get_redis
 from items.events import ITEM_PUBLISHED, STREAM_ITEM_PUBLISH
 from items.models import ItemStatus, RawItem
-from items.services.enrichment import Cause, Claim, claim_token, item_claim, item_give_up
-from pipeline.enrichment import Enrichment, item_terminal
+from items.services.enrichment_state import Cause, Claim, claim_token, item_claim, item_give_up
+from pipeline.enrichment_steps import Enrichment, item_terminal
 from pipeline.llm.accounting import deferred_rows
 from pipeline.runtime import Consumer, DeadLetterNow, Event, GiveUp, NothingToDo, RetryLater, register
 from pipeline.runtime.liveness import consumer_alive
@@ -25,7 +25,7 @@ class ItemPublishConsumer(Consumer):
     event_types = frozenset({ITEM_PUBLISHED})
 
     def __init__(self) -> None:
-        # Identifies this consumer instance in item claims (see items.services.enrichment.claim_token).
+        # Identifies this consumer instance in item claims (see items.services.enrichment_state.claim_token).
         self.holder = uuid.uuid4().hex[:12]
 
     def handle(self, event: Event) -> None:

@@ -11,10 +11,8 @@ from django.utils import timezone
 
 from items.events import ITEM_PUBLISHED, STREAM_ITEM_PUBLISH
 from items.models import Message, MessageKind, RawItem
-from items.services.messages import message_send
-from pipeline import llm
-from pipeline.official import Busy, official_agent, official_text, writing
-from pipeline.runtime import Consumer, DeadLetterNow, Event, LeaseLost, NothingToDo, RetryLater, register
+from pipeline.official import official_message_send
+from pipeline.runtime import Consumer, DeadLetterNow, Event, NothingToDo, register
 
 
 @register
@@ -40,21 +38,10 @@ class OfficialFirstBroadcastConsumer(Consumer):
             raise NothingToDo(f"item {item.pk} is not agent {author.pk}'s first broadcast")
         if Message.objects.filter(recipient=author, kind=MessageKind.FIRST_BROADCAST).exists():
             raise NothingToDo(f"agent {author.pk} already got its first-broadcast reply")
-        try:
-            with writing("first_broadcast", author.pk, self.get_lease_seconds()):
-                body, model = official_text(
-                    kind="first_broadcast", agent=author, content=item.content, cancel=event.lease.cancelled
-                )
-                event.lease.check()
-                message_send(
-                    sender=official_agent(),
-                    recipient=author,
-                    body=body,
-                    kind=MessageKind.FIRST_BROADCAST,
-                    item=item,
-                    model=model,
-                )
-        except Busy as exc:
-            raise RetryLater(str(exc)) from exc
-        except llm.CallCancelled as exc:
-            raise LeaseLost(str(exc)) from exc
+        official_message_send(
+            kind=MessageKind.FIRST_BROADCAST,
+            agent=author,
+            event=event,
+            lease_seconds=self.get_lease_seconds(),
+            item=item,
+        )

@@ -1,4 +1,6 @@
-"""cg:official:welcome: the official agent welcomes each agent once, when its profile is first complete."""
+"""cg:official:welcome: the official agent welcomes each agent once, after its first profile update of any kind
+(a name, bio, offers or seeks change through the API or the admin): what an agent that has just set itself up
+expects. The welcome says nothing about the profile, so there is nothing to wait for."""
 
 from __future__ import annotations
 
@@ -6,12 +8,9 @@ from django.conf import settings
 
 from items.events import PROFILE_UPDATED, STREAM_PROFILE_UPDATE
 from items.models import Message, MessageKind
-from items.services.messages import message_send
-from items.services.profiles import profile_is_complete
-from pipeline import llm
 from pipeline.consumers.profile_update import agent_of
-from pipeline.official import Busy, official_agent, official_text, writing
-from pipeline.runtime import Consumer, Event, LeaseLost, NothingToDo, RetryLater, register
+from pipeline.official import official_message_send
+from pipeline.runtime import Consumer, Event, NothingToDo, register
 
 
 @register
@@ -25,16 +24,10 @@ class OfficialWelcomeConsumer(Consumer):
         if not settings.OFFICIAL_WELCOME_ENABLED:
             raise NothingToDo("welcome messages are switched off (OFFICIAL_WELCOME_ENABLED)")
         agent = agent_of(event)
-        if agent.is_official or not profile_is_complete(agent):
-            raise NothingToDo(f"agent {agent.pk} needs no welcome yet")
+        if agent.is_official:
+            raise NothingToDo(f"agent {agent.pk} is the official agent")
         if Message.objects.filter(recipient=agent, kind=MessageKind.WELCOME).exists():
             raise NothingToDo(f"agent {agent.pk} was already welcomed")
-        try:
-            with writing("welcome", agent.pk, self.get_lease_seconds()):
-                body, model = official_text(kind="welcome", agent=agent, cancel=event.lease.cancelled)
-                event.lease.check()
-                message_send(sender=official_agent(), recipient=agent, body=body, kind=MessageKind.WELCOME, model=model)
-        except Busy as exc:
-            raise RetryLater(str(exc)) from exc
-        except llm.CallCancelled as exc:
-            raise LeaseLost(str(exc)) from exc
+        official_message_send(
+            kind=MessageKind.WELCOME, agent=agent, event=event, lease_seconds=self.get_lease_seconds()
+        )

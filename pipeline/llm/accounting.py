@@ -18,7 +18,8 @@ from django.db import DatabaseError, transaction
 from pipeline.llm import metrics
 from pipeline.runtime import dependencies
 
-LOCAL_ANALYZER = "local"  # pipeline.llm.tasks.LOCAL_MODEL: the offline analyzer is no remote dependency
+# How the local analyzer shows in LLMCall rows, metrics and ProcessedItem.analyzer; it is no remote dependency.
+LOCAL_MODEL = "local"
 
 logger = logging.getLogger(__name__)
 _local = threading.local()  # .rows: the rows kept by the innermost deferred_rows() on this thread
@@ -50,7 +51,7 @@ def record_call(
     error: str = "",
 ) -> None:
     """Record one attempt. Accounting must never break enrichment, so a database error is logged, not raised."""
-    if model != LOCAL_ANALYZER and outcome != Outcome.CANCELLED:
+    if model != LOCAL_MODEL and outcome != Outcome.CANCELLED:
         # The circuit breakers' signal: did the model endpoint answer (even with an unusable reply)?
         dependencies.report(dependencies.MODEL, outcome != Outcome.UNAVAILABLE)
     usage = usage or Usage()

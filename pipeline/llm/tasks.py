@@ -10,23 +10,23 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from django.conf import settings
 from django.utils import timezone
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from pipeline.llm import local
-from pipeline.llm.accounting import Outcome, record_call
+from pipeline.llm.accounting import LOCAL_MODEL, Outcome, record_call
 from pipeline.llm.author_hints import parse_author_hints
 from pipeline.llm.calls import complete, embed_remote
-from pipeline.llm.clients import client_config, provider
+from pipeline.llm.clients import ClientKind, client_config, provider
 from pipeline.llm.errors import CallCancelled, ModelOutputInvalid
 from pipeline.llm.prompts import render
 from pipeline.llm.schemas import Extraction, OfficialReply, ProfileKeywords, SafetyVerdict, Suggestion
 
 T = TypeVar("T")
-LOCAL_MODEL = "local"  # how the local analyzer shows in LLMCall rows, metrics and ProcessedItem.analyzer
+M = TypeVar("M", bound=BaseModel)
 
 
 @dataclass(frozen=True)
@@ -57,15 +57,40 @@ def _local(prompt: str, item_id: int | None, cancel: threading.Event | None, ans
     return ModelAnswer(value=value, model=LOCAL_MODEL)
 
 
+def _ask(
+    prompt: str,
+    *,
+    client: ClientKind,
+    schema: type[M],
+    local_answer: Callable[[], M],
+    item_id: int | None,
+    cancel: threading.Event | None,
+    **variables: Any,
+) -> ModelAnswer[M]:
+    """One task's call: the local analyzer's answer, or the prompt rendered with `variables`, sent to the `client`
+    model and validated against `schema`."""
+    if provider() == "local":
+        return _local(prompt, item_id, cancel, local_answer)
+    config = client_config(client, prompt)
+    rendered = render(prompt, **variables)
+    value = complete(config=config, rendered=rendered, schema=schema, item_id=item_id, cancel=cancel)
+    return ModelAnswer(value=value, model=config.model)
+
+
 def safety_check(
     *, content: str, notes: str = "", url: str = "", item_id: int | None = None, cancel: threading.Event | None = None
 ) -> ModelAnswer[SafetyVerdict]:
-    if provider() == "local":
-        return _local("safety", item_id, cancel, lambda: local.safety_verdict(content=content, notes=notes, url=url))
-    config = client_config("safety", "safety")
-    rendered = render("safety", content=content, notes=notes, url=url)
-    value = complete(config=config, rendered=rendered, schema=SafetyVerdict, item_id=item_id, cancel=cancel)
-    return ModelAnswer(value=value, model=config.model)
+    return _ask(
+        "safety",
+        client="safety",
+        schema=SafetyVerdict,
+        local_answer=lambda: local.safety_verdict(content=content, notes=notes, url=url),
+        item_id=item_id,
+        cancel=cancel,
+        content=content,
+        notes=notes,
+        url=url,
+    )
 
 
 def extract_item(
@@ -78,21 +103,20 @@ def extract_item(
     cancel: threading.Event | None = None,
 ) -> ModelAnswer[Extraction]:
     hints = parse_author_hints(notes)
-    if provider() == "local":
-        answer = _local("process_item", item_id, cancel, lambda: local.extract(content=content, notes=notes, url=url))
-    else:
-        config = client_config("main", "process_item")
-        rendered = render(
-            "process_item",
-            content=content,
-            notes=hints.free_text,
-            hints=hints.prompt_lines(),
-            url=url,
-            accept_reply=accept_reply,
-            today=timezone.now().date().isoformat(),
-        )
-        value = complete(config=config, rendered=rendered, schema=Extraction, item_id=item_id, cancel=cancel)
-        answer = ModelAnswer(value=value, model=config.model)
+    answer = _ask(
+        "process_item",
+        client="main",
+        schema=Extraction,
+        local_answer=lambda: local.extract(content=content, notes=notes, url=url),
+        item_id=item_id,
+        cancel=cancel,
+        content=content,
+        notes=hints.free_text,
+        hints=hints.prompt_lines(),
+        url=url,
+        accept_reply=accept_reply,
+        today=timezone.now().date().isoformat(),
+    )
     # The author's choices win over the model's reading, applied after validation: accept_reply=false
     # (README.md#agent-api), and a valid declared expiry from the notes.
     update = {}
@@ -114,17 +138,17 @@ def suggest_action(
     item_id: int | None = None,
     cancel: threading.Event | None = None,
 ) -> ModelAnswer[Suggestion]:
-    if provider() == "local":
-        return _local(
-            "suggest_action",
-            item_id,
-            cancel,
-            lambda: local.suggestion(content=content, summary=summary, broadcast_type=broadcast_type),
-        )
-    config = client_config("main", "suggest_action")
-    rendered = render("suggest_action", content=content, summary=summary, broadcast_type=broadcast_type)
-    value = complete(config=config, rendered=rendered, schema=Suggestion, item_id=item_id, cancel=cancel)
-    return ModelAnswer(value=value, model=config.model)
+    return _ask(
+        "suggest_action",
+        client="main",
+        schema=Suggestion,
+        local_answer=lambda: local.suggestion(content=content, summary=summary, broadcast_type=broadcast_type),
+        item_id=item_id,
+        cancel=cancel,
+        content=content,
+        summary=summary,
+        broadcast_type=broadcast_type,
+    )
 
 
 def extract_keywords(
@@ -138,17 +162,18 @@ def extract_keywords(
 ) -> ModelAnswer[ProfileKeywords]:
     # LLMCall rows reference items only; profile calls are recorded without one (agent_id is for callers' logs).
     del agent_id
-    if provider() == "local":
-        return _local(
-            "extract_keywords",
-            None,
-            cancel,
-            lambda: local.profile_keywords(name=name, bio=bio, offers=offers, seeks=seeks),
-        )
-    config = client_config("main", "extract_keywords")
-    rendered = render("extract_keywords", name=name, bio=bio, offers=offers, seeks=seeks)
-    value = complete(config=config, rendered=rendered, schema=ProfileKeywords, item_id=None, cancel=cancel)
-    return ModelAnswer(value=value, model=config.model)
+    return _ask(
+        "extract_keywords",
+        client="main",
+        schema=ProfileKeywords,
+        local_answer=lambda: local.profile_keywords(name=name, bio=bio, offers=offers, seeks=seeks),
+        item_id=None,
+        cancel=cancel,
+        name=name,
+        bio=bio,
+        offers=offers,
+        seeks=seeks,
+    )
 
 
 def official_reply(
@@ -160,17 +185,17 @@ def official_reply(
 ) -> ModelAnswer[OfficialReply]:
     if kind not in ("welcome", "first_broadcast"):
         raise ValueError(f"unknown official reply kind {kind!r}")
-    if provider() == "local":
-        return _local(
-            "official_reply",
-            None,
-            cancel,
-            lambda: local.official_reply(kind=kind, agent_name=agent_name, content=content),
-        )
-    config = client_config("main", "official_reply")
-    rendered = render("official_reply", kind=kind, agent_name=agent_name, content=content)
-    value = complete(config=config, rendered=rendered, schema=OfficialReply, item_id=None, cancel=cancel)
-    return ModelAnswer(value=value, model=config.model)
+    return _ask(
+        "official_reply",
+        client="main",
+        schema=OfficialReply,
+        local_answer=lambda: local.official_reply(kind=kind, agent_name=agent_name, content=content),
+        item_id=None,
+        cancel=cancel,
+        kind=kind,
+        agent_name=agent_name,
+        content=content,
+    )
 
 
 def embed(

@@ -27,6 +27,12 @@ def text(value: bytes | str) -> str:
     return value.decode("utf-8", errors="backslashreplace")
 
 
+def id_key(message_id: str) -> tuple[int, int]:
+    """A stream entry id ("<ms>-<seq>") as numbers, so ids sort and compare as Redis orders them."""
+    ms, _, seq = message_id.partition("-")
+    return int(ms), int(seq or 0)
+
+
 def decode_fields(raw: RawFields) -> dict[str, str]:
     """Every field name and value as str, or UndecodableEntry naming the first field that is not UTF-8."""
     fields: dict[str, str] = {}

@@ -51,7 +51,7 @@ from pipeline.runtime import dependencies
 from pipeline.runtime.breaker import Admission, Admit, Breakers, State
 from pipeline.runtime.consumer import Consumer
 from pipeline.runtime.deadletter import GiveUp, dead_letter, letter_payload
-from pipeline.runtime.entries import RawFields, UndecodableEntry, decode_fields, lenient_fields, text
+from pipeline.runtime.entries import RawFields, UndecodableEntry, decode_fields, id_key, lenient_fields, text
 from pipeline.runtime.errors import DeadLetterNow, LeaseLost, NothingToDo, RetryLater
 from pipeline.runtime.event import Event, Lease, MalformedEntry
 from pipeline.runtime.logcontext import delivery_log_context
@@ -949,7 +949,7 @@ class ConsumerRunner:
         entries = [(mid, raw) for mid, raw in claimed if mid not in self._held]
         if not entries:
             return
-        ids = sorted((mid for mid, _ in entries), key=_id_key)
+        ids = sorted((mid for mid, _ in entries), key=id_key)
         pending = self.client.xpending_range(self.stream, self.group, ids[0], ids[-1], len(ids) + 100, self.name)
         counts = {text(p["message_id"]): p["times_delivered"] for p in pending}
         self._m_reclaimed.inc(len(entries))
@@ -981,11 +981,6 @@ class ConsumerRunner:
             if opened:
                 metrics.BREAKER_OPENED.labels(self.stream, self.group, name).inc(opened)
                 self._opened_seen[name] = breaker.opened
-
-
-def _id_key(message_id: str) -> tuple[int, int]:
-    ms, _, seq = message_id.partition("-")
-    return int(ms), int(seq or 0)
 
 
 def _text(error: BaseException | None) -> str:

@@ -3,11 +3,14 @@ Redis cache) and agents with their tokens (shown once; revocable)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.urls import reverse
 
 from items.blacklist import CACHE_KEY, blacklist_keywords
-from items.models import Agent, AgentToken, BlacklistKeyword
+from items.events import PROFILE_UPDATED, STREAM_PROFILE_UPDATE
+from items.models import Agent, AgentToken, BlacklistKeyword, OutboxEvent
 from items.services.blacklist import blacklist_keyword_create
 from items.tokens import token_hash
 from tests.admin.conftest import messages_of
@@ -168,3 +171,58 @@ def test_an_agent_gets_an_optional_unique_email_for_the_clients_login(mod_client
     response = mod_client.post(reverse("admin:items_agent_add"), {"name": "Copy", "email": "bot@example.COM"})
     assert response.status_code == 200 and not Agent.objects.filter(name="Copy").exists()
     assert "Another agent already has this email address." in response.content.decode()
+
+
+def _agent_form(agent: Agent, **changes) -> dict:
+    """The agent's change form as the admin renders it (no token rows to edit), with `changes` applied."""
+    data = {
+        "name": agent.name,
+        "email": agent.email or "",
+        "is_active": "on" if agent.is_active else "",
+        "bio": agent.bio,
+        "offers": agent.offers,
+        "seeks": agent.seeks,
+        "tokens-TOTAL_FORMS": "0",
+        "tokens-INITIAL_FORMS": "0",
+        "tokens-MIN_NUM_FORMS": "0",
+        "tokens-MAX_NUM_FORMS": "1000",
+        **changes,
+    }
+    return {key: value for key, value in data.items() if value != ""}
+
+
+def test_a_moderators_profile_edit_is_announced_like_the_agents_own(mod_client):
+    agent, _ = make_agent("scout")
+    url = reverse("admin:items_agent_change", args=[agent.pk])
+    response = mod_client.post(url, _agent_form(agent, bio="I index GPU offers", seeks="cheap H100 hours"))
+    assert response.status_code == 302, response.content.decode()[-2000:]
+    agent.refresh_from_db()
+    assert (agent.bio, agent.seeks) == ("I index GPU offers", "cheap H100 hours")
+    event = OutboxEvent.objects.get(stream=STREAM_PROFILE_UPDATE)
+    assert event.event_type == PROFILE_UPDATED and event.subject == str(agent.pk)
+    assert json.loads(event.envelope["data"]) == {
+        "agent_id": str(agent.pk),
+        "changed": ["bio", "seeks"],
+        "profile_version": agent.updated_at.isoformat(),
+    }
+
+    # A rename is a profile change too (and keeps the name key); deactivating is not announced.
+    mod_client.post(url, _agent_form(agent, name="Scout Two", is_active=""))
+    agent.refresh_from_db()
+    assert (agent.name, agent.is_active) == ("Scout Two", False)
+    changed = [json.loads(e.envelope["data"])["changed"] for e in OutboxEvent.objects.order_by("pk")]
+    assert changed == [["bio", "seeks"], ["name"]]
+
+    # Saving the form unchanged announces nothing.
+    mod_client.post(url, _agent_form(agent))
+    assert OutboxEvent.objects.filter(stream=STREAM_PROFILE_UPDATE).count() == 2
+
+
+def test_a_name_taken_in_the_admin_is_refused_on_the_form(mod_client):
+    make_agent("Atlas")
+    agent, _ = make_agent("scout")
+    response = mod_client.post(reverse("admin:items_agent_change", args=[agent.pk]), _agent_form(agent, name="ATLAS"))
+    assert response.status_code == 200
+    assert "already taken" in response.content.decode()
+    agent.refresh_from_db()
+    assert agent.name == "scout" and not OutboxEvent.objects.filter(stream=STREAM_PROFILE_UPDATE).exists()

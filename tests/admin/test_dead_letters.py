@@ -17,18 +17,16 @@ from eigenflux.redis import dlq_stream
 from items.events import ITEM_PUBLISHED, STREAM_ITEM_EVENTS, STREAM_ITEM_PUBLISH, build_envelope
 from items.models import OutboxEvent
 from pipeline.consumers.dlq_archive import DLQ_STREAMS, GROUP, DlqArchiver
-from pipeline.deadletters import (
-    AUTO_REQUEUE_JOB_PREFIX,
+from pipeline.dead_letter_records import (
     DeadLetterRefused,
     dead_letter_archive_fields,
     dead_letter_requeue,
     dead_letter_resolve,
     dead_letters_auto_requeue,
-    dead_letters_auto_requeue_job,
-    dead_letters_schedule,
 )
 from pipeline.models import DeadLetter, DeadLetterState
 from pipeline.runtime.deadletter import dead_letter
+from pipeline.scheduled_jobs import AUTO_REQUEUE_JOB_PREFIX, dead_letters_auto_requeue_job, dead_letters_schedule
 from tests.admin.conftest import messages_of
 from tests.factories import make_item
 

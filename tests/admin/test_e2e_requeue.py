@@ -13,7 +13,7 @@ from django.utils import timezone
 from items.events import ITEM_COMPLETED, ITEM_PUBLISHED, STREAM_ITEM_PUBLISH
 from items.models import ItemStatus, OutboxEvent, ProcessedItem
 from pipeline.consumers.dlq_archive import DlqArchiver
-from pipeline.deadletters import dead_letter_requeue
+from pipeline.dead_letter_records import dead_letter_requeue
 from pipeline.models import DeadLetter, DeadLetterState
 from pipeline.runtime.deadletter import dead_letter
 from tests.factories import make_item

@@ -165,7 +165,7 @@ def session_headers(user: User) -> list[tuple[bytes, bytes]]:
 
 
 async def _talk(headers, *, between=None, messages=2):
-    """Speak ASGI WebSocket to the project's application (channels.testing needs daphne, not installed)."""
+    """Speak ASGI WebSocket to the project's whole application (eigenflux.asgi) with asgiref's communicator."""
     from eigenflux.asgi import application
 
     scope = {

@@ -9,13 +9,17 @@ from datetime import timedelta
 import pytest
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.text import Truncator
 
+from items.admin.items import AUTHOR_CHARS, EXCERPT_CHARS
 from items.events import ITEM_COMPLETED, ITEM_DISCARDED, ITEM_PUBLISHED, STREAM_ITEM_EVENTS, STREAM_ITEM_PUBLISH
-from items.models import DecisionStage, ItemStatus, ModerationDecision, OutboxEvent, ProcessedItem
+from items.models import Agent, DecisionStage, ItemStatus, ModerationDecision, OutboxEvent, ProcessedItem
+from items.services.enrichment_state import Cause, Decision, claim_token, item_checkpoint, item_claim, item_discard
 from items.services.moderation import ActionRefused, item_approve, item_requeue, item_takedown
 from pipeline.models import LLMCall
 from pipeline.runtime import liveness
 from tests.admin.conftest import discarded, item_in, messages_of
+from tests.factories import make_item
 
 CHANGELIST = reverse("admin:items_processeditem_changelist")
 
@@ -338,3 +342,61 @@ def test_changelist_filters_by_safety_flag_and_domain(mod_client):
 
     assert [i.pk for i in by_flag.context["cl"].result_list] == [flagged.pk]
     assert [i.pk for i in by_domain.context["cl"].result_list] == [clean.pk]
+
+
+def test_item_page_has_no_empty_submit_row(mod_client):
+    """Read-only: nothing to save, so no submit row (it held only a lone "Close" under an empty bar)."""
+    item = discarded(summary="Cheap GPUs")
+    html = mod_client.get(reverse("admin:items_processeditem_change", args=[item.pk])).content.decode()
+    assert 'class="submit-row"' not in html and "closelink" not in html
+    assert 'value="take_down_items"' in html  # the actions are still there
+
+
+def test_decision_history_lists_steps_in_the_order_they_ran(mod_client):
+    """The pipeline writes a step's decision with its next checkpoint or the outcome, stamped with the time the
+    step ran: a gate decided before the safety check is listed before it even when it is written after it."""
+    raw = make_item(content="Ordering matters")
+    token = claim_token(message_id="9-0", holder="h")
+    _, item = item_claim(item_id=raw.pk, token=token, lease_seconds=60)
+    blacklist = Decision(DecisionStage.BLACKLIST, "pass")
+    duplicate = Decision(DecisionStage.DUPLICATE, "pass")
+    safety = Decision(DecisionStage.SAFETY, "pass", at=timezone.now() + timedelta(seconds=1))
+    assert item_checkpoint(item=item, token=token, decisions=[safety], safety_passed_at=timezone.now())
+    cause = Cause(event_id="e", correlation_id="c", traceparent="")
+    quality = Decision(DecisionStage.QUALITY, "discard", "low_quality", at=timezone.now() + timedelta(seconds=2))
+    assert item_discard(item=item, token=token, decisions=[blacklist, duplicate, quality], cause=cause)
+
+    response = mod_client.get(reverse("admin:items_processeditem_change", args=[item.pk]))
+    shown = [d.stage for d in response.context["decisions"]]
+    assert shown == [DecisionStage.BLACKLIST, DecisionStage.DUPLICATE, DecisionStage.SAFETY, DecisionStage.QUALITY]
+    html = response.content.decode()
+    positions = [html.index(f">{stage}</span>") for stage in ("blacklist", "duplicate", "safety", "quality")]
+    assert positions == sorted(positions)
+
+
+def test_items_changelist_fits_1600_px(mod_client):
+    """Seven columns (the analyzer, group and processing time are on the item's page), long texts cut short."""
+    long_summary = "A very long summary " * 10
+    item = discarded(summary=long_summary)
+    Agent.objects.filter(pk=item.author_id).update(name="An agent with a remarkably long descriptive name")
+
+    response = mod_client.get(CHANGELIST)
+
+    assert list(response.context["cl"].list_display) == [
+        "action_checkbox",
+        "id_link",
+        "outcome",
+        "excerpt",
+        "broadcast_type",
+        "quality",
+        "author_name",
+        "created",
+    ]
+    html = response.content.decode()
+    excerpt = Truncator(long_summary).chars(EXCERPT_CHARS)
+    assert len(excerpt) == EXCERPT_CHARS and excerpt.endswith("…") and excerpt in html
+    assert long_summary not in html
+    assert Truncator("An agent with a remarkably long descriptive name").chars(AUTHOR_CHARS) in html
+    assert "remarkably long descriptive name" not in html
+    assert timezone.localtime(item.created_at).strftime("%Y-%m-%d %H:%M") in html
+    assert 'data-value="discarded"' in html and 'data-value="content_evaluation"' in html  # status and reason

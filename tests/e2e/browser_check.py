@@ -239,7 +239,7 @@ def seed() -> dict:
 def add_dead_letter() -> None:
     from django.utils import timezone
 
-    from pipeline.deadletters import dead_letter_archive
+    from pipeline.dead_letter_records import dead_letter_archive
 
     dead_letter_archive(
         stream="stream:item:events",
@@ -338,6 +338,11 @@ def main() -> int:
 
         tools.open(f"{base}/admin/items/processeditem/{seeded['item']}/change/")
         assert tools.evaluate("!!document.getElementById('decision-history')"), "item page"
+        # No empty blue bars: every section heading is one line high (a panel laid out beside the floated form
+        # stretched its heading behind the fieldsets), and there is no submit row with a lone "Close".
+        heights = tools.evaluate("[...document.querySelectorAll('#content h2')].map(h => h.offsetHeight)")
+        assert heights and max(heights) < 60, f"item page: a heading is {max(heights)} px high"
+        assert tools.evaluate("!document.querySelector('.submit-row')"), "item page: an empty submit row"
         tools.screenshot(args.out / "item-detail.png")
 
         tools.open(f"{base}/admin/pipeline/deadletter/")

@@ -1,9 +1,9 @@
-"""State transitions of items.services.enrichment that the pipeline tests cannot time precisely."""
+"""State transitions of items.services.enrichment_state that the pipeline tests cannot time precisely."""
 
 import pytest
 
 from items.models import DecisionStage, ItemStatus, PublicReason
-from items.services.enrichment import Cause, Claim, claim_token, item_claim, item_complete
+from items.services.enrichment_state import Cause, Claim, claim_token, item_claim, item_complete
 from tests.factories import make_agent, make_completed_item, make_item
 
 pytestmark = pytest.mark.django_db

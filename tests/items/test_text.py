@@ -1,6 +1,7 @@
 import pytest
 
-from items.text import content_hash, normalise_content, weighted_length
+from items.api.schemas import weighted_length
+from items.text import content_hash, normalise_content
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,6 @@ from django.utils import timezone
 
 from items.models import ItemStatus, OutboxEvent, ProcessedItem
 from pipeline.health import model_usage_24h
-from pipeline.maintenance import maintenance_job, maintenance_run
 from pipeline.models import AuditEvent, ConsumedEvent, DeadLetter, DeadLetterState, LLMCall, LLMCallHourly
 from pipeline.retention import (
     audit_events_prune,
@@ -22,6 +21,7 @@ from pipeline.retention import (
     llm_calls_roll_up,
     outbox_prune,
 )
+from pipeline.scheduled_jobs import maintenance_job, maintenance_run
 from tests.factories import make_item
 
 pytestmark = pytest.mark.django_db

@@ -7,7 +7,7 @@ import django_rq
 import pytest
 from django.core.management import call_command
 
-from pipeline.deadletters import AUTO_REQUEUE_JOB_PREFIX
+from pipeline.scheduled_jobs import AUTO_REQUEUE_JOB_PREFIX
 
 
 @pytest.mark.django_db

@@ -10,12 +10,12 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from items.models import ProcessedItem
-from items.services.enrichment import item_embeddings_store
+from items.services.enrichment_state import item_embeddings_store
 from pipeline import llm
 
 
 def embedding_text(content: str, notes: str) -> str:
-    """The text the pipeline embeds (pipeline.enrichment), so re-embedded vectors match new ones."""
+    """The text the pipeline embeds (pipeline.enrichment_steps), so re-embedded vectors match new ones."""
     return content if not notes else f"{content}\n\n{notes}"
 
 

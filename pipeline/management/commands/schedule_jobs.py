@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand
 
-from pipeline.deadletters import dead_letters_schedule
-from pipeline.maintenance import maintenance_schedule
+from pipeline.scheduled_jobs import dead_letters_schedule, maintenance_schedule
 
 
 class Command(BaseCommand):

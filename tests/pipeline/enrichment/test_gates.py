@@ -70,13 +70,16 @@ def test_accepted_item_costs_exactly_four_model_calls_and_nothing_on_redelivery(
     assert done.embedding is not None
     assert done.search_vector is not None
     assert done.processed_at is not None
+    # The history lists the steps in the order they ran, by time and by row alike.
     assert stages(pk) == [
-        (DecisionStage.SAFETY, "pass"),
         (DecisionStage.BLACKLIST, "pass"),
         (DecisionStage.DUPLICATE, "pass"),
+        (DecisionStage.SAFETY, "pass"),
         (DecisionStage.EXTRACTION, "pass"),
         (DecisionStage.QUALITY, "pass"),
     ]
+    by_time = done.decisions.order_by("created_at", "pk").values_list("stage", flat=True)
+    assert list(by_time) == [stage for stage, _ in stages(pk)]
     assert outcome_types(pk) == [ITEM_COMPLETED]
     assert LLMCall.objects.filter(item_id=pk).count() == 4
     # The outcome event was relayed by the same burst.
@@ -271,6 +274,19 @@ def test_extraction_garbage_then_success_pays_safety_once(enrich, fake_llm):
     assert item(pk).status == ItemStatus.COMPLETED
     assert calls(fake_llm) == {"safety": 1, "process_item": 2, "suggest_action": 1, "embed": 1}
     assert (DecisionStage.EXTRACTION, "invalid") in stages(pk)
+
+
+def test_embedding_failure_is_recorded_as_its_own_stage(enrich, fake_llm):
+    author, _ = make_agent()
+    # The embedding call and its two client retries fail; the redelivery gets the default vector.
+    fake_llm.script("embed", *[Fault.server_error(500)] * 3)
+    pk = make_item(author, "Looking for a Rust mentor in Lisbon").pk
+    enrich()
+    assert item(pk).status == ItemStatus.COMPLETED
+    failure = item(pk).decisions.get(verdict="unavailable")
+    assert failure.stage == DecisionStage.EMBEDDING
+    assert failure.category == "ModelUnavailable"
+    assert not item(pk).decisions.filter(stage=DecisionStage.EXTRACTION).exclude(verdict="pass").exists()
 
 
 def test_extraction_exhausted_fails_and_dead_letters(enrich, fake_llm, redis_client):

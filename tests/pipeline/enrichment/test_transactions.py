@@ -76,7 +76,7 @@ def test_an_accepted_item_takes_at_most_eight_transactions(fake_llm):
 
 
 def test_claim_returns_the_item_as_claimed_with_its_raw_item(fake_llm):
-    from items.services.enrichment import Claim, item_claim
+    from items.services.enrichment_state import Claim, item_claim
 
     author = agent_create(name="tx-claim")
     raw = item_publish(author=author, content="Looking for a co-founder with Rust and distributed systems.").item

@@ -3,7 +3,7 @@
 The consumer in pipeline.consumers.item_publish claims the item and hands it here. Intermediate results
 (embedding, safety pass, extraction, suggestion) are checkpointed on the item, so a redelivered entry pays
 for no model call twice. A model that is unavailable releases the item for a retry; when the runtime gives
-up on the entry, the consumer's final hook marks the item `failed` (items.services.enrichment.item_give_up).
+up on the entry, the consumer's final hook marks the item `failed` (items.services.enrichment_state.item_give_up).
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from django.utils import timezone
 
 from eigenflux import tracing
 from items.blacklist import blacklist_match
-from items.models import DecisionStage, ItemStatus, ProcessedItem, PublicReason
+from items.models import EXTRACTED_FIELDS, DecisionStage, ItemStatus, ProcessedItem, PublicReason
 from items.selectors import SimilarHit, exact_duplicate_of, most_similar
-from items.services.enrichment import (
+from items.services.enrichment_state import (
     Cause,
     Decision,
     item_checkpoint,
@@ -51,37 +51,24 @@ class UnsavedCheckpoints:
     def __init__(self, limit: int = 10_000):
         self.limit = limit
         self._lock = threading.Lock()
-        self._kept: OrderedDict[tuple[str, int], list[tuple[dict, Decision | None]]] = OrderedDict()
+        self._kept: OrderedDict[tuple[str, int], list[tuple[dict, list[Decision]]]] = OrderedDict()
 
-    def keep(self, key: tuple[str, int], fields: dict, decision: Decision | None) -> None:
+    def keep(self, key: tuple[str, int], fields: dict, decisions: list[Decision]) -> None:
         with self._lock:
-            self._kept.setdefault(key, []).append((fields, decision))
+            self._kept.setdefault(key, []).append((fields, decisions))
             while len(self._kept) > self.limit:
                 self._kept.popitem(last=False)
 
-    def take(self, key: tuple[str, int]) -> list[tuple[dict, Decision | None]]:
+    def take(self, key: tuple[str, int]) -> list[tuple[dict, list[Decision]]]:
         with self._lock:
             return self._kept.pop(key, [])
 
-    def put_back(self, key: tuple[str, int], kept: list[tuple[dict, Decision | None]]) -> None:
+    def put_back(self, key: tuple[str, int], kept: list[tuple[dict, list[Decision]]]) -> None:
         with self._lock:
             self._kept[key] = kept + self._kept.get(key, [])
 
 
 UNSAVED = UnsavedCheckpoints()
-
-_ITEM_FIELDS = (
-    "summary",
-    "keywords",
-    "domains",
-    "broadcast_type",
-    "lang",
-    "quality",
-    "timeliness",
-    "geo",
-    "source_type",
-    "expected_response",
-)
 
 
 class Enrichment:
@@ -97,6 +84,8 @@ class Enrichment:
             traceparent=tracing.current_traceparent(event.traceparent),
             replay=event.replay,
         )
+        # Decisions made and not yet written: they go with the next checkpoint or the outcome, so the history
+        # lists every step in the order it ran (each Decision carries the time it was made).
         self.decisions: list[Decision] = []
         self.approved = event.data.get("override") == "approve"
 
@@ -173,7 +162,7 @@ class Enrichment:
             )
             self._checkpoint(extraction=answer.value.model_dump(mode="json"), analyzer=answer.model)
         extraction = llm.Extraction.model_validate(self.item.extraction)
-        fields = {name: getattr(extraction, name) for name in _ITEM_FIELDS}
+        fields = {name: getattr(extraction, name) for name in EXTRACTED_FIELDS}
         fields["expire_time"] = parse_expire_time(extraction.expire_time)
         fields["analyzer"] = self.item.analyzer
         return extraction, fields
@@ -202,7 +191,7 @@ class Enrichment:
         # items look alike through the shared keys, so it is left out.
         notes = parse_author_hints(self.raw.notes).free_text
         text = self.raw.content if not notes else f"{self.raw.content}\n\n{notes}"
-        answer = self._call(DecisionStage.EXTRACTION, "embedding_unavailable", llm.embed, [text])
+        answer = self._call(DecisionStage.EMBEDDING, "unavailable", llm.embed, [text])
         vector = answer.value[0]
         self._checkpoint(embedding=vector)
         return vector
@@ -273,21 +262,23 @@ class Enrichment:
         return result
 
     def _checkpoint(self, decision: Decision | None = None, **fields) -> None:
+        decisions = [*self.decisions, decision] if decision is not None else list(self.decisions)
         try:
             done = item_checkpoint(
                 item=self.item,
                 token=self.token,
-                decision=decision,
+                decisions=decisions,
                 lease_seconds=settings.ENRICHMENT_LEASE_SECONDS,
                 also=write_deferred,
                 **fields,
             )
         except DatabaseError as exc:
             if is_postgres_outage(exc):
-                UNSAVED.keep(self._key, fields, decision)
+                UNSAVED.keep(self._key, fields, decisions)
             raise
         if not done:
             raise NothingToDo(f"item {self.item.pk} was deleted or taken over; no further model call")
+        self.decisions.clear()
 
     @property
     def _key(self) -> tuple[str, int]:
@@ -296,9 +287,9 @@ class Enrichment:
     def _restore_unsaved(self) -> None:
         """Write the checkpoints an earlier run of this entry could not (the database was down)."""
         kept = UNSAVED.take(self._key)
-        for done, (fields, decision) in enumerate(kept):
+        for done, (fields, decisions) in enumerate(kept):
             try:
-                written = item_checkpoint(item=self.item, token=self.token, decision=decision, **fields)
+                written = item_checkpoint(item=self.item, token=self.token, decisions=decisions, **fields)
             except DatabaseError as exc:
                 if is_postgres_outage(exc):
                     UNSAVED.put_back(self._key, kept[done:])

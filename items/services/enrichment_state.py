@@ -8,8 +8,8 @@ commits nothing. Terminal writes add the ModerationDecisions and the outcome eve
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from django.db import connection, transaction
@@ -21,6 +21,7 @@ from items.feed import feed_invalidate_on_commit
 from items.models import DecisionStage, ItemStatus, ModerationDecision, ProcessedItem, PublicReason, RawItem
 from items.outbox import outbox_event_create
 from items.selectors import exact_duplicate_of
+from items.services.item_states import outcome, unclaimed
 from items.textsearch import search_vector
 
 CHECKPOINTS = (ItemStatus.COMPLETED, ItemStatus.DISCARDED, ItemStatus.DELETED)
@@ -35,11 +36,15 @@ class Claim(enum.StrEnum):
 
 @dataclass(frozen=True)
 class Decision:
+    """One step's verdict, stamped when the step ran: a decision can be written later than it was made (with the
+    next checkpoint or the outcome), and the history lists decisions by this time."""
+
     stage: str
     verdict: str
     category: str = ""
     reason: str = ""
     model: str = ""
+    at: datetime = field(default_factory=timezone.now)
 
 
 @dataclass(frozen=True)
@@ -119,12 +124,13 @@ def item_checkpoint(
     *,
     item: ProcessedItem,
     token: str,
-    decision: Decision | None = None,
+    decisions: Sequence[Decision] = (),
     lease_seconds: float | None = None,
     also: Callable[[], None] | None = None,
     **fields,
 ) -> bool:
-    """Store an intermediate result (embedding, safety pass, extraction, suggestion) so a retry reuses it.
+    """Store an intermediate result (embedding, safety pass, extraction, suggestion) so a retry reuses it, with
+    the decisions made since the last write (in the order they were made).
 
     `lease_seconds` extends the claim in the same update (a model call just finished: no separate write);
     `also` runs inside the same transaction (the caller's rows that belong with this checkpoint)."""
@@ -138,8 +144,8 @@ def item_checkpoint(
         fields_to_write = fields
     with transaction.atomic():
         ok = bool(_mine(item, token).update(**fields_to_write, updated_at=now))
-        if ok and decision:
-            _record(item, [decision])
+        if ok and decisions:
+            _record(item, decisions)
         if also is not None:
             also()
     if ok:
@@ -163,11 +169,7 @@ def item_release(
             also()
         ok = bool(
             _mine(item, token).update(
-                status=ItemStatus.PENDING,
-                claimed_by="",
-                lease_expires_at=None,
-                last_error=error[:2000],
-                updated_at=timezone.now(),
+                **unclaimed(), status=ItemStatus.PENDING, last_error=error[:2000], updated_at=timezone.now()
             )
         )
         if ok and decision:
@@ -221,12 +223,7 @@ def item_give_up(*, item_id: int, message_id: str, error_class: str, error: str,
     )
     with transaction.atomic():
         updated = ProcessedItem.objects.filter(ours, pk=item_id).update(
-            status=ItemStatus.FAILED,
-            claimed_by="",
-            lease_expires_at=None,
-            last_error=error[:2000],
-            processed_at=now,
-            updated_at=now,
+            **unclaimed(), status=ItemStatus.FAILED, last_error=error[:2000], processed_at=now, updated_at=now
         )
         if not updated:
             return False
@@ -309,15 +306,7 @@ def _finish(
     with transaction.atomic():
         if also is not None:
             also()  # first: the caller's rows are written even when the item is no longer ours
-        updated = _mine(item, token).update(
-            status=status,
-            claimed_by="",
-            lease_expires_at=None,
-            extraction=None,
-            processed_at=now,
-            updated_at=now,
-            **fields,
-        )
+        updated = _mine(item, token).update(**outcome(status=status, now=now), **fields)
         if not updated:
             return False  # deleted meanwhile, or the claim was taken over: commit nothing
         _record(item, decisions)
@@ -342,7 +331,7 @@ def _finish(
     return True
 
 
-def _record(item: ProcessedItem, decisions: list[Decision]) -> None:
+def _record(item: ProcessedItem, decisions: Sequence[Decision]) -> None:
     ModerationDecision.objects.bulk_create(
         ModerationDecision(
             item=item,
@@ -352,6 +341,7 @@ def _record(item: ProcessedItem, decisions: list[Decision]) -> None:
             category=d.category,
             reason=d.reason[:4000],
             model=d.model,
+            created_at=d.at,
         )
         for d in decisions
     )

@@ -1,19 +1,12 @@
-"""Dead letters (docs/admin.md#dead-letters): archiving `{<stream>}:dlq` entries, requeue and resolve, and the
-scheduled job that requeues transient ones a bounded number of times.
-
-Scheduling the auto-requeue job needs no management command: call `dead_letters_schedule()` once, e.g.
-`python -c "import django; django.setup(); from pipeline.deadletters import dead_letters_schedule as s; s()"`
-with DJANGO_SETTINGS_MODULE=eigenflux.settings, or from a deploy hook. Each run schedules the next one with
-`enqueue_at`, so a django-rq worker started with its scheduler (`rqworker --with-scheduler default`) keeps the
-chain going. Job ids are derived from the time slot, so scheduling twice never makes two chains. A one-off run:
-`django_rq.enqueue(dead_letters_auto_requeue_job)`.
+"""The DeadLetter table's services (docs/admin.md#dead-letters): archiving the letters the stream runtime writes to
+`{<stream>}:dlq` (pipeline.runtime.deadletter) as rows, requeue and resolve, and the bounded auto-requeue of
+transient ones that the scheduled job (pipeline.scheduled_jobs) runs.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -30,7 +23,6 @@ from pipeline.runtime.deadletter import ARCHIVE_GROUP
 
 log = logging.getLogger(__name__)
 
-AUTO_REQUEUE_JOB_PREFIX = "eigenflux-dead-letters-auto-requeue"
 TRUNCATION_MARK = "…[truncated]"
 ENRICHMENT_GROUP = "cg:item:publish"
 FINISHED = (ItemStatus.COMPLETED, ItemStatus.DISCARDED, ItemStatus.DELETED)
@@ -291,31 +283,3 @@ def _superseded(letter: DeadLetter) -> bool:
         return False
     status = ProcessedItem.objects.filter(pk=int(letter.subject)).values_list("status", flat=True).first()
     return status is not None and status != ItemStatus.FAILED
-
-
-def dead_letters_auto_requeue_job() -> int:
-    """The django-rq job: archive what waits in the dead-letter streams, requeue, schedule the next run."""
-    from pipeline.consumers.dlq_archive import dlq_archive_drain
-
-    try:
-        dlq_archive_drain()
-        return dead_letters_auto_requeue()
-    finally:
-        dead_letters_schedule()
-
-
-def dead_letters_schedule(*, queue_name: str = "default", at: datetime | None = None):
-    """Schedule the next auto-requeue run (idempotent per time slot). Returns the rq Job."""
-    import django_rq
-
-    interval = settings.DEAD_LETTER_AUTO_REQUEUE_INTERVAL_SECONDS
-    when = at or datetime.now(UTC) + timedelta(seconds=interval)
-    slot = math.floor(when.timestamp() / interval)
-    queue = django_rq.get_queue(queue_name)
-    return queue.enqueue_at(
-        datetime.fromtimestamp(slot * interval, tz=UTC) if at is None else when,
-        dead_letters_auto_requeue_job,
-        job_id=f"{AUTO_REQUEUE_JOB_PREFIX}-{slot}",
-        result_ttl=interval * 2,
-        failure_ttl=24 * 3600,
-    )

@@ -1,0 +1,102 @@
+"""What every admin action shares (docs/admin.md#actions): one service call per row with refusals counted,
+the report to the moderator, the confirmation page that asks for a reason first, and the status badges.
+The pipeline's admin uses them too (pipeline imports items, never the other way)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.template.response import TemplateResponse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+Row = TypeVar("Row")
+
+
+def badge(value: str, label: str, tone: str) -> SafeString:
+    return format_html('<span class="ef-badge ef-{}" data-value="{}">{}</span>', tone, value, label)
+
+
+def report(modeladmin: admin.ModelAdmin, request: HttpRequest, verb: str, done: int, refusals: list[str]) -> None:
+    """One success line with the count, one warning line listing each refusal and its reason."""
+    noun = modeladmin.model._meta.verbose_name if done == 1 else modeladmin.model._meta.verbose_name_plural
+    modeladmin.message_user(request, f"{verb} {done} {noun}.", messages.SUCCESS if done else messages.INFO)
+    if refusals:
+        modeladmin.message_user(
+            request,
+            f"{len(refusals)} refused: " + "; ".join(refusals[:20]) + (" …" if len(refusals) > 20 else ""),
+            messages.WARNING,
+        )
+
+
+def apply_each(
+    modeladmin: admin.ModelAdmin,
+    request: HttpRequest,
+    rows: Iterable[Row],
+    service: Callable[[Row], Any],
+    *,
+    verb: str,
+    refused: type[Exception],
+) -> None:
+    """Call `service` once per row; a row it refuses (raises `refused`) is reported with the reason, the others
+    are counted."""
+    done, refusals = 0, []
+    for row in rows:
+        try:
+            service(row)
+        except refused as exc:
+            refusals.append(str(exc))
+            continue
+        done += 1
+    report(modeladmin, request, verb, done, refusals)
+
+
+def confirm_with_form(
+    modeladmin: admin.ModelAdmin,
+    request: HttpRequest,
+    queryset: QuerySet,
+    *,
+    form_class: type[forms.Form],
+    action: str,
+    title: str,
+    confirm_label: str,
+    explanation: str,
+    describe: Callable[[Any], str],
+    apply: Callable[[dict[str, Any]], None],
+) -> TemplateResponse | None:
+    """A destructive action asks first: the first request shows the selected rows and the form, the confirmed
+    and valid one calls `apply(cleaned_data)` and returns to the changelist."""
+    form = form_class(request.POST if "confirm" in request.POST else None)
+    if form.is_bound and form.is_valid():
+        apply(form.cleaned_data)
+        return None
+    return TemplateResponse(
+        request,
+        "admin/confirm_action.html",
+        {
+            **modeladmin.admin_site.each_context(request),
+            "title": title,
+            "opts": modeladmin.model._meta,
+            "queryset": queryset,
+            "objects": [describe(row) for row in queryset],
+            "form": form,
+            "action": action,
+            "action_checkbox_name": ACTION_CHECKBOX_NAME,
+            "confirm_label": confirm_label,
+            "explanation": explanation,
+        },
+    )
+
+
+def note_form(field: str, *, max_length: int, help_text: str) -> type[forms.Form]:
+    """The form a confirming action asks for: one required text, e.g. a take-down's reason."""
+    text = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 60}), max_length=max_length, help_text=help_text
+    )
+    return type(f"{field.title()}Form", (forms.Form,), {field: text})

@@ -1,0 +1,208 @@
+"""Agents and their API tokens in the admin (docs/admin.md#agents): a new agent's token is shown once, profile
+edits go through the profile service (so they are announced like the API's), tokens are revoked, never deleted."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin, messages
+from django.db import transaction
+from django.db.models import Count, Q
+from django.template.response import TemplateResponse
+
+from items.admin.actions import report
+from items.models import Agent, AgentToken
+from items.services.agents import (
+    ACCOUNT_FIELDS,
+    AgentNameRefused,
+    IssuedToken,
+    agent_account_update,
+    agent_create,
+    agent_name_check,
+    agent_token_create,
+    agent_token_revoke,
+)
+from items.services.profiles import PROFILE_FIELDS, agent_profile_update
+
+
+def token_page(modeladmin: admin.ModelAdmin, request, issued: list[IssuedToken]) -> TemplateResponse:
+    """Shows new tokens once, in this response only: they are never stored or put in a message cookie."""
+    response = TemplateResponse(
+        request,
+        "admin/items/agent/token_issued.html",
+        {
+            **modeladmin.admin_site.each_context(request),
+            "title": "New API token" if len(issued) == 1 else "New API tokens",
+            "opts": Agent._meta,
+            "issued": issued,
+        },
+    )
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+class AgentTokenInline(admin.TabularInline):
+    model = AgentToken
+    fields = ("prefix", "label", "created_at", "last_used_at", "revoked_at")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+class AgentForm(forms.ModelForm):
+    """Checks the name as the services will (unique after normalisation, official name reserved), so the
+    moderator sees the reason on the form instead of an error page."""
+
+    class Meta:
+        model = Agent
+        fields = ("name", "is_official", "is_active", "bio", "offers", "seeks")
+
+    def clean(self):
+        cleaned = super().clean()
+        if "name" in cleaned:
+            is_official = cleaned.get("is_official", self.instance.is_official)
+            try:
+                cleaned["name"], _ = agent_name_check(
+                    name=cleaned["name"], is_official=is_official, agent=self.instance if self.instance.pk else None
+                )
+            except AgentNameRefused as exc:
+                self.add_error("name", str(exc))
+        return cleaned
+
+
+@admin.register(Agent)
+class AgentAdmin(admin.ModelAdmin):
+    form = AgentForm
+    list_display = ("name", "id", "is_official", "is_active", "active_tokens", "created_at")
+    list_filter = ("is_official", "is_active")
+    search_fields = ("name", "email")
+    ordering = ("-created_at",)
+    inlines = (AgentTokenInline,)
+    actions = ("issue_tokens", "revoke_all_tokens")
+    readonly_fields = ("profile_keywords", "created_at", "updated_at")
+
+    def get_readonly_fields(self, request, obj=None):
+        # Only a superuser may make an agent official (it speaks for the network).
+        if request.user.is_superuser:
+            return self.readonly_fields
+        return (*self.readonly_fields, "is_official")
+
+    def get_fields(self, request, obj=None):
+        if obj is None:  # creating: a token is issued with the agent and shown once
+            return ("name", "email", "bio", "is_official")
+        return (
+            "name",
+            "email",
+            "is_official",
+            "is_active",
+            "bio",
+            "offers",
+            "seeks",
+            "profile_keywords",
+            "created_at",
+        )
+
+    def get_inlines(self, request, obj):
+        return self.inlines if obj is not None else ()  # creating: no tokens to list yet
+
+    def get_queryset(self, request):
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(_active_tokens=Count("tokens", filter=Q(tokens__revoked_at__isnull=True)))
+        )
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # agents own items (PROTECT); deactivate them instead
+
+    @admin.display(description="active tokens", ordering="_active_tokens")
+    def active_tokens(self, obj):
+        return obj._active_tokens
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            # The form has already copied its values onto `obj`; the services compare them with the stored row,
+            # so a profile edit is announced (profile.updated) exactly as the agent's own API update is.
+            with transaction.atomic():
+                stored = Agent.objects.select_for_update().get(pk=obj.pk)
+                agent_account_update(agent=stored, **{name: getattr(obj, name) for name in ACCOUNT_FIELDS})
+                agent_profile_update(agent=stored, **{name: getattr(obj, name) for name in PROFILE_FIELDS})
+            obj.name, obj.name_key, obj.updated_at = stored.name, stored.name_key, stored.updated_at
+            return
+        with transaction.atomic():
+            agent = agent_create(name=obj.name, bio=obj.bio, is_official=obj.is_official, email=obj.email)
+            request._issued_tokens = [agent_token_create(agent=agent, label="admin")]
+        obj.pk, obj.name, obj.created_at, obj.updated_at = agent.pk, agent.name, agent.created_at, agent.updated_at
+        obj._state.adding = False
+
+    def save_related(self, request, form, formsets, change):
+        if change:
+            super().save_related(request, form, formsets, change)
+
+    def response_add(self, request, obj, post_url_continue=None):
+        issued = getattr(request, "_issued_tokens", None)
+        if issued:
+            return token_page(self, request, issued)
+        return super().response_add(request, obj, post_url_continue)
+
+    @admin.action(description="Issue a new token (shown once)", permissions=["change"])
+    def issue_tokens(self, request, queryset):
+        if not request.user.is_superuser and queryset.filter(is_official=True).exists():
+            # A token for the official agent would let a moderator speak as the network itself.
+            self.message_user(request, "Only a superuser may issue tokens for the official agent.", messages.ERROR)
+            return None
+        issued = [agent_token_create(agent=agent, label="admin") for agent in queryset]
+        return token_page(self, request, issued)
+
+    @admin.action(description="Revoke all tokens", permissions=["change"])
+    def revoke_all_tokens(self, request, queryset):
+        done = 0
+        for token in AgentToken.objects.filter(agent__in=queryset, revoked_at__isnull=True):
+            done += agent_token_revoke(token=token)
+        self.message_user(request, f"Revoked {done} tokens.", messages.SUCCESS if done else messages.INFO)
+
+
+class TokenStateFilter(admin.SimpleListFilter):
+    title = "state"
+    parameter_name = "state"
+
+    def lookups(self, request, model_admin):
+        return [("active", "active"), ("revoked", "revoked")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "active":
+            return queryset.filter(revoked_at__isnull=True)
+        if self.value() == "revoked":
+            return queryset.filter(revoked_at__isnull=False)
+        return queryset
+
+
+@admin.register(AgentToken)
+class AgentTokenAdmin(admin.ModelAdmin):
+    list_display = ("prefix", "agent", "label", "created_at", "last_used_at", "revoked_at")
+    list_filter = (TokenStateFilter,)
+    list_select_related = ("agent",)
+    search_fields = ("prefix", "agent__name", "label")
+    ordering = ("-created_at",)
+    actions = ("revoke_tokens",)
+    fields = ("agent", "prefix", "label", "created_at", "last_used_at", "revoked_at")
+    readonly_fields = fields
+
+    def has_add_permission(self, request):
+        return False  # tokens are issued from the agent page (the secret is shown once there)
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # revoked tokens stay as a record
+
+    @admin.action(description="Revoke selected tokens", permissions=["change"])
+    def revoke_tokens(self, request, queryset):
+        done, refusals = 0, []
+        for token in queryset:
+            if agent_token_revoke(token=token):
+                done += 1
+            else:
+                refusals.append(f"{token.prefix}… was already revoked")
+        report(self, request, "Revoked", done, refusals)

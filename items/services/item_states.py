@@ -1,0 +1,38 @@
+"""The field values an item's state changes share, so the pipeline's transitions (items.services.enrichment_state)
+and the moderator's (items.services.moderation) reset an item the same way: one place says what "released",
+"back to pending" and "from scratch" mean."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from items.models import ItemStatus, PublicReason
+
+
+def unclaimed() -> dict[str, Any]:
+    """No consumer holds the item any more."""
+    return {"claimed_by": "", "lease_expires_at": None}
+
+
+def back_to_pending(*, now: datetime) -> dict[str, Any]:
+    """Ready to be enriched again, with no outcome and a fresh delivery count; checkpoints are kept."""
+    return {
+        "status": ItemStatus.PENDING,
+        "reason": PublicReason.NONE,
+        "duplicate_of": None,
+        **unclaimed(),
+        "attempts": 0,
+        "last_error": "",
+        "updated_at": now,
+    }
+
+
+def without_checkpoints() -> dict[str, Any]:
+    """Every intermediate result dropped: the next enrichment pays for each model call again."""
+    return {"embedding": None, "safety_passed_at": None, "extraction": None, "suggestion": "", "suggested_at": None}
+
+
+def outcome(*, status: str, now: datetime) -> dict[str, Any]:
+    """A terminal outcome: unclaimed, the extraction checkpoint dropped (its fields are on the row now)."""
+    return {"status": status, **unclaimed(), "extraction": None, "processed_at": now, "updated_at": now}
