@@ -38,6 +38,7 @@ import time
 import uuid
 from collections import deque
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import redis
 from django.conf import settings
@@ -131,8 +132,8 @@ class ConsumerRunner:
         self._retry_seq = 0
         self._blocked: deque[Delivery] = deque()  # paused by an open circuit breaker, credits returned
         self._left: list[Delivery] = []  # not started because of a stop: their credits go back at the end
-        self._work: queue.SimpleQueue = queue.SimpleQueue()
-        self._acks: queue.SimpleQueue = queue.SimpleQueue()
+        self._work: queue.SimpleQueue[Any] = queue.SimpleQueue()  # deliveries, or the _STOP sentinel
+        self._acks: queue.SimpleQueue[Any] = queue.SimpleQueue()  # message ids, or the _STOP sentinel
         self._keeper_wake = threading.Event()
         self._stopping = threading.Event()  # stop reading and starting handlers
         self._dispatched = 0  # on the work queue or in a worker
@@ -172,7 +173,7 @@ class ConsumerRunner:
         for i in range(self.concurrency):
             name = f"worker-{i}"
             self._worker_names.append(name)
-            self.loops.start(name, lambda name=name: self._work_loop(name), watched=False)
+            self.loops.start(name, lambda name=name: self._work_loop(name), watched=False)  # type: ignore[misc]
 
     def request_stop(self) -> None:
         """Stop reading and starting handlers; running handlers finish (see stop())."""
@@ -222,7 +223,7 @@ class ConsumerRunner:
         """Loop threads that died while the runner was meant to be running."""
         return [] if self._stopping.is_set() else self.loops.dead()
 
-    def status(self) -> dict:
+    def status(self) -> dict[str, Any]:
         """For the liveness registry, the health page and the process's readiness probe."""
         loops = self.loops.statuses()
         with self._lock:
@@ -259,7 +260,7 @@ class ConsumerRunner:
             if room <= 0 or self._stopping.is_set():
                 continue
             try:
-                response = self.client.xreadgroup(
+                response: Any = self.client.xreadgroup(
                     self.group, self.name, {self.stream: ">"}, count=room, block=self.block_ms
                 )
             except redis.ResponseError as exc:
@@ -445,7 +446,7 @@ class ConsumerRunner:
         """Set owned entries' delivery counts (one script call). False if Redis could not be reached."""
         if not changes:
             return True
-        args: list[object] = [self.group, self.name]
+        args: list[str | int] = [self.group, self.name]
         for delivery, count in changes:
             args += [delivery.message_id, max(0, count)]
         try:
@@ -507,7 +508,7 @@ class ConsumerRunner:
         finally:
             connection.close()
 
-    def _log_context(self, delivery: Delivery):
+    def _log_context(self, delivery: Delivery) -> contextlib.AbstractContextManager[object]:
         if delivery.event is None:
             return contextlib.nullcontext()
         return delivery_log_context(delivery.event, consumer=self.name, delivery_count=delivery.delivery_count)
@@ -545,10 +546,12 @@ class ConsumerRunner:
 
     def _handle(self, delivery: Delivery, admission: Admission) -> None:
         event, subject = delivery.event, delivery.subject
+        assert event is not None  # a malformed entry gets its verdict when read and never reaches a handler
         event.delivery_count = delivery.delivery_count
         delivery.credit -= 1  # this attempt uses its delivery
         close_old_connections()
         started = time.perf_counter()
+        error: Exception | None
         outcome, error = "acked", None
         with dependencies.observing() as uses:
             try:
@@ -616,7 +619,7 @@ class ConsumerRunner:
         else:
             self._retry_or_give_up(delivery, error)
 
-    def _retry_or_give_up(self, delivery: Delivery, error: BaseException) -> None:
+    def _retry_or_give_up(self, delivery: Delivery, error: BaseException | None) -> None:
         delay = self.policy.next_delay(delivery.delivery_count, error)
         if delay is None:
             delivery.verdict = self._reason(delivery, "transient", _text(error))
@@ -678,6 +681,7 @@ class ConsumerRunner:
     def _finish_give_up(self, delivery: Delivery, admission: Admission | None) -> None:
         """The final hook, then the dead letter (or, for a consumer whose hook is the destination, the ACK)."""
         reason = delivery.verdict
+        assert reason is not None and delivery.event is not None  # only called once a verdict was set
         if not delivery.hook_done:
             with dependencies.observing() as uses:
                 try:
@@ -754,7 +758,9 @@ class ConsumerRunner:
 
     def _owns(self, message_id: str) -> bool:
         try:
-            pending = self.client.xpending_range(self.stream, self.group, message_id, message_id, 1)
+            pending: list[dict[str, Any]] = self.client.xpending_range(
+                self.stream, self.group, message_id, message_id, 1
+            )
         except redis.RedisError:
             return False  # cannot prove ownership: do not commit
         return bool(pending) and text(pending[0]["consumer"]) == self.name
@@ -948,7 +954,9 @@ class ConsumerRunner:
         if not entries:
             return
         ids = sorted((mid for mid, _ in entries), key=_id_key)
-        pending = self.client.xpending_range(self.stream, self.group, ids[0], ids[-1], len(ids) + 100, self.name)
+        pending: list[dict[str, Any]] = self.client.xpending_range(
+            self.stream, self.group, ids[0], ids[-1], len(ids) + 100, self.name
+        )
         counts = {text(p["message_id"]): p["times_delivered"] for p in pending}
         self._m_reclaimed.inc(len(entries))
         self.activity += 1
