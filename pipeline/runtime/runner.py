@@ -681,7 +681,7 @@ class ConsumerRunner:
     def _finish_give_up(self, delivery: Delivery, admission: Admission | None) -> None:
         """The final hook, then the dead letter (or, for a consumer whose hook is the destination, the ACK)."""
         reason = delivery.verdict
-        assert reason is not None and delivery.event is not None  # only called once a verdict was set
+        assert reason is not None  # only called once a verdict was set
         if not delivery.hook_done:
             with dependencies.observing() as uses:
                 try:
