@@ -629,9 +629,7 @@ class ConsumerRunner:
             self._m["released"].inc()
             self._release(delivery)
             return
-        with self._lock:
-            full = len(self._retry_heap) >= self.max_waiting_retries
-        if full:
+        if not self._later(delivery, delay, cap=self.max_waiting_retries):
             # The retry backlog in memory is capped: the entry is let go (still pending, its count right) and
             # whichever process reclaims it after the lease timeout retries it.
             log.warning(
@@ -651,15 +649,19 @@ class ConsumerRunner:
             delay,
             _text(error),
         )
-        self._later(delivery, delay)
 
-    def _later(self, delivery: Delivery, delay: float) -> None:
+    def _later(self, delivery: Delivery, delay: float, cap: int | None = None) -> bool:
+        """Hold the entry for `delay` seconds; with `cap`, only while fewer than `cap` are held (checked and taken
+        under one lock, so that concurrent handlers cannot overshoot it). False: not held."""
         with self._lock:
+            if cap is not None and len(self._retry_heap) >= cap:
+                return False
             # The subject stays busy: later entries of it wait behind the retry, keeping per-subject order.
             delivery.retry_at = time.monotonic() + delay
             self._retry_seq += 1
             heapq.heappush(self._retry_heap, (delivery.retry_at, self._retry_seq, delivery))
         self._keeper_wake.set()
+        return True
 
     def _block(self, delivery: Delivery) -> None:
         """Pause an entry until the breakers let entries start again; its unused deliveries go back."""
