@@ -21,8 +21,15 @@ install: $(STAMP) ## create .venv and install requirements.txt
 run: $(STAMP) ## start everything (embedded PostgreSQL + Redis, web on 127.0.0.1:8000, pipeline) until Ctrl-C
 	$(BIN)/python -m eigenflux.devstack
 
-test: lint ## lint, then the test suite against real PostgreSQL and Redis
+test: lint ## lint, then the whole test suite against real PostgreSQL and Redis (what CI runs)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Workers for the parallel runs: each gets its own test database and Redis DB (tests/conftest.py). Tests mostly
+# wait (on PostgreSQL, Redis, sockets), so more workers than cores still pays on 2 cores.
+TEST_WORKERS ?= 4
+
+test-fast: $(STAMP) ## every test not marked slow, in parallel (pytest-xdist): the quick check while working
+	$(BIN)/python -m pytest -m "not slow" -n $(TEST_WORKERS) -q $(PYTEST_ARGS)
 
 lint: $(STAMP) typecheck ## ruff lint + format check, mypy, and the migrations check
 	$(BIN)/ruff check --quiet .

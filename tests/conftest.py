@@ -48,6 +48,20 @@ def _audit(event: str, args: tuple) -> None:
 sys.addaudithook(_audit)
 
 
+# Fixtures that start processes (run_pipeline, web servers, Redis Cluster, PgBouncer, a streaming replica): every
+# test using one is slow, marked here so that no module can forget it.
+PROCESS_FIXTURES = frozenset(
+    {"run_pipeline", "enrich", "web_server", "redis_cluster", "pgbouncer", "streaming_replica"}
+)
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m "not slow"` deselects
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if PROCESS_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
     global _watch
@@ -92,6 +106,13 @@ def _redis_isolated(settings):
     client.flushdb()
     yield client
     client.flushdb()
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    """Tests hash passwords with a cheap hasher: the production one costs most of a second per login on 2 cores,
+    which no test here is about (the throttle tests log in a dozen times)."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 @pytest.fixture(autouse=True)

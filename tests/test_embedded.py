@@ -89,6 +89,7 @@ def redis_alive(url: str) -> bool:
         return False
 
 
+@pytest.mark.slow  # starts processes
 def test_redis_is_shared_and_stopped_by_the_last_user(tmp_path):
     first, (url, server_pid) = start_user(REDIS_USER, tmp_path)
     second, (url2, server_pid2) = start_user(REDIS_USER, tmp_path)
@@ -99,6 +100,7 @@ def test_redis_is_shared_and_stopped_by_the_last_user(tmp_path):
     assert wait_until(lambda: not redis_alive(url)), "the last user must stop the server"
 
 
+@pytest.mark.slow  # starts processes
 def test_redis_starts_despite_stale_files_and_crashed_users(tmp_path):
     root = tmp_path / "redis"
     root.mkdir()
