@@ -1,6 +1,11 @@
 """`make run`: embedded services, migrations, demo credentials, then the web server, the pipeline and the
 django-rq worker (scheduled jobs) as child processes until Ctrl-C, after which everything this started
-is stopped."""
+is stopped.
+
+The children run in a session of their own, so the terminal's Ctrl-C (SIGINT to the foreground process group)
+reaches only this process, which then sends each child exactly one SIGTERM: the pipeline drains its in-flight
+work instead of reading a second signal as "exit now". A second Ctrl-C forwards a second SIGTERM (the pipeline
+then exits at once, leaving unfinished entries pending for reclaim)."""
 
 from __future__ import annotations
 
@@ -50,25 +55,31 @@ def main() -> int:
     # This process is done with the database: its pool's connections are not kept while the children run.
     connections.close_all()
     connection.close_pool()
-    children = {name: subprocess.Popen(cmd, env=envs.get(name, env), cwd=base) for name, cmd in commands.items()}
+    children = {
+        name: subprocess.Popen(cmd, env=envs.get(name, env), cwd=base, start_new_session=True)
+        for name, cmd in commands.items()
+    }
     _banner(settings, password, token)
 
-    stopping = False
+    signals = 0
 
     def stop(signum, frame):
-        nonlocal stopping
-        stopping = True
+        nonlocal signals
+        signals += 1
+        if signals > 1:  # impatient: pass the second signal on, as a terminal would have
+            _signal_all(children)
 
-    signal.signal(signal.SIGINT, stop)
-    signal.signal(signal.SIGTERM, stop)
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, stop)
     exit_code = 0
-    while not stopping:
+    while not signals:
         for name, proc in children.items():
             if proc.poll() is not None:
                 print(f"\n{name} exited with status {proc.returncode}; stopping everything.", file=sys.stderr)
-                stopping, exit_code = True, 1
+                signals, exit_code = 1, 1
         time.sleep(0.2)
-    _stop(children)
+    if not _stop(children, settings.PIPELINE_GRACE_SECONDS + 10):
+        exit_code = 1
     return exit_code
 
 
@@ -94,18 +105,29 @@ def web_command(host: str, port: str) -> list[str]:
     ]
 
 
-def _stop(children: dict[str, subprocess.Popen]) -> None:
+def _signal_all(children: dict[str, subprocess.Popen]) -> None:
     for proc in children.values():
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + 15
-    for proc in children.values():
+
+
+def _stop(children: dict[str, subprocess.Popen], wait_seconds: float) -> bool:
+    """One SIGTERM to each child, then wait (the pipeline drains for up to PIPELINE_GRACE_SECONDS); a child
+    still running after `wait_seconds` is killed. True when every child exited cleanly: status 0, or ended by
+    the SIGTERM itself after its graceful shutdown (uvicorn and rq re-raise it, as well-behaved servers do)."""
+    _signal_all(children)
+    deadline = time.monotonic() + wait_seconds
+    clean = True
+    for name, proc in children.items():
         try:
             proc.wait(timeout=max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        print(f"{name} exited with status {proc.returncode}", file=sys.stderr)
+        clean = clean and proc.returncode in (0, -signal.SIGTERM)
     print("stopped web, pipeline and jobs; embedded servers stop as this process exits.", file=sys.stderr)
+    return clean
 
 
 def _demo_superuser(data_dir: Path) -> str:

@@ -74,13 +74,35 @@ def postgres_url(data_dir: Path) -> str:
         import pgserver  # imported lazily: only the embedded default needs it
 
     data_dir.mkdir(parents=True, exist_ok=True)
-    # cleanup_mode="stop": pgserver keeps its own list of user pids and the last one stops the server.
-    server = pgserver.get_server(data_dir / "pg", cleanup_mode="stop")
+    pgdata = (data_dir / "pg").resolve()
+    # cleanup_mode="stop": pgserver keeps its own list of user pids and the last one stops the server. It never
+    # drops the pid of a user that died without running its exit hooks, so such a pid would keep the server up
+    # for ever: dead pids are pruned when a user joins and again just before a user's own exit hook runs.
+    if pgdata.exists():
+        _prune_postgres_users(pgdata)
+    server = pgserver.get_server(pgdata, cleanup_mode="stop")
+    atexit.register(_prune_postgres_users, pgdata)  # registered after pgserver's hook, so it runs before it
     # Started as root, pgserver opens every parent of its data directory to everyone (o+rx); close .data again.
     private_dir(data_dir)
     info = server.get_postmaster_info()
     socket_dir = str(info.socket_dir)
     return f"postgresql://postgres@{quote(socket_dir, safe='')}/postgres"
+
+
+def _prune_postgres_users(pgdata: Path) -> None:
+    """Drop dead processes from pgserver's list of users (.handle_pids.json), under pgserver's own lock."""
+    from pgserver.postgres_server import PostgresServer
+    from pgserver.utils import DiskList
+
+    users = DiskList(pgdata / ".handle_pids.json")
+    with PostgresServer._lock:
+        try:
+            pids = users.get()
+        except ValueError:  # a torn write by a process killed mid-way: nobody reliable is listed
+            pids = []
+        live = [pid for pid in pids if isinstance(pid, int) and _alive(pid)]
+        if live != pids:
+            users.put(live)
 
 
 def redis_url(data_dir: Path) -> str:

@@ -4,6 +4,9 @@ per test). Both are the embedded servers unless DATABASE_URL / REDIS_URL are set
 from __future__ import annotations
 
 import os
+import sys
+import threading
+from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import pytest
@@ -15,8 +18,72 @@ from eigenflux.settings import channel_layers
 # Shared fixtures live beside the fakes they drive (e.g. the OpenAI-compatible fake server).
 pytest_plugins = ["tests.fakes.fixtures"]
 
-# Redis logical database for tests; parallel runs against one server can choose different ones.
-TEST_REDIS_DB = int(os.environ.get("TEST_REDIS_DB", "15"))
+# --- the `slow` marker, enforced ---------------------------------------------------------------------------
+# `make test-fast` runs every test not marked slow. A test that starts a process or sleeps more than a second in
+# total (on the main thread) must be marked slow: an audit hook sees every process start and every sleep, and
+# such a test fails when it is not marked. Processes started by shared fixtures during set-up are not counted.
+SLEEP_BUDGET_SECONDS = 1.0
+_SPAWN_EVENTS = frozenset({"subprocess.Popen", "os.posix_spawn", "os.fork", "os.forkpty", "os.system", "os.exec"})
+
+
+@dataclass
+class _Watch:
+    spawned: list[str] = field(default_factory=list)
+    slept: float = 0.0
+
+
+_watch: _Watch | None = None
+
+
+def _audit(event: str, args: tuple) -> None:
+    watch = _watch
+    if watch is None:
+        return
+    if event in _SPAWN_EVENTS:
+        watch.spawned.append(f"{event} {str(args[:2])[:200]}")
+    elif event == "time.sleep" and threading.current_thread() is threading.main_thread():
+        watch.slept += args[0] or 0.0
+
+
+sys.addaudithook(_audit)
+
+
+# Fixtures that start processes (run_pipeline, web servers, Redis Cluster, PgBouncer, a streaming replica): every
+# test using one is slow, marked here so that no module can forget it.
+PROCESS_FIXTURES = frozenset(
+    {"run_pipeline", "enrich", "web_server", "redis_cluster", "pgbouncer", "streaming_replica"}
+)
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m "not slow"` deselects
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if PROCESS_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    global _watch
+    if item.get_closest_marker("slow") is not None:
+        return (yield)
+    _watch = watch = _Watch()
+    try:
+        result = yield
+    finally:
+        _watch = None
+    if watch.spawned:
+        pytest.fail(f"started a process but is not marked slow (@pytest.mark.slow): {watch.spawned[0]}")
+    if watch.slept > SLEEP_BUDGET_SECONDS:
+        pytest.fail(f"slept {watch.slept:.1f}s but is not marked slow (@pytest.mark.slow)")
+    return result
+
+
+# Redis logical database for tests; parallel runs against one server can choose different ones. Under
+# pytest-xdist each worker (gw0, gw1 ...) takes the next one up, as pytest-django gives it a database of its own
+# (test_postgres_gw0 ...); the embedded Redis has 32 databases.
+_XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+TEST_REDIS_DB = int(os.environ.get("TEST_REDIS_DB", "15")) + (int(_XDIST_WORKER[2:]) if _XDIST_WORKER else 0)
 
 
 def redis_url_with_db(url: str, db: int) -> str:
@@ -39,6 +106,13 @@ def _redis_isolated(settings):
     client.flushdb()
     yield client
     client.flushdb()
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    """Tests hash passwords with a cheap hasher: the production one costs most of a second per login on 2 cores,
+    which no test here is about (the throttle tests log in a dozen times)."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 @pytest.fixture(autouse=True)

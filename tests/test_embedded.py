@@ -39,6 +39,21 @@ print(url, started.isoformat(), ext, flush=True)
 sys.stdin.read()
 """
 
+# Uses both servers: prints the PostgreSQL and Redis server pids.
+BOTH_USER = """
+import sys
+from pathlib import Path
+import psycopg, redis
+from eigenflux import embedded
+data_dir = Path(sys.argv[1])
+with psycopg.connect(embedded.postgres_url(data_dir)):
+    pass
+redis_pid = redis.Redis.from_url(embedded.redis_url(data_dir)).info("server")["process_id"]
+postmaster = int((data_dir / "pg" / "postmaster.pid").read_text().split()[0])
+print(postmaster, redis_pid, flush=True)
+sys.stdin.read()
+"""
+
 
 def start_user(script: str, data_dir: Path) -> tuple[subprocess.Popen, list[str]]:
     proc = subprocess.Popen(
@@ -74,6 +89,7 @@ def redis_alive(url: str) -> bool:
         return False
 
 
+@pytest.mark.slow  # starts processes
 def test_redis_is_shared_and_stopped_by_the_last_user(tmp_path):
     first, (url, server_pid) = start_user(REDIS_USER, tmp_path)
     second, (url2, server_pid2) = start_user(REDIS_USER, tmp_path)
@@ -84,6 +100,7 @@ def test_redis_is_shared_and_stopped_by_the_last_user(tmp_path):
     assert wait_until(lambda: not redis_alive(url)), "the last user must stop the server"
 
 
+@pytest.mark.slow  # starts processes
 def test_redis_starts_despite_stale_files_and_crashed_users(tmp_path):
     root = tmp_path / "redis"
     root.mkdir()
@@ -123,9 +140,27 @@ def test_postgres_is_shared_has_pgvector_and_recovers_from_a_killed_server(tmp_p
     fourth, (_, started4, _) = start_user(PG_USER, tmp_path)
     assert started4 != started
     finish(fourth)
+    # The third user was SIGKILLed and never left pgserver's list; the fourth must still stop the server.
+    assert wait_until(lambda: not pid_file.exists(), 15), "a dead user's pid must not keep PostgreSQL running"
+
+
+@pytest.mark.slow
+def test_servers_stop_when_the_last_live_user_exits_even_after_a_user_was_killed(tmp_path):
+    users = [start_user(BOTH_USER, tmp_path) for _ in range(3)]
+    servers = {int(pid) for _, line in users for pid in line}
+    assert len(servers) == 2, "every user must join the same PostgreSQL and Redis"
+    crashed, _ = users[1]
+    crashed.send_signal(signal.SIGKILL)  # no exit hooks: its pid stays in both lists
+    crashed.wait()
+    assert all(_alive(pid) for pid in servers), "the others still use the servers"
+    finish(users[0][0])
+    assert all(_alive(pid) for pid in servers), "one live user is left"
+    finish(users[2][0])
+    assert wait_until(lambda: not any(_alive(pid) for pid in servers), 20), "no server may outlive its last live user"
 
 
 def _alive(pid: int) -> bool:
+    """Until the process is reaped: pgserver takes a not-yet-reaped server for a running one."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

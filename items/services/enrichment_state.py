@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from django.db import connection, transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from items.events import ITEM_COMPLETED, ITEM_DISCARDED, ITEM_FAILED, STREAM_ITEM_EVENTS
@@ -116,7 +116,7 @@ def item_claim(*, item_id: int, token: str, lease_seconds: float) -> tuple[Claim
     return Claim.BUSY, item
 
 
-def _mine(item: ProcessedItem, token: str):
+def _mine(item: ProcessedItem, token: str) -> QuerySet[ProcessedItem]:
     return ProcessedItem.objects.filter(pk=item.pk, status=ItemStatus.PROCESSING, claimed_by=token)
 
 
@@ -127,7 +127,7 @@ def item_checkpoint(
     decisions: Sequence[Decision] = (),
     lease_seconds: float | None = None,
     also: Callable[[], None] | None = None,
-    **fields,
+    **fields: object,
 ) -> bool:
     """Store an intermediate result (embedding, safety pass, extraction, suggestion) so a retry reuses it, with
     the decisions made since the last write (in the order they were made).
@@ -186,7 +186,7 @@ def item_discard(
     duplicate_of: RawItem | None = None,
     cause: Cause,
     also: Callable[[], None] | None = None,
-    **fields,
+    **fields: object,
 ) -> bool:
     return _finish(
         item=item,
@@ -300,7 +300,7 @@ def _finish(
     decisions: list[Decision],
     cause: Cause,
     also: Callable[[], None] | None = None,
-    **fields,
+    **fields: object,
 ) -> bool:
     now = timezone.now()
     with transaction.atomic():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -78,7 +79,9 @@ def _refuse(action: str, item_id: int, allowed: tuple[str, ...]) -> ActionRefuse
     )
 
 
-def _decide(item: ProcessedItem, moderator, verdict: str, reason: str = "", category: str = "") -> None:
+def _decide(
+    item: ProcessedItem, moderator: AbstractBaseUser, verdict: str, reason: str = "", category: str = ""
+) -> None:
     ModerationDecision.objects.create(
         item=item,
         actor=moderator.get_username(),
@@ -111,7 +114,7 @@ def _outcome(item: ProcessedItem, event_type: str, status: str, reason: str = ""
     )
 
 
-def item_requeue(*, item: ProcessedItem, moderator, note: str = "") -> ProcessedItem:
+def item_requeue(*, item: ProcessedItem, moderator: AbstractBaseUser, note: str = "") -> ProcessedItem:
     """Run enrichment again from scratch: back to pending without checkpoints, republished with replay set.
 
     A terminal item, or a stuck one: `processing` under a claim whose holder is dead is released at once
@@ -133,7 +136,7 @@ def item_requeue(*, item: ProcessedItem, moderator, note: str = "") -> Processed
     return item
 
 
-def item_approve(*, item: ProcessedItem, moderator, note: str = "") -> ProcessedItem:
+def item_approve(*, item: ProcessedItem, moderator: AbstractBaseUser, note: str = "") -> ProcessedItem:
     """Override a discard (or a failure). With extracted fields the item completes at once; without, it goes
     back to the pipeline with `override=approve`, which runs extraction only and completes it."""
     now = timezone.now()
@@ -168,7 +171,7 @@ def item_approve(*, item: ProcessedItem, moderator, note: str = "") -> Processed
     return item
 
 
-def item_takedown(*, item: ProcessedItem, moderator, reason: str) -> ProcessedItem:
+def item_takedown(*, item: ProcessedItem, moderator: AbstractBaseUser, reason: str) -> ProcessedItem:
     """A moderator's discard: the author sees the public reason `content_evaluation`, moderators the text."""
     reason = reason.strip()
     if not reason:

@@ -92,7 +92,7 @@ def _replay(*, author: Agent, key: str, request_hash: str) -> RawItem | None:
     return record.raw_item
 
 
-def _request_hash(**fields) -> str:
+def _request_hash(**fields: object) -> str:
     return hashlib.sha256(json.dumps(fields, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 

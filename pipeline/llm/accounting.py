@@ -12,6 +12,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import DatabaseError, transaction
 
@@ -82,7 +83,7 @@ def record_call(
     _write([row])
 
 
-def _write(rows: list[dict]) -> bool:
+def _write(rows: list[dict[str, Any]]) -> bool:
     """Insert the rows; a database error is logged, not raised (a savepoint inside a caller's transaction)."""
     from pipeline.models import LLMCall  # the app registry must be ready; tasks import this module early
 
@@ -106,7 +107,7 @@ def _write(rows: list[dict]) -> bool:
 def deferred_rows() -> Iterator[None]:
     """Keep this thread's LLMCall rows until write_deferred() (or the end of the block) writes them."""
     previous = getattr(_local, "rows", None)
-    kept: list[dict] = []
+    kept: list[dict[str, Any]] = []
     _local.rows = kept
     try:
         yield

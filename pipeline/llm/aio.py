@@ -17,7 +17,7 @@ import concurrent.futures
 import os
 import threading
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pipeline.llm.errors import CallCancelled
 
@@ -27,7 +27,7 @@ _PLAIN_EVENT_CHECK_SECONDS = 0.05
 _lock = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None
 _loop_pid: int | None = None
-_plain: dict[concurrent.futures.Future, threading.Event] = {}
+_plain: dict[concurrent.futures.Future[Any], threading.Event] = {}
 _plain_wake = threading.Condition(_lock)
 _watcher_pid: int | None = None
 
@@ -65,7 +65,7 @@ def run(make: Callable[[], Awaitable[T]], cancel: threading.Event | None) -> T:
         unsubscribe()
 
 
-def _watch(cancel: threading.Event, future: concurrent.futures.Future) -> Callable[[], None]:
+def _watch(cancel: threading.Event, future: concurrent.futures.Future[Any]) -> Callable[[], None]:
     global _watcher_pid
     with _lock:
         _plain[future] = cancel

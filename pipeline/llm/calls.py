@@ -169,7 +169,7 @@ def _attempts(
     )
 
 
-async def _body(raw: Any) -> dict:
+async def _body(raw: Any) -> dict[str, Any]:
     """The JSON object of a raw SDK response (read without building the SDK's models); ValueError if none."""
     data = json.loads(await raw.http_response.aread() or b"null")
     if not isinstance(data, dict):
@@ -177,12 +177,12 @@ async def _body(raw: Any) -> dict:
     return data
 
 
-def _count(usage: dict, key: str, details: str = "") -> int:
+def _count(usage: dict[str, Any], key: str, details: str = "") -> int:
     value = (usage.get(details) or {}).get(key) if details else usage.get(key)
     return value if isinstance(value, int) and value > 0 else 0
 
 
-def _responses_reply(data: dict) -> Reply:
+def _responses_reply(data: dict[str, Any]) -> Reply:
     usage = data.get("usage") or {}
     incomplete = data.get("incomplete_details") or {}
     parts = []
@@ -200,7 +200,7 @@ def _responses_reply(data: dict) -> Reply:
     )
 
 
-def _chat_reply(data: dict) -> Reply:
+def _chat_reply(data: dict[str, Any]) -> Reply:
     usage = data.get("usage") or {}
     choices = data.get("choices") or []
     first = choices[0] if choices else {}
@@ -296,7 +296,8 @@ def decode_vector(encoded: Any) -> list[float]:
     (servers that ignore encoding_format)."""
     if isinstance(encoded, str):
         try:
-            return np.frombuffer(base64.b64decode(encoded, validate=True), dtype="<f4").tolist()
+            vector: list[float] = np.frombuffer(base64.b64decode(encoded, validate=True), dtype="<f4").tolist()
+            return vector
         except ValueError as exc:  # bad base64, or a length that is no whole number of float32s
             raise ModelOutputInvalid(f"embedding is not base64 float32: {exc}"[:300]) from None
     if isinstance(encoded, list) and all(isinstance(x, int | float) and not isinstance(x, bool) for x in encoded):
@@ -315,7 +316,7 @@ def embed_remote(
     async def send() -> Reply:
         data = await _body(await client.embeddings.with_raw_response.create(**kwargs))
         rows = [row for row in data.get("data") or [] if isinstance(row, dict)]
-        ordered = sorted(rows, key=lambda row: row.get("index") if isinstance(row.get("index"), int) else 0)
+        ordered = sorted(rows, key=lambda row: row["index"] if isinstance(row.get("index"), int) else 0)
         return Reply(
             text="",
             usage=Usage(input_tokens=_count(data.get("usage") or {}, "prompt_tokens")),

@@ -76,7 +76,7 @@ def split_source(name: str, source: str) -> tuple[str, str]:
     return instructions, user_input
 
 
-def _compiled(name: str):
+def _compiled(name: str) -> tuple[Any, Any]:
     path = prompt_path(name)
     try:
         mtime = path.stat().st_mtime

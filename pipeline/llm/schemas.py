@@ -4,7 +4,7 @@ number or an extra key makes the reply invalid (the caller retries later); nothi
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -24,7 +24,7 @@ SafetyFlag = Literal[
     "sexual_content",
     "private_data",
 ]
-SAFETY_FLAGS: tuple[str, ...] = get_args(SafetyFlag)[1:]
+SAFETY_FLAGS: tuple[SafetyFlag, ...] = get_args(SafetyFlag)[1:]
 
 # The only five reasons extraction may discard for (docs/enrichment.md#discard-verdicts); "" when the item is kept.
 DiscardReason = Literal["", "gibberish", "runtime_log", "spam", "malicious", "error_page"]
@@ -41,7 +41,7 @@ class _Strict(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _storable_text(cls, data):
+    def _storable_text(cls, data: Any) -> Any:
         """Text PostgreSQL cannot store (NUL, lone surrogates) makes the reply invalid, not a database error."""
         if isinstance(data, dict):
             for key, value in data.items():

@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 
 class State(enum.StrEnum):
@@ -157,7 +158,7 @@ class Admission:
 class Breakers:
     """The breakers of one consumer runner, consulted together before an entry starts."""
 
-    def __init__(self, names: Iterable[str], **knobs):
+    def __init__(self, names: Iterable[str], **knobs: Any) -> None:
         self.by_name = {name: CircuitBreaker(name, **knobs) for name in names}
 
     def admit(self) -> Admission | None:

@@ -12,9 +12,10 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import redis
 from django.db import connection
@@ -51,7 +52,7 @@ def report(dependency: str, ok: bool) -> None:
         (uses.ok if ok else uses.failed)[dependency] = time.monotonic()
 
 
-def _observe_query(execute, sql, params, many, context):
+def _observe_query(execute: Callable[..., Any], sql: str, params: Any, many: bool, context: dict[str, Any]) -> Any:
     try:
         result = execute(sql, params, many, context)
     except db_utils.DatabaseError as exc:

@@ -7,6 +7,7 @@ import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.db import connection
 
@@ -59,7 +60,7 @@ class Lease:
     def cancelled(self) -> threading.Event:
         # Made on first use: most handlers never look, and an Event costs more than the rest of dispatch.
         # dict.setdefault is atomic, so concurrent first uses still share one Event.
-        event = self.__dict__.get("_cancelled")
+        event: threading.Event | None = self.__dict__.get("_cancelled")
         if event is None:
             event = self.__dict__.setdefault("_cancelled", CancelEvent())
         return event
@@ -89,7 +90,7 @@ class Event:
     id: str
     type: str
     subject: str
-    data: dict
+    data: dict[str, Any]
     replay: bool
     correlation_id: str
     causation_id: str
@@ -158,7 +159,7 @@ def consume_once(event: Event) -> bool:
     if _CONSUMED_SQL is None:
         meta = ConsumedEvent._meta
         qn = connection.ops.quote_name
-        cols = {f.name: qn(f.column) for f in meta.concrete_fields}
+        cols = {f.name: qn(f.column) for f in meta.concrete_fields}  # type: ignore[arg-type]  # concrete: set
         _CONSUMED_SQL = (
             f"INSERT INTO {qn(meta.db_table)} ({cols['group']}, {cols['event_id']}, {cols['consumed_at']}) "  # noqa: S608
             f"VALUES (%s, %s, now()) ON CONFLICT ({cols['group']}, {cols['event_id']}) DO NOTHING RETURNING 1"

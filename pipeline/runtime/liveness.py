@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 import redis
 
@@ -20,7 +21,7 @@ REPORT_EVERY_SECONDS = 2.0
 VALID_SECONDS = 15.0
 
 
-def publish(client: redis.Redis, statuses: list[dict], *, valid_seconds: float = VALID_SECONDS) -> None:
+def publish(client: redis.Redis, statuses: list[dict[str, Any]], *, valid_seconds: float = VALID_SECONDS) -> None:
     """Report these consumers alive until now + valid_seconds; forget reports that expired."""
     now = time.time()
     pipe = client.pipeline(transaction=False)
@@ -46,9 +47,9 @@ def withdraw(client: redis.Redis, names: list[str]) -> None:
         pipe.execute()
 
 
-def live_consumers(client: redis.Redis) -> list[dict]:
+def live_consumers(client: redis.Redis) -> list[dict[str, Any]]:
     """The statuses of consumers whose report has not expired, by stream, group and name."""
-    names = client.zrangebyscore(REGISTRY, time.time(), "+inf")
+    names: list[bytes | str] = client.zrangebyscore(REGISTRY, time.time(), "+inf")  # type: ignore[assignment]
     if not names:
         return []
     statuses = []
@@ -62,7 +63,8 @@ def live_consumers(client: redis.Redis) -> list[dict]:
 
 
 def live_names(client: redis.Redis) -> set[str]:
-    return {_text(name) for name in client.zrangebyscore(REGISTRY, time.time(), "+inf")}
+    names: list[bytes | str] = client.zrangebyscore(REGISTRY, time.time(), "+inf")  # type: ignore[assignment]
+    return {_text(name) for name in names}
 
 
 def consumer_alive(client: redis.Redis, name: str) -> bool:
@@ -70,5 +72,5 @@ def consumer_alive(client: redis.Redis, name: str) -> bool:
     return expiry is not None and expiry > time.time()
 
 
-def _text(value) -> str:
+def _text(value: bytes | str) -> str:
     return value.decode("utf-8", errors="backslashreplace") if isinstance(value, bytes) else value

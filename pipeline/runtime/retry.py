@@ -24,7 +24,7 @@ class RetryPolicy:
     max_delay: float = 300.0
     jitter: float = 0.25
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if (self.max_retries is not None and self.max_retries < 1) or self.base < 0 or self.factor < 1:
             raise ValueError(f"invalid retry policy {self!r}")
         if not 0 <= self.jitter < 1:

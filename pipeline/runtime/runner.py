@@ -38,6 +38,7 @@ import time
 import uuid
 from collections import deque
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import redis
 from django.conf import settings
@@ -132,8 +133,8 @@ class ConsumerRunner:
         self._retry_seq = 0
         self._blocked: deque[Delivery] = deque()  # paused by an open circuit breaker, credits returned
         self._left: list[Delivery] = []  # not started because of a stop: their credits go back at the end
-        self._work: queue.SimpleQueue = queue.SimpleQueue()
-        self._acks: queue.SimpleQueue = queue.SimpleQueue()
+        self._work: queue.SimpleQueue[Any] = queue.SimpleQueue()  # deliveries, or the _STOP sentinel
+        self._acks: queue.SimpleQueue[Any] = queue.SimpleQueue()  # message ids, or the _STOP sentinel
         self._keeper_wake = threading.Event()
         self._stopping = threading.Event()  # stop reading and starting handlers
         self._dispatched = 0  # on the work queue or in a worker
@@ -173,7 +174,7 @@ class ConsumerRunner:
         for i in range(self.concurrency):
             name = f"worker-{i}"
             self._worker_names.append(name)
-            self.loops.start(name, lambda name=name: self._work_loop(name), watched=False)
+            self.loops.start(name, lambda name=name: self._work_loop(name), watched=False)  # type: ignore[misc]
 
     def request_stop(self) -> None:
         """Stop reading and starting handlers; running handlers finish (see stop())."""
@@ -223,7 +224,7 @@ class ConsumerRunner:
         """Loop threads that died while the runner was meant to be running."""
         return [] if self._stopping.is_set() else self.loops.dead()
 
-    def status(self) -> dict:
+    def status(self) -> dict[str, Any]:
         """For the liveness registry, the health page and the process's readiness probe."""
         loops = self.loops.statuses()
         with self._lock:
@@ -260,7 +261,7 @@ class ConsumerRunner:
             if room <= 0 or self._stopping.is_set():
                 continue
             try:
-                response = self.client.xreadgroup(
+                response: Any = self.client.xreadgroup(
                     self.group, self.name, {self.stream: ">"}, count=room, block=self.block_ms
                 )
             except redis.ResponseError as exc:
@@ -446,7 +447,7 @@ class ConsumerRunner:
         """Set owned entries' delivery counts (one script call). False if Redis could not be reached."""
         if not changes:
             return True
-        args: list[object] = [self.group, self.name]
+        args: list[str | int] = [self.group, self.name]
         for delivery, count in changes:
             args += [delivery.message_id, max(0, count)]
         try:
@@ -508,7 +509,7 @@ class ConsumerRunner:
         finally:
             connection.close()
 
-    def _log_context(self, delivery: Delivery):
+    def _log_context(self, delivery: Delivery) -> contextlib.AbstractContextManager[object]:
         if delivery.event is None:
             return contextlib.nullcontext()
         return delivery_log_context(delivery.event, consumer=self.name, delivery_count=delivery.delivery_count)
@@ -546,10 +547,12 @@ class ConsumerRunner:
 
     def _handle(self, delivery: Delivery, admission: Admission) -> None:
         event, subject = delivery.event, delivery.subject
+        assert event is not None  # a malformed entry gets its verdict when read and never reaches a handler
         event.delivery_count = delivery.delivery_count
         delivery.credit -= 1  # this attempt uses its delivery
         close_old_connections()
         started = time.perf_counter()
+        error: Exception | None
         outcome, error = "acked", None
         with dependencies.observing() as uses:
             try:
@@ -618,7 +621,7 @@ class ConsumerRunner:
         else:
             self._retry_or_give_up(delivery, error)
 
-    def _retry_or_give_up(self, delivery: Delivery, error: BaseException) -> None:
+    def _retry_or_give_up(self, delivery: Delivery, error: BaseException | None) -> None:
         delay = self.policy.next_delay(delivery.delivery_count, error)
         if delay is None:
             delivery.verdict = self._reason(delivery, "transient", _text(error))
@@ -628,9 +631,7 @@ class ConsumerRunner:
             self._m["released"].inc()
             self._release(delivery)
             return
-        with self._lock:
-            full = len(self._retry_heap) >= self.max_waiting_retries
-        if full:
+        if not self._later(delivery, delay, cap=self.max_waiting_retries):
             # The retry backlog in memory is capped: the entry is let go (still pending, its count right) and
             # whichever process reclaims it after the lease timeout retries it.
             log.warning(
@@ -650,15 +651,19 @@ class ConsumerRunner:
             delay,
             _text(error),
         )
-        self._later(delivery, delay)
 
-    def _later(self, delivery: Delivery, delay: float) -> None:
+    def _later(self, delivery: Delivery, delay: float, cap: int | None = None) -> bool:
+        """Hold the entry for `delay` seconds; with `cap`, only while fewer than `cap` are held (checked and taken
+        under one lock, so that concurrent handlers cannot overshoot it). False: not held."""
         with self._lock:
+            if cap is not None and len(self._retry_heap) >= cap:
+                return False
             # The subject stays busy: later entries of it wait behind the retry, keeping per-subject order.
             delivery.retry_at = time.monotonic() + delay
             self._retry_seq += 1
             heapq.heappush(self._retry_heap, (delivery.retry_at, self._retry_seq, delivery))
         self._keeper_wake.set()
+        return True
 
     def _block(self, delivery: Delivery) -> None:
         """Pause an entry until the breakers let entries start again; its unused deliveries go back."""
@@ -680,6 +685,7 @@ class ConsumerRunner:
     def _finish_give_up(self, delivery: Delivery, admission: Admission | None) -> None:
         """The final hook, then the dead letter (or, for a consumer whose hook is the destination, the ACK)."""
         reason = delivery.verdict
+        assert reason is not None  # only called once a verdict was set
         if not delivery.hook_done:
             with dependencies.observing() as uses:
                 try:
@@ -756,7 +762,9 @@ class ConsumerRunner:
 
     def _owns(self, message_id: str) -> bool:
         try:
-            pending = self.client.xpending_range(self.stream, self.group, message_id, message_id, 1)
+            pending: list[dict[str, Any]] = self.client.xpending_range(
+                self.stream, self.group, message_id, message_id, 1
+            )
         except redis.RedisError:
             return False  # cannot prove ownership: do not commit
         return bool(pending) and text(pending[0]["consumer"]) == self.name
@@ -950,7 +958,9 @@ class ConsumerRunner:
         if not entries:
             return
         ids = sorted((mid for mid, _ in entries), key=id_key)
-        pending = self.client.xpending_range(self.stream, self.group, ids[0], ids[-1], len(ids) + 100, self.name)
+        pending: list[dict[str, Any]] = self.client.xpending_range(
+            self.stream, self.group, ids[0], ids[-1], len(ids) + 100, self.name
+        )
         counts = {text(p["message_id"]): p["times_delivered"] for p in pending}
         self._m_reclaimed.inc(len(entries))
         self.activity += 1

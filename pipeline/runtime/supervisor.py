@@ -7,9 +7,12 @@ whole process stop with a non-zero status, so whatever supervises it restarts it
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 import redis
 from django.conf import settings
@@ -67,9 +70,9 @@ class Supervisor:
             metrics.RUNNING_CONSUMERS.labels(runner.stream, runner.group).set(1)
         if self.relay is not None:
             poll = 0.05 if self.burst else None
-            self._spawn("relay", lambda: self.relay.run(self._service_stop, poll_seconds=poll))
+            self._spawn("relay", functools.partial(self.relay.run, self._service_stop, poll_seconds=poll))
         if self.housekeeper is not None:
-            self._spawn("housekeeping", lambda: self.housekeeper.run(self._service_stop))
+            self._spawn("housekeeping", functools.partial(self.housekeeper.run, self._service_stop))
         try:
             if self.burst:
                 self._wait_until_drained()
@@ -101,10 +104,10 @@ class Supervisor:
 
     # --- watching -------------------------------------------------------------------------------------------
 
-    def statuses(self) -> list[dict]:
+    def statuses(self) -> list[dict[str, Any]]:
         return [runner.status() for runner in self.runners]
 
-    def probe(self) -> tuple[bool, dict]:
+    def probe(self) -> tuple[bool, dict[str, Any]]:
         """Readiness of this process: every loop of every consumer alive and turning, every service alive."""
         consumers = []
         for status in self.statuses():
@@ -146,12 +149,12 @@ class Supervisor:
         except redis.RedisError as exc:
             log.warning("liveness report failed: %s", exc)
 
-    def _spawn(self, name: str, target) -> None:
+    def _spawn(self, name: str, target: Callable[[], object]) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)
         thread.start()
         self._threads.append(thread)
 
-    def _snapshot(self) -> tuple | None:
+    def _snapshot(self) -> tuple[tuple[int, int], ...] | None:
         """Progress counters if every part looks idle, else None."""
         parts = []
         for runner in self.runners:

@@ -13,6 +13,8 @@ import pytest
 
 from tests.deploy.references import DEPLOY, alert_rules, load_yaml
 
+pytestmark = pytest.mark.slow  # runs promtool
+
 PROMETHEUS = DEPLOY / "prometheus"
 
 

@@ -12,7 +12,7 @@ from django.test import Client
 
 from tests.factories import make_agent, make_completed_item
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.slow, pytest.mark.django_db]  # indexes and queries the whole corpus (tens of seconds)
 
 DATA = Path(__file__).resolve().parents[2] / "bench" / "data"
 # Measured with this test's setup when the floors were set: en 0.76, zh 0.75 (before the lexicon and

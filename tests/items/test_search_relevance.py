@@ -174,6 +174,7 @@ def test_search_pages_with_a_cursor(local):
     assert response.status_code == 422
 
 
+@pytest.mark.slow  # embeds a large set of items (over 10 s)
 @pytest.mark.django_db(transaction=True)  # 300 rows: truncated afterwards, not left as dead tuples in the index
 def test_filtered_semantic_search_returns_every_matching_item(local):
     """A filter that only a few of the nearest items pass: the index's first candidates alone would starve it."""

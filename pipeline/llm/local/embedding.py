@@ -45,4 +45,5 @@ def embed_texts(texts: list[str], dimensions: int) -> list[list[float]]:
             lexical /= max(float(np.linalg.norm(lexical)), 1e-12)
             blended = math.sqrt(1.0 - share) * vectors[row] + math.sqrt(share) * lexical
             vectors[row] = blended / max(float(np.linalg.norm(blended)), 1e-12)
-    return vectors.tolist()
+    rows: list[list[float]] = vectors.tolist()
+    return rows

@@ -252,7 +252,7 @@ def geo(text: str) -> str:
     for _code, names in lexicon()["countries"].items():
         for term in names:
             if len(term) > 2 and re.search(rf"(?<!\w){re.escape(term)}(?!\w)", text, _I):
-                return term.title()
+                return str(term).title()
     return ""
 
 

@@ -13,6 +13,7 @@ import hashlib
 import math
 import unicodedata
 from collections import Counter
+from collections.abc import Callable
 
 import regex
 
@@ -33,7 +34,7 @@ def _features(text: str) -> Counter[str]:
     return features
 
 
-def _hashed(features: Counter[str], dimensions: int, weight_of) -> list[float]:
+def _hashed(features: Counter[str], dimensions: int, weight_of: Callable[[str], float]) -> list[float]:
     vector = [0.0] * dimensions
     for feature, count in features.items():
         digest = int.from_bytes(hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest(), "big")

@@ -22,6 +22,7 @@ import functools
 import itertools
 import re
 from collections.abc import Callable
+from typing import Any
 
 import regex
 
@@ -150,8 +151,8 @@ def summary_agrees(summary: str, content: str) -> bool:
 def reconcile(result: Extraction, hints: AuthorHints, *, content: str, url: str = "") -> Extraction:
     if result.discard or not hints.declared:
         return result
-    update: dict = {}
-    kind = result.broadcast_type
+    update: dict[str, Any] = {}
+    kind: str = result.broadcast_type
     if hints.broadcast_type and _type_agrees(hints.broadcast_type, kind, content):
         kind = hints.broadcast_type
     if kind != result.broadcast_type:

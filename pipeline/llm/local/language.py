@@ -44,7 +44,7 @@ def detect_language(text: str) -> str:
         return script
     try:
         with _LOCK:
-            code = detect(text)
+            code: str = detect(text)
     except LangDetectException:
         return script
     return code.split("-")[0].lower()

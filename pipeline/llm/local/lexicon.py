@@ -13,7 +13,8 @@ LEXICON_PATH = Path(__file__).resolve().parent / "data" / "lexicon.json"
 
 @functools.cache
 def lexicon() -> dict[str, Any]:
-    return json.loads(LEXICON_PATH.read_text(encoding="utf-8"))
+    data: dict[str, Any] = json.loads(LEXICON_PATH.read_text(encoding="utf-8"))
+    return data
 
 
 def phrase_pattern(terms: list[str]) -> re.Pattern[str]:

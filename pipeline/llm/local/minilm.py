@@ -65,7 +65,8 @@ class _Layer:
 def _layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray) -> np.ndarray:
     mean = x.mean(axis=-1, keepdims=True)
     var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
-    return (x - mean) / np.sqrt(var + _LAYER_NORM_EPS) * gamma + beta
+    normed: np.ndarray = (x - mean) / np.sqrt(var + _LAYER_NORM_EPS) * gamma + beta
+    return normed
 
 
 def _gelu(x: np.ndarray) -> np.ndarray:
@@ -84,7 +85,8 @@ def _gelu(x: np.ndarray) -> np.ndarray:
     poly *= z  # 1 - erf(|x|/sqrt 2)
     # x * Phi(x) = x - x/2 * (1 - erf(|x|/sqrt 2)) for x >= 0, and x/2 * (1 - erf(|x|/sqrt 2)) for x < 0
     half = poly * np.float32(0.5) * x
-    return np.where(x >= 0, x - half, half)
+    result: np.ndarray = np.where(x >= 0, x - half, half)
+    return result
 
 
 class MiniLM:
@@ -196,7 +198,8 @@ class MiniLM:
             x = _layer_norm(output, layer.ln2_g, layer.ln2_b)
         x = x.reshape(batch, length, DIMENSIONS)
         pooled = (x * mask[:, :, None]).sum(axis=1) / np.maximum(mask.sum(axis=1, keepdims=True), 1e-9)
-        return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+        unit: np.ndarray = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+        return unit
 
 
 _model: MiniLM | None = None

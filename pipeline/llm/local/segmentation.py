@@ -50,7 +50,9 @@ def japanese_keywords(text: str, limit: int) -> list[str]:
             from janome.tokenizer import Tokenizer
 
             _ja_tokenizer = Tokenizer()
-        tokens = [(token.surface, token.part_of_speech.split(",")) for token in _ja_tokenizer.tokenize(text)]
+        # Without wakati mode Janome yields Token objects only (its signature also allows plain strings).
+        parsed = [token for token in _ja_tokenizer.tokenize(text) if not isinstance(token, str)]
+        tokens = [(token.surface, token.part_of_speech.split(",")) for token in parsed]
     counts: Counter[str] = Counter()
     first: dict[str, int] = {}
     compound: list[str] = []

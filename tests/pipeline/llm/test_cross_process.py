@@ -15,6 +15,8 @@ from django.db import connection
 from pipeline.models import LLMCall
 from tests.fakes.fixtures import SAFETY_KEY, SAFETY_MODEL
 
+pytestmark = pytest.mark.slow  # starts a Python process
+
 
 @pytest.mark.django_db(transaction=True)
 def test_subprocess_reaches_the_fake_server_through_env(fake_llm, settings):

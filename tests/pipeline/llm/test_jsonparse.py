@@ -86,6 +86,7 @@ _prose = st.text(alphabet=st.characters(blacklist_characters="{}[]", blacklist_c
     indent=st.sampled_from([None, 2]),
     fenced=st.booleans(),
 )
+@pytest.mark.slow  # a long property-based run (over 10 s)
 def test_any_object_wrapped_in_prose_round_trips(obj, before, after, indent, fenced):
     body = json.dumps(obj, indent=indent, ensure_ascii=False)
     if fenced:

@@ -73,6 +73,7 @@ def test_labelled_set_covers_every_class_and_type():
     assert set(kinds) == {"supply", "demand", "info", "alert"}
 
 
+@pytest.mark.slow  # analyses every labelled broadcast (about 10 s)
 def test_accuracy_per_class():
     table = accuracy_table()
     for label, floor in CLASS_FLOOR.items():

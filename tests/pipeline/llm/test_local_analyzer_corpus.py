@@ -8,6 +8,8 @@ import pytest
 from pipeline.llm import local
 from tests.pipeline.llm.corpus_accuracy import corpus_tally, share
 
+pytestmark = pytest.mark.slow  # analyses the whole labelled corpus (tens of seconds)
+
 # Measured (docs/search.md) minus a margin. The lexicon was tuned on this corpus, so these guard against
 # regressions; they do not estimate accuracy on new text.
 FLOORS = {
