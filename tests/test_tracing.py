@@ -107,7 +107,7 @@ def test_a_worker_job_exports_its_spans_before_the_work_horse_exits(pipeline_env
     """rq runs each job in a forked process that leaves with os._exit: TracedWorker flushes after the job."""
     import django_rq
 
-    from pipeline.maintenance import maintenance_run
+    from pipeline.scheduled_jobs import maintenance_run
 
     receiver = OTLPReceiver().start()
     try:

@@ -90,7 +90,7 @@ def agent_rename(*, agent: Agent, name: str) -> Agent:
 ACCOUNT_FIELDS = ("email", "is_official", "is_active")
 
 
-def agent_account_update(*, agent: Agent, **fields) -> list[str]:
+def agent_account_update(*, agent: Agent, **fields: object) -> list[str]:
     """Change what a moderator manages beside the profile (login email, official flag, active flag); returns the
     fields that changed. Profile fields go through items.services.profiles.agent_profile_update, which announces
     them."""

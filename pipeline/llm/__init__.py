@@ -1,10 +1,10 @@
 """The model layer (docs/model-layer.md): OpenAI-compatible clients, prompt registry, strict JSON parsing, typed
 results, usage accounting and the offline local analyzer. Callers use only what is re-exported here."""
 
+from pipeline.llm.accounting import LOCAL_MODEL
 from pipeline.llm.errors import CallCancelled, ModelError, ModelOutputInvalid, ModelRequestRejected, ModelUnavailable
 from pipeline.llm.schemas import Extraction, OfficialReply, ProfileKeywords, SafetyVerdict, Suggestion
 from pipeline.llm.tasks import (
-    LOCAL_MODEL,
     ModelAnswer,
     embed,
     extract_item,
