@@ -46,6 +46,11 @@ class RateLimitUnavailable(Exception):
     """Redis could not be asked, and the limit must not be skipped (fail-closed callers)."""
 
 
+def current_window(window_seconds: int) -> int:
+    """The fixed window the present moment falls in (its number since the epoch)."""
+    return int(time.time()) // window_seconds
+
+
 def rate_limit_hit(*, agent_id: int, bucket: str, per_minute: int) -> Verdict:
     # Publishing needs only PostgreSQL: a Redis outage must not take the API down with it (fail open).
     return rate_limit_window(
@@ -58,7 +63,7 @@ def rate_limit_window(*, bucket: str, subject: str, limit: int, window_seconds: 
     unavailable the hit is allowed (fail_open) or RateLimitUnavailable is raised."""
     if limit <= 0:
         return Verdict(True, 0)
-    window = int(time.time()) // window_seconds
+    window = current_window(window_seconds)
     key = f"ratelimit:{bucket}:{subject}:{window}"
     try:
         client = get_redis()
@@ -96,7 +101,7 @@ def unauthenticated_hit(*, address: str) -> Verdict:
     per_minute = settings.RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE
     if per_minute <= 0:
         return Verdict(True, 0)
-    window = int(time.time()) // WINDOW_SECONDS
+    window = current_window(WINDOW_SECONDS)
     # Hashed: an address may be IPv6 or, from a misconfigured proxy, arbitrary text.
     key = f"ratelimit:unauth:{hashlib.sha256(address.encode()).hexdigest()[:32]}:{window}"
     try:

@@ -4,6 +4,7 @@ per test). Both are the embedded servers unless DATABASE_URL / REDIS_URL are set
 from __future__ import annotations
 
 import os
+import platform
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -46,6 +47,9 @@ def _audit(event: str, args: tuple) -> None:
 
 
 sys.addaudithook(_audit)
+# The standard library's platform.processor() runs `uname -p` once per process, lazily, from whichever test first
+# loads a library that asks (the local embedding model's stack does): ask it here, so no test is charged for it.
+platform.processor()
 
 
 # Fixtures that start processes (run_pipeline, web servers, Redis Cluster, PgBouncer, a streaming replica): every
@@ -126,6 +130,17 @@ def _auth_caches_cleared():
     yield
     unknown_tokens.clear()
     blocked_addresses_clear()
+
+
+@pytest.fixture(autouse=True)
+def _rate_limit_window_pinned(monkeypatch):
+    """Each test counts in one fixed rate-limit window (the one it starts in): a test making three requests
+    against a limit of two would otherwise pass its limit in two windows when it straddles a minute boundary."""
+    from items import ratelimit
+
+    windows: dict[int, int] = {}
+    real = ratelimit.current_window
+    monkeypatch.setattr(ratelimit, "current_window", lambda seconds: windows.setdefault(seconds, real(seconds)))
 
 
 @pytest.fixture
