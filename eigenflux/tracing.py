@@ -187,15 +187,22 @@ def outbox_write_span(*, stream: str, event_type: str, traceparent: str | None) 
         context=parent,
         kind=SpanKind.PRODUCER,
         attributes={
-            "messaging.system": MESSAGING_SYSTEM,
-            "messaging.operation.type": "create",
-            "messaging.operation.name": "create",
-            "messaging.destination.name": stream,
+            **_messaging(stream, "create", "create"),
             "cloudevents.event_type": event_type,
         },
         record_exception=False,
     ) as span:
         yield span
+
+
+def _messaging(stream: str, operation_type: str, operation_name: str) -> dict[str, str]:
+    """The messaging attributes every stream span carries (system, operation, destination)."""
+    return {
+        "messaging.system": MESSAGING_SYSTEM,
+        "messaging.operation.type": operation_type,
+        "messaging.operation.name": operation_name,
+        "messaging.destination.name": stream,
+    }
 
 
 def set_message_id(span: trace.Span | None, event_id: str) -> None:
@@ -218,10 +225,7 @@ def relay_spans(rows: list[tuple[str, dict[str, str]]]) -> list[trace.Span] | No
             context=context_from_traceparent(envelope.get("traceparent")),
             kind=SpanKind.PRODUCER,
             attributes={
-                "messaging.system": MESSAGING_SYSTEM,
-                "messaging.operation.type": "send",
-                "messaging.operation.name": "publish",
-                "messaging.destination.name": stream,
+                **_messaging(stream, "send", "publish"),
                 "cloudevents.event_id": envelope.get("id", ""),
                 "cloudevents.event_type": envelope.get("type", ""),
             },
@@ -269,10 +273,7 @@ def _handling_span(event, consumer: str, delivery_count: int) -> Iterator[trace.
         kind=SpanKind.CONSUMER,
         links=links,
         attributes={
-            "messaging.system": MESSAGING_SYSTEM,
-            "messaging.operation.type": "process",
-            "messaging.operation.name": "process",
-            "messaging.destination.name": event.stream,
+            **_messaging(event.stream, "process", "process"),
             "messaging.consumer.group.name": event.group,
             "messaging.client.id": consumer,
             "messaging.message.id": event.message_id,
