@@ -361,6 +361,9 @@ ENRICHMENT_LEASE_SECONDS = env_float("ENRICHMENT_LEASE_SECONDS", 120.0, minimum=
 SEARCH_MIN_SIMILARITY = env_optional_float("SEARCH_MIN_SIMILARITY", minimum=-1.0, maximum=1.0)
 # Keyword ranking looks at this many of the most recent matching items at most (bounds a common word's cost).
 SEARCH_KEYWORD_CANDIDATES = env_int("SEARCH_KEYWORD_CANDIDATES", 200, minimum=1)
+# Hybrid searches per process whose semantic leg may run beside the keyword leg, on a second connection
+# (items.search; 0: always one after the other).
+SEARCH_PARALLEL_LEGS = env_int("SEARCH_PARALLEL_LEGS", 4, minimum=0)
 # How deep a client can page into one search's results.
 SEARCH_MAX_RESULTS = env_int("SEARCH_MAX_RESULTS", 200, minimum=1)
 

@@ -11,23 +11,34 @@ ef_search sized to the page; with a filter (type, domain) it searches a small fi
 type's own partial index, or walks deeper in proportion to the filter's selectivity (pgvector 0.6 has no
 iterative index scan).
 
+In hybrid mode the two legs run side by side: the semantic one (query embedding, then the nearest-neighbour
+query) on a second database connection in a small per-process thread pool, while the request's thread runs
+the keyword one, so a hybrid search costs about its slower leg instead of the sum of both. They run one after
+the other when a second connection would not see what the first sees (inside a transaction, as in most
+tests), when the database pool has no spare connection, or when SEARCH_PARALLEL_LEGS slots are all taken.
+
 Query embeddings come from the model layer in `pipeline`, which `items` must not import: the pipeline app
 registers its embedder here when Django starts (pipeline.apps).
 """
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import json
 import math
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from django.conf import settings
 from django.contrib.postgres.search import SearchRank
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, close_old_connections, connection, connections, transaction
 from django.db.models import F, Subquery, Value
 from pgvector.django import CosineDistance
+from prometheus_client import Counter
 
 from items import textsearch
 from items.models import ProcessedItem
@@ -38,6 +49,13 @@ RRF_K = 60  # reciprocal rank fusion's constant: 1 / (k + rank)
 HNSW_MAX_EF_SEARCH = 1000  # pgvector's upper bound for hnsw.ef_search
 # Up to this many (estimated) rows, a filtered semantic search is exact: a scan costs a few milliseconds.
 EXACT_SCAN_ROWS = 5000
+
+HYBRID_LEGS = Counter(
+    "eigenflux_search_hybrid_legs_total",
+    "Hybrid searches by how their keyword and semantic legs ran: side by side or one after the other.",
+    ["run"],
+)
+T = TypeVar("T")
 
 
 class SemanticSearchUnavailable(RuntimeError):
@@ -119,14 +137,23 @@ def search_items(
     filters = {"broadcast_type": broadcast_type, "domain": domain}
     keyword: list[tuple[int, float]] = []
     semantic: list[tuple[int, float]] = []
+
+    def keyword_leg() -> list[tuple[int, float]]:
+        return keyword_candidates(q=q, depth=depth, **filters)
+
+    def semantic_leg() -> list[tuple[int, float]]:
+        vector = (embed or embed_query)(q)
+        return semantic_candidates(
+            embedding=vector.values, min_similarity=min_similarity(vector), depth=depth, **filters
+        )
+
     if offset < end:
-        if mode in ("keyword", "hybrid"):
-            keyword = keyword_candidates(q=q, depth=depth, **filters)
-        if mode in ("semantic", "hybrid"):
-            vector = (embed or embed_query)(q)
-            semantic = semantic_candidates(
-                embedding=vector.values, min_similarity=min_similarity(vector), depth=depth, **filters
-            )
+        if mode == "hybrid":
+            keyword, semantic = both_legs(keyword_leg, semantic_leg)
+        elif mode == "keyword":
+            keyword = keyword_leg()
+        else:
+            semantic = semantic_leg()
     if mode == "hybrid":
         ranked = fuse(keyword, semantic)
     elif mode == "keyword":
@@ -146,6 +173,83 @@ def search_items(
         offset=offset,
         fingerprint=fingerprint(q=q, mode=mode, broadcast_type=broadcast_type, domain=domain),
     )
+
+
+@dataclass
+class _SecondLegs:
+    """Where second legs run: SEARCH_PARALLEL_LEGS threads, and as many slots so that none waits in a queue."""
+
+    size: int
+    slots: threading.BoundedSemaphore
+    executor: ThreadPoolExecutor
+
+
+_legs_lock = threading.Lock()
+_second_legs: _SecondLegs | None = None
+
+
+def both_legs(first: Callable[[], T], second: Callable[[], T]) -> tuple[T, T]:
+    """Run `second` on a pool thread (its own database connection) while this thread runs `first`, when that is
+    safe and a slot is free; otherwise one after the other. Either leg's exception reaches the caller, and
+    `second` has always finished when this returns."""
+    legs = _second_legs_pool()
+    if legs is None or not _spare_connection() or not legs.slots.acquire(blocking=False):
+        HYBRID_LEGS.labels("one_after_other").inc()
+        return first(), second()
+    HYBRID_LEGS.labels("side_by_side").inc()
+    try:
+        # The request's context (read-replica choice, trace) goes along to the pool thread.
+        future = legs.executor.submit(contextvars.copy_context().run, _on_own_connection, second)
+    except BaseException:
+        legs.slots.release()
+        raise
+    future.add_done_callback(lambda _: legs.slots.release())
+    try:
+        result = first()
+    except BaseException:
+        wait([future])  # the second leg never outlives the request; the first leg's error is the one raised
+        raise
+    return result, future.result()
+
+
+def _second_legs_pool() -> _SecondLegs | None:
+    """This process's pool for second legs (rebuilt if the setting changed), or None when turned off."""
+    global _second_legs
+    size = int(settings.SEARCH_PARALLEL_LEGS)
+    if size <= 0:
+        return None
+    with _legs_lock:
+        if _second_legs is None or _second_legs.size != size:
+            if _second_legs is not None:
+                _second_legs.executor.shutdown(wait=False)
+            executor = ThreadPoolExecutor(max_workers=size, thread_name_prefix="search-leg")
+            _second_legs = _SecondLegs(size, threading.BoundedSemaphore(size), executor)
+        return _second_legs
+
+
+def _spare_connection() -> bool:
+    """A second connection would see what this thread sees, and taking one will not wait for the pool.
+
+    Inside a transaction (an atomic block, or a test's) another connection cannot see its rows. In a pooled
+    process the second leg only takes a connection that is idle or that the pool can still open, never one it
+    would have to wait for while this thread holds its own."""
+    if any(wrapper.in_atomic_block for wrapper in connections.all(initialized_only=True)):
+        return False
+    wrapper = connections[DEFAULT_DB_ALIAS]
+    pool = getattr(wrapper, "pool", None)  # psycopg_pool's ConnectionPool when pooled
+    if pool is None:
+        return wrapper.settings_dict.get("CONN_MAX_AGE") != 0  # a connection per thread, kept between searches
+    stats = pool.get_stats()
+    return stats.get("pool_available", 0) > 0 or stats.get("pool_size", 0) < pool.max_size
+
+
+def _on_own_connection(leg: Callable[[], T]) -> T:
+    """Run a leg on the pool thread's own connection, then give it back (to the database pool when pooled;
+    kept for the thread's next leg up to CONN_MAX_AGE otherwise)."""
+    try:
+        return leg()
+    finally:
+        close_old_connections()
 
 
 def min_similarity(vector: QueryVector) -> float:
