@@ -101,9 +101,40 @@ def _attempts(
     """Await `send()` on the model loop, with retries; `accept` turns a reply into the result or raises
     ModelOutputInvalid."""
     last_error = ""
+    for attempt in range(config.max_retries + 1):
+        if cancel is not None and cancel.is_set():
+            raise CallCancelled(f"{prompt}: cancelled before attempt {attempt + 1}")
+        try:
+            return _attempt(
+                prompt=prompt, config=config, item_id=item_id, cancel=cancel, send=send, accept=accept, attempt=attempt
+            )
+        except _Transient as exc:
+            last_error = str(exc)
+            if attempt >= config.max_retries:
+                break
+            _back_off(prompt=prompt, attempt=attempt, error=exc, cancel=cancel)
+    raise ModelUnavailable(
+        f"{prompt}: {config.model} unavailable after {config.max_retries + 1} attempts: {last_error}"
+    )
 
-    def record(started: float, outcome: str, usage: Usage | None = None, error: str = "") -> None:
-        latency = time.monotonic() - started
+
+def _attempt(
+    *,
+    prompt: str,
+    config: ClientConfig,
+    item_id: int | None,
+    cancel: threading.Event | None,
+    send: Callable[[], Awaitable[Reply]],
+    accept: Callable[[Reply], T],
+    attempt: int,
+) -> T:
+    """One model call, traced and recorded (an LLMCall row) whatever its outcome; raises _Transient for a
+    failure worth retrying and the caller's exceptions for the rest."""
+    started = time.monotonic()
+    usage: Usage | None = None
+    span = tracing.model_call_span(prompt=prompt, model=config.model, attempt=attempt + 1)
+
+    def record(outcome: str, error: str = "") -> None:
         span.end(
             outcome,
             input_tokens=usage.input_tokens if usage else None,
@@ -113,60 +144,51 @@ def _attempts(
             prompt=prompt,
             model=config.model,
             item_id=item_id,
-            latency_s=latency,
+            latency_s=time.monotonic() - started,
             outcome=outcome,
             usage=usage,
             error=error,
         )
 
-    for attempt in range(config.max_retries + 1):
-        if cancel is not None and cancel.is_set():
-            raise CallCancelled(f"{prompt}: cancelled before attempt {attempt + 1}")
-        started = time.monotonic()
-        usage: Usage | None = None
-        span = tracing.model_call_span(prompt=prompt, model=config.model, attempt=attempt + 1)
-
-        # The model may take seconds: this thread's database connection goes back to the pool meanwhile.
-        release_connection()
+    # The model may take seconds: this thread's database connection goes back to the pool meanwhile.
+    release_connection()
+    try:
         try:
-            try:
-                reply = aio.run(send, cancel)
-            except CallCancelled:
+            reply = aio.run(send, cancel)
+        except CallCancelled:
+            raise
+        except Exception as exc:
+            classified = _classify(exc)
+            if classified is exc:
+                span.end(type(exc).__name__)
                 raise
-            except Exception as exc:
-                classified = _classify(exc)
-                if classified is exc:
-                    span.end(type(exc).__name__)
-                    raise
-                raise classified from exc
-            usage = reply.usage
-            result = accept(reply)
-        except CallCancelled as exc:
-            record(started, Outcome.CANCELLED, error=str(exc))
-            raise
-        except _Transient as exc:
-            last_error = str(exc)
-            record(started, Outcome.UNAVAILABLE, error=last_error)
-            if attempt >= config.max_retries:
-                break
-            delay = backoff_delay(attempt, exc.retry_after)
-            logger.info("model call %s attempt %d failed (%s); retrying in %.2fs", prompt, attempt + 1, exc, delay)
-            if cancel is None:
-                time.sleep(delay)
-            elif cancel.wait(delay):
-                raise CallCancelled(f"{prompt}: cancelled during backoff") from None
-            continue
-        except ModelOutputInvalid as exc:
-            record(started, Outcome.INVALID_OUTPUT, usage, str(exc))
-            raise
-        except ModelRequestRejected as exc:
-            record(started, Outcome.REJECTED, error=str(exc))
-            raise
-        record(started, Outcome.OK, usage)
-        return result
-    raise ModelUnavailable(
-        f"{prompt}: {config.model} unavailable after {config.max_retries + 1} attempts: {last_error}"
-    )
+            raise classified from exc
+        usage = reply.usage
+        result = accept(reply)
+    except CallCancelled as exc:
+        record(Outcome.CANCELLED, str(exc))
+        raise
+    except _Transient as exc:
+        record(Outcome.UNAVAILABLE, str(exc))
+        raise
+    except ModelOutputInvalid as exc:
+        record(Outcome.INVALID_OUTPUT, str(exc))
+        raise
+    except ModelRequestRejected as exc:
+        record(Outcome.REJECTED, str(exc))
+        raise
+    record(Outcome.OK)
+    return result
+
+
+def _back_off(*, prompt: str, attempt: int, error: _Transient, cancel: threading.Event | None) -> None:
+    """Wait before the next attempt; a cancelled lease ends the wait (and the call) at once."""
+    delay = backoff_delay(attempt, error.retry_after)
+    logger.info("model call %s attempt %d failed (%s); retrying in %.2fs", prompt, attempt + 1, error, delay)
+    if cancel is None:
+        time.sleep(delay)
+    elif cancel.wait(delay):
+        raise CallCancelled(f"{prompt}: cancelled during backoff") from None
 
 
 async def _body(raw: Any) -> dict[str, Any]:
