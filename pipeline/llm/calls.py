@@ -135,11 +135,8 @@ def _attempt(
     span = tracing.model_call_span(prompt=prompt, model=config.model, attempt=attempt + 1)
 
     def record(outcome: str, error: str = "") -> None:
-        span.end(
-            outcome,
-            input_tokens=usage.input_tokens if usage else None,
-            output_tokens=usage.output_tokens if usage else None,
-        )
+        input_tokens, output_tokens = (usage.input_tokens, usage.output_tokens) if usage else (None, None)
+        span.end(outcome, input_tokens=input_tokens, output_tokens=output_tokens)
         record_call(
             prompt=prompt,
             model=config.model,
