@@ -29,8 +29,9 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
+from typing import TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -38,6 +39,7 @@ from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 SERVICE_PREFIX = "eigenflux-"
 MESSAGING_SYSTEM = "redis"  # Redis Streams; messaging.system has no value of its own for it
@@ -160,6 +162,22 @@ def traceparent_of(span: trace.Span) -> str | None:
     carrier: dict[str, str] = {}
     _propagator.inject(carrier, context=trace.set_span_in_context(span))
     return carrier.get("traceparent")
+
+
+def carry_context(fn: Callable[[], T]) -> Callable[[], T]:
+    """`fn`, to run on another thread (a pool's) inside the trace context current here, so that its spans join
+    this trace. Only the trace context travels: copying the whole contextvars context would also carry
+    Django's per-context connection storage to the other thread."""
+    captured = otel_context.get_current()
+
+    def run() -> T:
+        token = otel_context.attach(captured)
+        try:
+            return fn()
+        finally:
+            otel_context.detach(token)
+
+    return run
 
 
 def current_traceparent(default: str | None = None) -> str | None:

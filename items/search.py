@@ -23,7 +23,7 @@ registers its embedder here when Django starts (pipeline.apps).
 
 from __future__ import annotations
 
-import contextvars
+import functools
 import hashlib
 import json
 import math
@@ -40,6 +40,7 @@ from django.db.models import F, Subquery, Value
 from pgvector.django import CosineDistance
 from prometheus_client import Counter
 
+from eigenflux import tracing
 from items import textsearch
 from items.models import ProcessedItem
 from items.selectors import visible_items, with_raw
@@ -198,8 +199,9 @@ def both_legs(first: Callable[[], T], second: Callable[[], T]) -> tuple[T, T]:
         return first(), second()
     HYBRID_LEGS.labels("side_by_side").inc()
     try:
-        # The request's context (read-replica choice, trace) goes along to the pool thread.
-        future = legs.executor.submit(contextvars.copy_context().run, _on_own_connection, second)
+        # The pool thread keeps its own Django connection; only the trace context goes along. (The leg reads the
+        # primary either way: semantic search runs in a transaction, which the replica router keeps there.)
+        future = legs.executor.submit(tracing.carry_context(functools.partial(_on_own_connection, second)))
     except BaseException:
         legs.slots.release()
         raise
@@ -244,8 +246,8 @@ def _spare_connection() -> bool:
 
 
 def _on_own_connection(leg: Callable[[], T]) -> T:
-    """Run a leg on the pool thread's own connection, then give it back (to the database pool when pooled;
-    kept for the thread's next leg up to CONN_MAX_AGE otherwise)."""
+    """Run a leg on the pool thread's own connection (thread-local, as Django keeps them), then give it back:
+    to the database pool when pooled; kept for the thread's next leg, up to CONN_MAX_AGE, otherwise."""
     try:
         return leg()
     finally:

@@ -9,6 +9,9 @@ import time
 import pytest
 from django.db import connection, connections
 from django.test import Client
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 from prometheus_client import REGISTRY
 
 from items import search
@@ -21,9 +24,15 @@ def legs_count(run: str) -> float:
     return REGISTRY.get_sample_value("eigenflux_search_hybrid_legs_total", {"run": run}) or 0.0
 
 
-def embedding_thread(seen: list[str]):
+def embedding_thread(seen: list[str], wrappers: list | None = None, traces: list | None = None):
+    """An embedder that notes which thread ran the semantic leg (and its connection wrapper and trace id)."""
+
     def embed(text: str):
         seen.append(threading.current_thread().name)
+        if wrappers is not None:
+            wrappers.append(connections["default"])
+        if traces is not None:
+            traces.append(trace.get_current_span().get_span_context().trace_id)
         return embed_query(text)
 
     return embed
@@ -48,17 +57,26 @@ def test_the_semantic_leg_runs_on_its_own_thread_and_connection(fake_llm, kubern
     _, both, keyword_only, semantic_only = kubernetes_items
     fake_llm.set_embedding("kubernetes", unit(1.0))
     seen: list[str] = []
+    wrappers: list = []
+    traces: list[int] = []
     before = legs_count("side_by_side")
-
-    page = hybrid("kubernetes", embedding_thread(seen))
+    request_span = SpanContext(trace_id=0xE16E, span_id=0xF1, is_remote=False, trace_flags=TraceFlags(1))
+    token = otel_context.attach(trace.set_span_in_context(NonRecordingSpan(request_span)))
+    try:
+        page = hybrid("kubernetes", embedding_thread(seen, wrappers, traces))
+    finally:
+        otel_context.detach(token)
 
     assert seen and seen[0].startswith("search-leg") and seen[0] != threading.current_thread().name
+    assert wrappers[0] is not connections["default"]  # its own connection, not this thread's
+    assert traces == [0xE16E]  # in the request's trace
     assert legs_count("side_by_side") == before + 1
     assert page.hits[0].item.pk == both.pk and page.hits[0].matched == ["keyword", "semantic"]
     assert {hit.item.pk for hit in page.hits} == {both.pk, keyword_only.pk, semantic_only.pk}
-    # The pool thread gave its connection back once the leg was done.
+    # The pool thread gave its connection back once the leg was done (to the pool: the tests run pooled).
     legs = search._second_legs_pool()
-    assert legs.executor.submit(lambda: connection.connection is None).result(timeout=5)
+    assert legs.executor.submit(lambda: connections["default"] is wrappers[0]).result(timeout=5)
+    assert wrappers[0].connection is None
 
 
 @pytest.mark.django_db(transaction=True)
