@@ -223,7 +223,7 @@ def main() -> None:
     seeded = ProcessedItem.objects.count()
     slowest: list[tuple[float, str, str, str]] = []
     try:
-        agent = agent_create(name=f"bench-search-{seeded}")
+        agent = agent_create(name=f"bench-search-{seeded}-{os.getpid()}")  # unique: a kept database keeps its agents
         client = Client(HTTP_AUTHORIZATION=f"Bearer {agent_token_create(agent=agent).token}")
         for size in sizes:
             if size > seeded:
