@@ -27,24 +27,18 @@ import uuid
 
 import redis
 
-from eigenflux.redis import dlq_stream, get_redis
+from eigenflux.redis import get_redis
 from items.events import STREAM_ITEM_EVENTS, STREAM_ITEM_PUBLISH, STREAM_ITEM_STATS, STREAM_PROFILE_UPDATE
 from pipeline.dead_letter_records import Archived, dead_letter_archive_fields, dead_letter_archive_malformed
 from pipeline.runtime import Consumer, Event, GiveUp, RetryPolicy, register
 from pipeline.runtime.deadletter import ARCHIVE_GROUP, letter_payload
-from pipeline.runtime.entries import UndecodableEntry, decode_fields, text
+from pipeline.runtime.entries import UndecodableEntry, decode_fields
 from pipeline.runtime.event import MalformedEntry
+from pipeline.streams import DLQ_STREAMS, LEGACY_DLQ_STREAMS, dlq_stream, text
 
 log = logging.getLogger(__name__)
 
 GROUP = ARCHIVE_GROUP
-_ORIGINS = (STREAM_ITEM_PUBLISH, STREAM_ITEM_EVENTS, STREAM_PROFILE_UPDATE, STREAM_ITEM_STATS)
-DLQ_STREAMS: tuple[str, ...] = tuple(dlq_stream(stream) for stream in _ORIGINS)
-# Drained when they exist: the dead-letter streams named without a hash tag (before Redis Cluster support),
-# and those of versions whose archiver dead-lettered its own failures (unwrapped when archived).
-LEGACY_STREAMS: tuple[str, ...] = tuple(f"{stream}:dlq" for stream in _ORIGINS) + tuple(
-    f"{stream}:dlq" for stream in DLQ_STREAMS + tuple(f"{origin}:dlq" for origin in _ORIGINS)
-)
 # Entries pending this long under another archiver (which crashed) are taken over.
 RECLAIM_IDLE_MS = 60_000
 BATCH = 100
@@ -151,7 +145,7 @@ def archive_entry(stream: str, message_id: str, raw) -> Archived:
 
 def dlq_archive_drain(client: redis.Redis | None = None) -> int:
     client = client or get_redis(raw=True)
-    legacy = tuple(stream for stream in LEGACY_STREAMS if client.exists(stream))
+    legacy = tuple(stream for stream in LEGACY_DLQ_STREAMS if client.exists(stream))
     return DlqArchiver(client=client, streams=DLQ_STREAMS + legacy).drain()
 
 

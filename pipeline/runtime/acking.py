@@ -16,8 +16,8 @@ from collections.abc import Callable
 import redis
 
 from pipeline import metrics
-from pipeline.runtime.entries import text
 from pipeline.runtime.membership import Membership
+from pipeline.streams import text
 
 log = logging.getLogger(__name__)
 

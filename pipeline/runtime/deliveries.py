@@ -28,9 +28,10 @@ from dataclasses import dataclass
 import redis
 
 from pipeline.runtime.deadletter import GiveUp, letter_payload
-from pipeline.runtime.entries import RawFields, lenient_fields, text
+from pipeline.runtime.entries import RawFields, lenient_fields
 from pipeline.runtime.event import Event, Lease
 from pipeline.runtime.membership import Membership
+from pipeline.streams import text
 
 
 @dataclass(eq=False)

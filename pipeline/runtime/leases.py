@@ -28,9 +28,10 @@ import redis
 from pipeline import metrics
 from pipeline.runtime.acking import Acker
 from pipeline.runtime.deliveries import Delivery
-from pipeline.runtime.entries import RawFields, id_key, text
+from pipeline.runtime.entries import RawFields
 from pipeline.runtime.membership import Membership
 from pipeline.runtime.scheduling import Scheduler
+from pipeline.streams import id_key, text
 
 log = logging.getLogger(__name__)
 

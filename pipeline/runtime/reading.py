@@ -24,11 +24,12 @@ from pipeline.runtime.acking import Acker
 from pipeline.runtime.breaker import Admit
 from pipeline.runtime.consumer import Consumer
 from pipeline.runtime.deliveries import Delivery, DeliveryCounts
-from pipeline.runtime.entries import RawFields, UndecodableEntry, decode_fields, text
+from pipeline.runtime.entries import RawFields, UndecodableEntry, decode_fields
 from pipeline.runtime.event import Lease, MalformedEntry
 from pipeline.runtime.membership import Membership, error_text
 from pipeline.runtime.retry import RetryPolicy
 from pipeline.runtime.scheduling import Scheduler
+from pipeline.streams import text
 
 log = logging.getLogger(__name__)
 

@@ -9,9 +9,10 @@ import time
 
 import pytest
 
-from eigenflux.redis import dlq_stream, get_redis
+from eigenflux.redis import get_redis
 from pipeline.consumers.dlq_archive import GROUP, DlqArchiver, dlq_archive_drain
 from pipeline.models import DeadLetter, ErrorClass
+from pipeline.streams import dlq_stream
 from tests.pipeline.runtime.fixtures import pipeline_env, run_pipeline, wait_for  # noqa: F401 - fixtures
 
 DLQ = "{stream:item:publish}:dlq"

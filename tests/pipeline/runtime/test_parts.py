@@ -16,13 +16,14 @@ from pipeline.runtime import dependencies
 from pipeline.runtime.acking import Acker
 from pipeline.runtime.breaker import Breakers
 from pipeline.runtime.deliveries import Delivery, DeliveryCounts
-from pipeline.runtime.entries import RawFields, text
+from pipeline.runtime.entries import RawFields
 from pipeline.runtime.event import Lease
 from pipeline.runtime.leases import Keeper
 from pipeline.runtime.membership import Membership
 from pipeline.runtime.reading import Reader
 from pipeline.runtime.retry import RetryPolicy
 from pipeline.runtime.scheduling import Scheduler
+from pipeline.streams import text
 from tests.pipeline.runtime.conftest import envelope
 from tests.pipeline.runtime.consumers import NoopConsumer
 
