@@ -8,7 +8,8 @@ Each turn it:
 - resumes entries paused by an open circuit breaker once every breaker is closed again;
 - redelivers retries whose delay has passed (the REDELIVER script: an owner-checked XCLAIM that counts the
   attempt about to start);
-- every half lease, takes over entries idle longer than the lease (XAUTOCLAIM): their consumer died. An entry
+- every half lease (sooner while a scan is unfinished: no worker was free, or more entries are left to look
+  at), takes over entries idle longer than the lease (XAUTOCLAIM): their consumer died. An entry
   of its own that went idle (Redis was away for the heartbeats) is not taken twice: it is charged a credit
   for the delivery XAUTOCLAIM counted (pipeline.runtime.deliveries).
 While Redis is away it keeps turning (a keeper that stopped would let every lease lapse); during an outage
@@ -36,6 +37,7 @@ from pipeline.streams import id_key, text
 log = logging.getLogger(__name__)
 
 HEARTBEAT_BATCH = 500
+RECLAIM_AGAIN_SECONDS = 0.2  # after a reclaim that could not finish its scan (no free worker, more to scan)
 
 # Takes an entry this consumer now owns: (message id, raw fields or None if deleted, delivery count) for the
 # handlers, those that have to wait appended to the list (their credits go back).
@@ -66,6 +68,8 @@ class Keeper:
         self._stopping = stopping
         self._wake = wake
         self.reclaims = 0  # reclaims that took entries: a progress counter
+        self.scanned = False  # one XAUTOCLAIM scan went through every pending entry since start
+        self._unfinished = False  # the last reclaim left part of the scan for later
         self._cursor = "0-0"
         self._reclaimed = metrics.RECLAIMED.labels(member.stream, member.group)
 
@@ -95,7 +99,7 @@ class Keeper:
                     self.redeliver_due(now)
                     if now >= next_reclaim:
                         reclaim()
-                        next_reclaim = now + reclaim_every
+                        next_reclaim = now + (RECLAIM_AGAIN_SECONDS if self._unfinished else reclaim_every)
             except redis.RedisError as exc:
                 # Keep beating whatever went wrong: a dead keeper would let every lease lapse.
                 self.member.redis_down(exc, "lease keeping")
@@ -168,6 +172,7 @@ class Keeper:
 
     def reclaim(self) -> None:
         """Take over entries idle longer than the lease (their consumer died), as many as workers are free."""
+        self._unfinished = True
         if not self.member.breakers.all_closed():
             return  # during an outage, entries of crashed consumers wait where they are
         with self.scheduler.lock:
@@ -184,6 +189,8 @@ class Keeper:
                 return
             raise
         self._cursor = text(response[0] or b"0-0")
+        self._unfinished = self._cursor != "0-0"
+        self.scanned = self.scanned or not self._unfinished
         # Redis 6.2 returns entries deleted from the stream as (None, None), without their id: they cannot be
         # ACKed from here (Redis 7 drops them from the pending list itself). MINID trimming never deletes
         # unfinished entries, so only a MAXLEN-trimmed, far-behind group can meet them.

@@ -215,7 +215,10 @@ class ConsumerRunner:
         return self.reader.empty_reads
 
     def idle(self) -> bool:
-        """Nothing held except retries due later than the burst horizon, nothing left to ACK."""
+        """Nothing held except retries due later than the burst horizon, nothing left to ACK, and (in burst
+        mode) the entries of crashed consumers looked for once."""
+        if self.burst and not self.keeper.scanned:
+            return False
         horizon = time.monotonic() + self.burst_retry_horizon
         return self.scheduler.idle(horizon) and self.acker.idle()
 

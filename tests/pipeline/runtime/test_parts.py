@@ -342,6 +342,20 @@ def test_reclaim_takes_no_more_than_the_idle_workers(raw):
     assert len(taken) == 2
 
 
+def test_a_reclaim_without_a_free_worker_leaves_the_scan_unfinished_until_one_is_free(raw):
+    s = scheduler(concurrency=1)
+    busy = held("9-9", "busy")
+    s.enqueue(busy, [])  # the one worker is taken
+    k, taken, _ = keeper(raw, s, lease_seconds=0.3)
+    k.reclaim()
+    assert not k.scanned  # a burst run is not idle yet: entries of crashed consumers were not looked for
+    queued(s)
+    s.work_done()
+    s.release(busy)
+    k.reclaim()
+    assert k.scanned and taken == []
+
+
 def test_a_due_retry_is_redelivered_to_its_owner_counting_the_attempt(raw):
     (message_id,) = add(raw, 1)
     read(raw, "me")
