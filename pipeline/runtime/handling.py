@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import queue
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,16 +23,13 @@ from eigenflux import tracing
 from eigenflux.dbpool import pool_exhausted, release_connection
 from pipeline import metrics
 from pipeline.runtime import dependencies
-from pipeline.runtime.acking import Acker
 from pipeline.runtime.breaker import Admission
-from pipeline.runtime.consumer import Consumer
 from pipeline.runtime.deadletter import dead_letter
-from pipeline.runtime.deliveries import Delivery, DeliveryCounts
+from pipeline.runtime.deliveries import Delivery
 from pipeline.runtime.errors import DeadLetterNow, LeaseLost, NothingToDo, RetryLater
 from pipeline.runtime.logcontext import delivery_log_context
-from pipeline.runtime.membership import Membership, error_text
-from pipeline.runtime.retry import RetryPolicy
-from pipeline.runtime.scheduling import Scheduler
+from pipeline.runtime.membership import error_text
+from pipeline.runtime.wiring import Shared
 
 log = logging.getLogger(__name__)
 
@@ -50,29 +46,13 @@ class Attempt:
 
 
 class Handling:
-    def __init__(
-        self,
-        member: Membership,
-        consumer: Consumer,
-        scheduler: Scheduler,
-        acker: Acker,
-        counts: DeliveryCounts,
-        *,
-        policy: RetryPolicy,
-        max_waiting_retries: int,
-        stopping: threading.Event,
-        on_error: Callable[[str], None],
-    ):
-        self.member = member
-        self.consumer = consumer
-        self.scheduler = scheduler
-        self.acker = acker
-        self.counts = counts
-        self.policy = policy
+    def __init__(self, shared: Shared, *, max_waiting_retries: int, on_error: Callable[[str], None]):
+        self.member, self.consumer, self.policy = shared.member, shared.consumer, shared.policy
+        self.scheduler, self.acker, self.counts = shared.scheduler, shared.acker, shared.counts
         self.max_waiting_retries = max_waiting_retries
-        self._stopping = stopping
+        self._stopping = shared.stopping
         self._on_error = on_error  # a runtime fault on one entry, counted per loop
-        labels = (member.stream, member.group)
+        labels = (self.member.stream, self.member.group)
         self._m = {outcome: metrics.MESSAGES.labels(*labels, outcome) for outcome in OUTCOMES}
         self._m_seconds = metrics.HANDLE_SECONDS.labels(*labels)
         self._m_retries = metrics.RETRIES.labels(*labels)

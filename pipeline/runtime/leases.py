@@ -19,7 +19,6 @@ While Redis is away it keeps turning (a keeper that stopped would let every leas
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -27,11 +26,9 @@ from typing import Any
 import redis
 
 from pipeline import metrics
-from pipeline.runtime.acking import Acker
 from pipeline.runtime.deliveries import Delivery
 from pipeline.runtime.entries import RawFields
-from pipeline.runtime.membership import Membership
-from pipeline.runtime.scheduling import Scheduler
+from pipeline.runtime.wiring import Shared
 from pipeline.streams import id_key, text
 
 log = logging.getLogger(__name__)
@@ -45,33 +42,19 @@ Take = Callable[[str, RawFields | None, int, list[Delivery]], None]
 
 
 class Keeper:
-    def __init__(
-        self,
-        member: Membership,
-        scheduler: Scheduler,
-        acker: Acker,
-        *,
-        lease_seconds: float,
-        take: Take,
-        give_back: Callable[[list[Delivery]], None],
-        lost: Callable[[Delivery], None],
-        stopping: threading.Event,
-        wake: threading.Event,
-    ):
-        self.member = member
-        self.scheduler = scheduler
-        self.acker = acker
+    def __init__(self, shared: Shared, *, lease_seconds: float, take: Take, lost: Callable[[Delivery], None]):
+        self.member, self.scheduler, self.acker = shared.member, shared.scheduler, shared.acker
         self.lease_seconds = lease_seconds
         self._take = take
-        self._give_back = give_back
+        self._give_back = shared.counts.give_back
         self._lost = lost
-        self._stopping = stopping
-        self._wake = wake
+        self._stopping = shared.stopping
+        self._wake = shared.wake_keeper
         self.reclaims = 0  # reclaims that took entries: a progress counter
         self.scanned = False  # one XAUTOCLAIM scan went through every pending entry since start
         self._unfinished = False  # the last reclaim left part of the scan for later
         self._cursor = "0-0"
-        self._reclaimed = metrics.RECLAIMED.labels(member.stream, member.group)
+        self._reclaimed = metrics.RECLAIMED.labels(self.member.stream, self.member.group)
 
     def loop(
         self,

@@ -12,7 +12,6 @@ created again.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -20,45 +19,25 @@ import redis
 from django.db import connection
 
 from pipeline.runtime import dependencies
-from pipeline.runtime.acking import Acker
 from pipeline.runtime.breaker import Admit
-from pipeline.runtime.consumer import Consumer
-from pipeline.runtime.deliveries import Delivery, DeliveryCounts
+from pipeline.runtime.deliveries import Delivery
 from pipeline.runtime.entries import RawFields, UndecodableEntry, decode_fields
 from pipeline.runtime.event import Lease, MalformedEntry
-from pipeline.runtime.membership import Membership, error_text
-from pipeline.runtime.retry import RetryPolicy
-from pipeline.runtime.scheduling import Scheduler
+from pipeline.runtime.membership import error_text
+from pipeline.runtime.wiring import Shared
 from pipeline.streams import text
 
 log = logging.getLogger(__name__)
 
 
 class Reader:
-    def __init__(
-        self,
-        member: Membership,
-        consumer: Consumer,
-        scheduler: Scheduler,
-        acker: Acker,
-        counts: DeliveryCounts,
-        *,
-        policy: RetryPolicy,
-        batch_size: int,
-        block_ms: int,
-        stopping: threading.Event,
-        wake_keeper: threading.Event,
-    ):
-        self.member = member
-        self.consumer = consumer
-        self.policy = policy
-        self.scheduler = scheduler
-        self.acker = acker
-        self.counts = counts
+    def __init__(self, shared: Shared, *, batch_size: int, block_ms: int):
+        self.member, self.consumer, self.policy = shared.member, shared.consumer, shared.policy
+        self.scheduler, self.acker, self.counts = shared.scheduler, shared.acker, shared.counts
         self.batch_size = batch_size
         self.block_ms = block_ms
-        self._stopping = stopping
-        self._wake_keeper = wake_keeper
+        self._stopping = shared.stopping
+        self._wake_keeper = shared.wake_keeper
         self.reads = 0  # reads that returned entries: a progress counter
         self.empty_reads = 0
 

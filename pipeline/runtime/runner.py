@@ -11,6 +11,7 @@ exactly-once effects. `ConsumerRunner` wires the parts, each owning one concern,
 - pipeline.runtime.leases: the keeper thread (heartbeats, due retries, XAUTOCLAIM of dead consumers' entries);
 - pipeline.runtime.deliveries: the held entries and their delivery-count credits;
 - pipeline.runtime.membership: the Redis client, scripts, consumer name and breakers they all share.
+- pipeline.runtime.wiring: the bundle of shared parts handed to the reader, the handlers and the keeper.
 
 Each thread is a guarded loop (pipeline.runtime.loops): an exception is logged, counted and survived; a thread
 that dies anyway is reported by dead_loops(), and the supervisor stops the process.
@@ -42,6 +43,7 @@ from pipeline.runtime.loops import Loops
 from pipeline.runtime.membership import Membership, consumer_name
 from pipeline.runtime.reading import Reader
 from pipeline.runtime.scheduling import Scheduler
+from pipeline.runtime.wiring import Shared
 
 log = logging.getLogger(__name__)
 
@@ -101,40 +103,20 @@ class ConsumerRunner:
         self.scheduler = Scheduler(concurrency=self.concurrency, capacity=self.capacity, wake_keeper=self._keeper_wake)
         self.counts = DeliveryCounts(member)
         self.acker = Acker(member, tick=lambda: self.loops.tick("acker"))
-        self.handling = Handling(
+        shared = Shared(
             member,
             self.consumer,
+            self.policy,
             self.scheduler,
             self.acker,
             self.counts,
-            policy=self.policy,
-            max_waiting_retries=settings.PIPELINE_MAX_WAITING_RETRIES,
-            stopping=self._stopping,
-            on_error=self._loop_error,
+            self._stopping,
+            self._keeper_wake,
         )
-        self.reader = Reader(
-            member,
-            self.consumer,
-            self.scheduler,
-            self.acker,
-            self.counts,
-            policy=self.policy,
-            batch_size=self.batch_size,
-            block_ms=self.block_ms,
-            stopping=self._stopping,
-            wake_keeper=self._keeper_wake,
-        )
-        self.keeper = Keeper(
-            member,
-            self.scheduler,
-            self.acker,
-            lease_seconds=self.lease_seconds,
-            take=self.reader.take,
-            give_back=self.counts.give_back,
-            lost=self.handling.lost,
-            stopping=self._stopping,
-            wake=self._keeper_wake,
-        )
+        max_waiting = settings.PIPELINE_MAX_WAITING_RETRIES
+        self.handling = Handling(shared, max_waiting_retries=max_waiting, on_error=self._loop_error)
+        self.reader = Reader(shared, batch_size=self.batch_size, block_ms=self.block_ms)
+        self.keeper = Keeper(shared, lease_seconds=self.lease_seconds, take=self.reader.take, lost=self.handling.lost)
 
     # --- lifecycle -------------------------------------------------------------------------------------
 

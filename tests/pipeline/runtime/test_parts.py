@@ -23,6 +23,7 @@ from pipeline.runtime.membership import Membership
 from pipeline.runtime.reading import Reader
 from pipeline.runtime.retry import RetryPolicy
 from pipeline.runtime.scheduling import Scheduler
+from pipeline.runtime.wiring import Shared
 from pipeline.streams import text
 from tests.pipeline.runtime.conftest import envelope
 from tests.pipeline.runtime.consumers import NoopConsumer
@@ -193,6 +194,11 @@ def member(client, name: str = "me") -> Membership:
     return Membership(client, stream=STREAM, group=GROUP, name=name, breakers=breakers)
 
 
+def shared(m: Membership, s: Scheduler) -> Shared:
+    policy = RetryPolicy(max_retries=3)
+    return Shared(m, NoopConsumer(), policy, s, Acker(m), DeliveryCounts(m), threading.Event(), threading.Event())
+
+
 def add(client, n: int, subject: str = "s") -> list[str]:
     return [text(client.xadd(STREAM, envelope(subject=f"{subject}{i}"))) for i in range(n)]
 
@@ -267,18 +273,7 @@ def keeper(client, s: Scheduler, *, lease_seconds: float = 30.0, name: str = "me
     def take(message_id: str, raw_fields, count: int, parked: list[Delivery]) -> None:
         taken.append((message_id, count))
 
-    m = member(client, name)
-    k = Keeper(
-        m,
-        s,
-        Acker(m),
-        lease_seconds=lease_seconds,
-        take=take,
-        give_back=DeliveryCounts(m).give_back,
-        lost=lost.append,
-        stopping=threading.Event(),
-        wake=threading.Event(),
-    )
+    k = Keeper(shared(member(client, name), s), lease_seconds=lease_seconds, take=take, lost=lost.append)
     return k, taken, lost
 
 
@@ -396,21 +391,8 @@ def test_the_reader_takes_no_more_than_idle_workers_and_gives_back_the_delivery_
     for _ in range(3):
         raw.xadd(STREAM, envelope(subject="same"))
     raw.xadd(STREAM, envelope(subject="other"))
-    m = member(raw)
     s = scheduler(concurrency=3)
-    counts = DeliveryCounts(m)
-    reader = Reader(
-        m,
-        NoopConsumer(),
-        s,
-        Acker(m),
-        counts,
-        policy=RetryPolicy(max_retries=3),
-        batch_size=10,
-        block_ms=10,
-        stopping=threading.Event(),
-        wake_keeper=threading.Event(),
-    )
+    reader = Reader(shared(member(raw), s), batch_size=10, block_ms=10)
     reader.read_once()
     entries = pending(raw)
     assert len(entries) == 3  # three workers: three entries read, the fourth left in the stream
