@@ -263,6 +263,7 @@ def test_auto_requeue_can_be_turned_off(settings):
     assert dead_letters_auto_requeue() == 0
 
 
+@pytest.mark.django_db(transaction=True)  # the archive consumers run on threads with connections of their own
 def test_the_job_archives_requeues_and_schedules_its_next_run(redis_client, settings):
     settings.DEAD_LETTER_AUTO_REQUEUE_MIN_AGE_SECONDS = 0
     make_item()  # an unrelated outbox row must not confuse the count

@@ -16,7 +16,6 @@ from pipeline.runtime import dependencies
 from pipeline.runtime.acking import Acker
 from pipeline.runtime.breaker import Breakers
 from pipeline.runtime.deliveries import Delivery, DeliveryCounts
-from pipeline.runtime.entries import RawFields
 from pipeline.runtime.event import Lease
 from pipeline.runtime.leases import Keeper
 from pipeline.runtime.membership import Membership
@@ -174,12 +173,8 @@ def test_read_room_counts_idle_workers_and_not_entries_waiting_for_a_retry():
     queued(s)
     s.work_done()
     s.work_done()
-    s.later(a, 60)
-    s.later(b, 60)
+    assert s.later(a, 60) and s.later(b, 60)
     assert s.room_for_reading(batch_size=10, allowed=True) == 2  # waiting retries hold no worker
-
-
-# --- Redis-backed parts -----------------------------------------------------------------------------------------
 
 
 @pytest.fixture
@@ -203,9 +198,8 @@ def add(client, n: int, subject: str = "s") -> list[str]:
     return [text(client.xadd(STREAM, envelope(subject=f"{subject}{i}"))) for i in range(n)]
 
 
-def read(client, consumer: str, count: int = 100) -> list[tuple[str, RawFields]]:
-    response = client.xreadgroup(GROUP, consumer, {STREAM: ">"}, count=count)
-    return [(text(mid), fields) for mid, fields in response[0][1]] if response else []
+def read(client, consumer: str) -> None:
+    client.xreadgroup(GROUP, consumer, {STREAM: ">"}, count=100)
 
 
 def pending(client) -> dict[str, dict]:
@@ -229,6 +223,13 @@ class _Counting(Acker):
         return super().ack_batch(ids)
 
 
+def run_until_stopped(acker: Acker) -> None:
+    thread = threading.Thread(target=acker.loop)
+    thread.start()
+    thread.join(10)
+    assert not thread.is_alive()
+
+
 def test_the_acker_acks_in_one_batch_only_the_entries_this_consumer_still_owns(raw):
     ids = add(raw, 5)
     read(raw, "me")
@@ -237,10 +238,7 @@ def test_the_acker_acks_in_one_batch_only_the_entries_this_consumer_still_owns(r
     for message_id in ids:
         acker.put(message_id)
     acker.stop()
-    thread = threading.Thread(target=acker.loop)
-    thread.start()
-    thread.join(10)
-    assert not thread.is_alive()
+    run_until_stopped(acker)
     assert acker.batches == [5]
     left = pending(raw)
     assert sorted(left) == sorted(ids[:2]) and {owner(p) for p in left.values()} == {"thief"}
@@ -257,9 +255,7 @@ def test_the_acker_keeps_a_batch_while_redis_is_away_and_sends_it_when_back(raw)
     acker.stop()
     assert not acker.ack_batch(ids)  # unreachable: not sent, not dropped
     acker.member = member(raw)
-    thread = threading.Thread(target=acker.loop)
-    thread.start()
-    thread.join(10)
+    run_until_stopped(acker)
     assert pending(raw) == {}
 
 
@@ -365,9 +361,6 @@ def test_a_due_retry_is_redelivered_to_its_owner_counting_the_attempt(raw):
     assert queued(s) == [message_id]
     assert delivery.delivery_count == 2 and delivery.credit == 1 and lost == []
     assert pending(raw)[message_id]["times_delivered"] == 2
-
-
-# --- delivery-count credits ------------------------------------------------------------------------------------
 
 
 def test_credits_go_back_for_entries_not_started_and_are_spent_when_they_start(raw):
