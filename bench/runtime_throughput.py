@@ -25,9 +25,10 @@ django.setup()
 
 from django.conf import settings  # noqa: E402
 
-from eigenflux.redis import dlq_stream, get_redis  # noqa: E402
+from eigenflux.redis import get_redis  # noqa: E402
 from pipeline.runtime import Consumer  # noqa: E402
 from pipeline.runtime.supervisor import Supervisor  # noqa: E402
+from pipeline.streams import dlq_seen_key, dlq_stream  # noqa: E402
 from tests.conftest import redis_url_with_db  # noqa: E402
 
 STREAM = "bench:runtime"
@@ -120,7 +121,7 @@ def main() -> None:
         results["bare"].append(n / bare_loop(client, n, f"cg:bench:bare:{r}"))
         results["runtime c=1"].append(n / runtime(client, n, f"cg:bench:rt1:{r}", 1))
         results["runtime c=4"].append(n / runtime(client, n, f"cg:bench:rt4:{r}", 4))
-    client.delete(STREAM, dlq_stream(STREAM), dlq_stream(STREAM) + ":seen")
+    client.delete(STREAM, dlq_stream(STREAM), dlq_seen_key(STREAM))
 
     bare = statistics.median(results["bare"])
     print(f"\nStream runtime throughput: {n} messages, median of {ROUNDS} rounds, one process, parser {parser}")

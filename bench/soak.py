@@ -21,11 +21,10 @@ import sys
 import time
 from pathlib import Path
 
-from eigenflux.redis import dlq_stream
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from bench.scratch import scratch_environment  # noqa: E402
+from pipeline.streams import dlq_seen_key, dlq_stream  # noqa: E402
 
 SOAK_DB = "eigenflux_soak"
 REDIS_DB = 8
@@ -131,7 +130,7 @@ def sizes(client) -> dict[str, tuple[int, int]]:
     for stream in STREAMS:
         out[stream] = (client.xlen(stream), 0)
         out[dlq_stream(stream)] = (client.xlen(dlq_stream(stream)), 0)
-        seen = dlq_stream(stream) + ":seen"
+        seen = dlq_seen_key(stream)
         out[seen] = (client.zcard(seen) if client.type(seen) == "zset" else client.scard(seen), 0)
     consumers = 0
     for stream in STREAMS:

@@ -6,8 +6,8 @@ start does not depend on one node being up). The client is then a redis-py Redis
 command to the master owning its key's slot and follows MOVED/ASK redirections during failovers.
 
 Keys that one Lua script or MULTI touches must live in one slot: they share a hash tag (the text between the
-first `{` and the next `}`, which is all Redis Cluster hashes). `slot_tag` and `dlq_stream` are the helpers
-every such key name is built with.
+first `{` and the next `}`, which is all Redis Cluster hashes). `slot_tag` and `with_tag` are the helpers
+every such key name is built with (dead-letter stream names: pipeline.streams).
 """
 
 from __future__ import annotations
@@ -91,9 +91,3 @@ def slot_tag(key: str) -> str:
 def with_tag(anchor: str) -> str:
     """`{tag}`: a prefix that places a key in the same slot as `anchor`."""
     return "{" + slot_tag(anchor) + "}"
-
-
-def dlq_stream(stream: str) -> str:
-    """The dead-letter stream of `stream`, in the same slot: `{<stream>}:dlq` (the dead-letter script touches
-    both in one call). A stream that already carries a hash tag keeps it: `<stream>:dlq`."""
-    return f"{stream}:dlq" if slot_tag(stream) != stream else f"{{{stream}}}:dlq"

@@ -20,6 +20,7 @@ from items.models import ItemStatus, ProcessedItem
 from items.outbox import outbox_event_create
 from pipeline.models import DeadLetter, DeadLetterState, ErrorClass
 from pipeline.runtime.deadletter import ARCHIVE_GROUP
+from pipeline.streams import is_dlq_stream
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +112,7 @@ def dead_letter_archive_fields(fields: dict[str, str]) -> Archived:
     A letter of the archiver itself (from a `<stream>:dlq:dlq` stream an older version wrote) is unwrapped:
     the letter it failed to archive is stored instead, under its own origin."""
     payload = _payload(fields.get("payload", ""))
-    if fields.get("group") == ARCHIVE_GROUP and fields.get("stream", "").endswith(":dlq"):
+    if fields.get("group") == ARCHIVE_GROUP and is_dlq_stream(fields.get("stream", "")):
         inner = {key: str(value) for key, value in payload.items()}
         if all(inner.get(name) for name in ("stream", "group", "message_id")) and "_truncated" not in inner:
             return dead_letter_archive_fields(inner)

@@ -14,9 +14,10 @@ from django.utils import timezone
 
 from eigenflux.redis import get_redis
 from items.models import ItemStatus, ProcessedItem, RawItem
-from pipeline.housekeeping import DLQ_STREAMS, KNOWN_STREAMS, LAG_COUNT_CAP, group_lag, outbox_backlog
+from pipeline.housekeeping import LAG_COUNT_CAP, group_lag, outbox_backlog
 from pipeline.models import DeadLetter, DeadLetterState, LLMCall, LLMCallHourly
 from pipeline.runtime import liveness
+from pipeline.streams import DLQ_STREAMS, KNOWN_STREAMS
 
 HEALTH_STREAMS = KNOWN_STREAMS + DLQ_STREAMS
 LATENCY_WINDOW = timedelta(hours=1)

@@ -16,12 +16,10 @@ from django.db.models.functions import Cast
 from django.utils import timezone
 
 from eigenflux.dbpool import release_connection
-from eigenflux.redis import dlq_stream, get_redis
+from eigenflux.redis import get_redis
 from items.events import (
     ITEM_PUBLISHED,
-    STREAM_ITEM_EVENTS,
     STREAM_ITEM_PUBLISH,
-    STREAM_ITEM_STATS,
     STREAM_PROFILE_UPDATE,
 )
 from items.models import ItemStatus, OutboxEvent, ProcessedItem
@@ -30,16 +28,14 @@ from pipeline import metrics
 from pipeline.runtime import liveness
 from pipeline.runtime.consumer import Consumer
 from pipeline.runtime.deadletter import ARCHIVE_GROUP
-from pipeline.runtime.entries import id_key
 from pipeline.runtime.scripts import Scripts
+from pipeline.streams import DLQ_STREAMS, KNOWN_STREAMS, dlq_stream, id_key, is_dlq_stream
 
 log = logging.getLogger(__name__)
 
 # Streams trimmed by MINID (the others are capped by MAXLEN when written). Dead-letter streams are trimmed the
 # same way, below what the archive group has not finished, so no letter goes before it is archived.
 INGEST_STREAMS = (STREAM_ITEM_PUBLISH, STREAM_PROFILE_UPDATE)
-KNOWN_STREAMS = (STREAM_ITEM_PUBLISH, STREAM_ITEM_EVENTS, STREAM_PROFILE_UPDATE, STREAM_ITEM_STATS)
-DLQ_STREAMS = tuple(dlq_stream(stream) for stream in KNOWN_STREAMS)
 ENRICHMENT_GROUP = "cg:item:publish"
 
 # Counts entries after a group's last-delivered id, for Redis < 7 whose XINFO GROUPS has no `lag`.
@@ -265,7 +261,7 @@ class Housekeeper:
     def __init__(self, streams: set[str], *, client: redis.Redis | None = None):
         self.client = client or get_redis()
         self.streams = set(streams) | set(KNOWN_STREAMS)
-        self.streams |= {dlq_stream(s) for s in self.streams if not s.endswith(":dlq")}
+        self.streams |= {dlq_stream(s) for s in self.streams if not is_dlq_stream(s)}
 
     def run(self, stop: threading.Event) -> None:
         jobs = [

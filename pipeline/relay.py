@@ -24,25 +24,13 @@ from django.utils import timezone
 from eigenflux import tracing
 from eigenflux.dbpool import release_connection
 from eigenflux.redis import get_redis, with_tag
-from items.events import STREAM_ITEM_EVENTS, STREAM_ITEM_STATS
 from items.models import OutboxEvent
 from items.outbox import NOTIFY_CHANNEL
 from pipeline import metrics
 from pipeline.runtime.scripts import Scripts
+from pipeline.streams import stream_maxlen
 
 log = logging.getLogger(__name__)
-
-# docs/architecture.md#streams-and-groups: trimming by length only for these; the ingest streams are trimmed by MINID
-# (housekeeping).
-STREAM_MAXLEN = {STREAM_ITEM_EVENTS: 20_000, STREAM_ITEM_STATS: 20_000}
-DLQ_MAXLEN = 10_000
-
-
-def stream_maxlen(stream: str) -> int:
-    """Approximate MAXLEN for XADD to `stream`; 0 = never trim by length."""
-    if stream.endswith(":dlq"):
-        return DLQ_MAXLEN
-    return STREAM_MAXLEN.get(stream, 0)
 
 
 def once_mark_key(stream: str, event_id: str) -> str:

@@ -4,9 +4,11 @@ Dead-letter entries are not CloudEvents envelopes (pipeline.runtime.deadletter w
 stream, group, message_id, error_class, error, payload, failed_at, ...). Two ways read them, both in the
 group cg:dlq:archive:
 - the registered consumers at the end of this module (one per dead-letter stream), which `run_pipeline`
-  runs like any other: they override `parse` to read letter fields instead of an envelope;
-- DlqArchiver, which the scheduled auto-requeue job (pipeline.scheduled_jobs) uses to drain the streams
-  before it looks for letters.
+  runs like any other: they override `parse` to read letter fields instead of an envelope. The scheduled
+  auto-requeue job (pipeline.scheduled_jobs) runs the same consumers on the runtime in burst mode
+  (`dlq_archive_drain`) before it looks for letters;
+- DlqArchiver, a plain loop kept for the dead-letter stream names of older versions, which no consumer
+  reads: the drain empties them when they exist.
 Rows are written by pipeline.dead_letter_records, which imports nothing of this module.
 Archiving is idempotent by origin (stream, group, message id), so either may see an entry twice.
 
@@ -23,31 +25,30 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
 import uuid
 
 import redis
 
-from eigenflux.redis import dlq_stream, get_redis
+from eigenflux.redis import get_redis
 from items.events import STREAM_ITEM_EVENTS, STREAM_ITEM_PUBLISH, STREAM_ITEM_STATS, STREAM_PROFILE_UPDATE
 from pipeline.dead_letter_records import Archived, dead_letter_archive_fields, dead_letter_archive_malformed
 from pipeline.runtime import Consumer, Event, GiveUp, RetryPolicy, register
 from pipeline.runtime.deadletter import ARCHIVE_GROUP, letter_payload
-from pipeline.runtime.entries import UndecodableEntry, decode_fields, text
+from pipeline.runtime.entries import UndecodableEntry, decode_fields
 from pipeline.runtime.event import MalformedEntry
+from pipeline.runtime.supervisor import Supervisor
+from pipeline.streams import DLQ_STREAMS, LEGACY_DLQ_STREAMS, dlq_stream, text
 
 log = logging.getLogger(__name__)
 
 GROUP = ARCHIVE_GROUP
-_ORIGINS = (STREAM_ITEM_PUBLISH, STREAM_ITEM_EVENTS, STREAM_PROFILE_UPDATE, STREAM_ITEM_STATS)
-DLQ_STREAMS: tuple[str, ...] = tuple(dlq_stream(stream) for stream in _ORIGINS)
-# Drained when they exist: the dead-letter streams named without a hash tag (before Redis Cluster support),
-# and those of versions whose archiver dead-lettered its own failures (unwrapped when archived).
-LEGACY_STREAMS: tuple[str, ...] = tuple(f"{stream}:dlq" for stream in _ORIGINS) + tuple(
-    f"{stream}:dlq" for stream in DLQ_STREAMS + tuple(f"{origin}:dlq" for origin in _ORIGINS)
-)
 # Entries pending this long under another archiver (which crashed) are taken over.
 RECLAIM_IDLE_MS = 60_000
 BATCH = 100
+# The scheduled drain stops its runtime consumers after this long even if letters keep coming or PostgreSQL is
+# down (the job's own timeout is 300 s; what is left stays pending).
+DRAIN_TIMEOUT_SECONDS = 120.0
 ARCHIVE_RETRIES = RetryPolicy(max_retries=None, base=1.0, factor=2.0, max_delay=60.0)
 _LETTER_FIELDS = ("stream", "group", "message_id")
 
@@ -149,10 +150,27 @@ def archive_entry(stream: str, message_id: str, raw) -> Archived:
     return dead_letter_archive_fields(fields)
 
 
-def dlq_archive_drain(client: redis.Redis | None = None) -> int:
+def dlq_archive_drain(client: redis.Redis | None = None, *, timeout: float = DRAIN_TIMEOUT_SECONDS) -> int:
+    """Archive everything waiting now; returns the letters created. The current dead-letter streams are read by
+    their registered consumers on the runtime in burst mode (leases, owner-checked ACKs, reclaim of what a
+    crashed archiver left, pauses while PostgreSQL is down), stopped after `timeout` s at the latest so the
+    scheduled job always ends; what is left stays pending for the next run or for run_pipeline. Streams named
+    by older versions, when they exist, are drained by DlqArchiver."""
     client = client or get_redis(raw=True)
-    legacy = tuple(stream for stream in LEGACY_STREAMS if client.exists(stream))
-    return DlqArchiver(client=client, streams=DLQ_STREAMS + legacy).drain()
+    supervisor = Supervisor(list(ARCHIVE_CONSUMERS), concurrency=1, relay=False, housekeeping=False, burst=True)
+    deadline = threading.Timer(timeout, supervisor.request_stop)
+    deadline.start()
+    try:
+        supervisor.run()
+    finally:
+        deadline.cancel()
+    created = sum(
+        runner.consumer.created for runner in supervisor.runners if isinstance(runner.consumer, _DeadLetterArchive)
+    )
+    legacy = tuple(stream for stream in LEGACY_DLQ_STREAMS if client.exists(stream))
+    if legacy:
+        created += DlqArchiver(client=client, streams=legacy).drain()
+    return created
 
 
 # --- the registered consumers (run by run_pipeline) ---------------------------------------------------
@@ -189,14 +207,24 @@ class _DeadLetterArchive(Consumer):
             lease=lease,
         )
 
+    def __init__(self) -> None:
+        self.created = 0  # letters this instance stored (the scheduled drain reports them)
+        self._count_lock = threading.Lock()
+
+    def _count(self, archived: Archived) -> None:
+        with self._count_lock:
+            self.created += archived.created
+
     def handle(self, event: Event) -> None:
         event.lease.check()
-        dead_letter_archive_fields(event.envelope)
+        self._count(dead_letter_archive_fields(event.envelope))
 
     def on_dead_letter(self, event: Event | None, reason: GiveUp) -> None:
         """Only malformed entries get here (retries are unlimited): they are archived as they are."""
-        dead_letter_archive_malformed(
-            stream=reason.stream, message_id=reason.message_id, error=reason.error, payload=reason.payload
+        self._count(
+            dead_letter_archive_malformed(
+                stream=reason.stream, message_id=reason.message_id, error=reason.error, payload=reason.payload
+            )
         )
 
 
@@ -222,3 +250,6 @@ class ProfileUpdateDeadLetters(_DeadLetterArchive):
 class ItemStatsDeadLetters(_DeadLetterArchive):
     name = "dlq-archive-item-stats"
     stream = dlq_stream(STREAM_ITEM_STATS)
+
+
+ARCHIVE_CONSUMERS = (ItemPublishDeadLetters, ItemEventsDeadLetters, ProfileUpdateDeadLetters, ItemStatsDeadLetters)

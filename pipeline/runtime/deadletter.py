@@ -14,9 +14,9 @@ from datetime import UTC, datetime
 
 import redis
 
-from eigenflux.redis import dlq_stream
-from pipeline.runtime.entries import RawFields, base64_fields, lenient_fields, text
+from pipeline.runtime.entries import RawFields, base64_fields, lenient_fields
 from pipeline.runtime.scripts import Scripts
+from pipeline.streams import dlq_seen_key, dlq_stream, text
 
 ARCHIVE_GROUP = "cg:dlq:archive"
 ERROR_MAX_CHARS = 2000
@@ -103,9 +103,8 @@ def dead_letter(
     }
     flat = [part for pair in letter.items() for part in pair]
     scripts = scripts or Scripts(client)
-    dlq = dlq_stream(stream)
     result = scripts.dead_letter(
-        keys=[stream, dlq, f"{dlq}:seen"],
+        keys=[stream, dlq_stream(stream), dlq_seen_key(stream)],
         args=[group, consumer, message_id, f"{time.time():.3f}", SEEN_TTL_SECONDS, ARCHIVE_GROUP, *flat],
     )
     if result == 0:

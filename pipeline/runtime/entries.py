@@ -12,25 +12,13 @@ import base64
 from collections.abc import Mapping
 
 from pipeline.runtime.event import MalformedEntry
+from pipeline.streams import text
 
 RawFields = Mapping[bytes, bytes]
 
 
 class UndecodableEntry(MalformedEntry):
     """A field name or value of the entry is not valid UTF-8."""
-
-
-def text(value: bytes | str) -> str:
-    """Ids, consumer names and other short replies the runtime compares or logs (never fails)."""
-    if isinstance(value, str):
-        return value
-    return value.decode("utf-8", errors="backslashreplace")
-
-
-def id_key(message_id: str) -> tuple[int, int]:
-    """A stream entry id ("<ms>-<seq>") as numbers, so ids sort and compare as Redis orders them."""
-    ms, _, seq = message_id.partition("-")
-    return int(ms), int(seq or 0)
 
 
 def decode_fields(raw: RawFields) -> dict[str, str]:

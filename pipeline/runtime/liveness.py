@@ -15,6 +15,8 @@ from typing import Any
 
 import redis
 
+from pipeline.streams import text
+
 REGISTRY = "eigenflux:runtime:live"  # sorted set: consumer name -> expiry (unix seconds)
 DETAILS = "eigenflux:runtime:live:details"  # hash: consumer name -> JSON status
 REPORT_EVERY_SECONDS = 2.0
@@ -64,13 +66,9 @@ def live_consumers(client: redis.Redis) -> list[dict[str, Any]]:
 
 def live_names(client: redis.Redis) -> set[str]:
     names: list[bytes | str] = client.zrangebyscore(REGISTRY, time.time(), "+inf")  # type: ignore[assignment]
-    return {_text(name) for name in names}
+    return {text(name) for name in names}
 
 
 def consumer_alive(client: redis.Redis, name: str) -> bool:
     expiry = client.zscore(REGISTRY, name)
     return expiry is not None and expiry > time.time()
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode("utf-8", errors="backslashreplace") if isinstance(value, bytes) else value

@@ -70,7 +70,7 @@ return dlq_id
 """
 
 # Set the delivery counts of owned entries without delivering them (XCLAIM ... RETRYCOUNT n JUSTID), so that
-# a count says how many attempts really started (see pipeline.runtime.runner). Also resets their idle time.
+# a count says how many attempts really started (see pipeline.runtime.deliveries). Also resets their idle time.
 # KEYS[1] stream; ARGV: group, consumer, then pairs of id and count -> the ids no longer owned.
 SET_COUNT = """
 local lost = {}

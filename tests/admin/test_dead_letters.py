@@ -13,10 +13,9 @@ from django.urls import reverse
 from django.utils import timezone
 from rq.registry import ScheduledJobRegistry
 
-from eigenflux.redis import dlq_stream
 from items.events import ITEM_PUBLISHED, STREAM_ITEM_EVENTS, STREAM_ITEM_PUBLISH, build_envelope
 from items.models import OutboxEvent
-from pipeline.consumers.dlq_archive import DLQ_STREAMS, GROUP, DlqArchiver
+from pipeline.consumers.dlq_archive import GROUP, DlqArchiver
 from pipeline.dead_letter_records import (
     DeadLetterRefused,
     dead_letter_archive_fields,
@@ -27,6 +26,7 @@ from pipeline.dead_letter_records import (
 from pipeline.models import DeadLetter, DeadLetterState
 from pipeline.runtime.deadletter import dead_letter
 from pipeline.scheduled_jobs import AUTO_REQUEUE_JOB_PREFIX, dead_letters_auto_requeue_job, dead_letters_schedule
+from pipeline.streams import DLQ_STREAMS, dlq_stream
 from tests.admin.conftest import messages_of
 from tests.factories import make_item
 
@@ -263,6 +263,7 @@ def test_auto_requeue_can_be_turned_off(settings):
     assert dead_letters_auto_requeue() == 0
 
 
+@pytest.mark.django_db(transaction=True)  # the archive consumers run on threads with connections of their own
 def test_the_job_archives_requeues_and_schedules_its_next_run(redis_client, settings):
     settings.DEAD_LETTER_AUTO_REQUEUE_MIN_AGE_SECONDS = 0
     make_item()  # an unrelated outbox row must not confuse the count

@@ -11,14 +11,15 @@ from collections import Counter
 import pytest
 from redis.cluster import RedisCluster
 
-from eigenflux.redis import dlq_stream, get_redis
+from eigenflux.redis import get_redis
 from items.events import OUTCOME_TYPES, STREAM_ITEM_EVENTS, STREAM_ITEM_PUBLISH
 from items.models import ItemStatus, ProcessedItem
 from pipeline import metrics
-from pipeline.consumers.dlq_archive import DLQ_STREAMS, DlqArchiver, dlq_archive_drain
+from pipeline.consumers.dlq_archive import DlqArchiver, dlq_archive_drain
 from pipeline.housekeeping import poll_lag, trim_stream
 from pipeline.models import DeadLetter
 from pipeline.runtime.deadletter import ARCHIVE_GROUP, dead_letter
+from pipeline.streams import DLQ_STREAMS, dlq_stream
 from tests.factories import make_agent, make_item
 from tests.pipeline.runtime.conftest import envelope
 from tests.pipeline.runtime.consumers import TEST_GROUP, TEST_STREAM

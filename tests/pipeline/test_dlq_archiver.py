@@ -9,9 +9,12 @@ import time
 
 import pytest
 
-from eigenflux.redis import dlq_stream, get_redis
+from eigenflux.redis import get_redis
+from pipeline import metrics
 from pipeline.consumers.dlq_archive import GROUP, DlqArchiver, dlq_archive_drain
 from pipeline.models import DeadLetter, ErrorClass
+from pipeline.streams import dlq_stream
+from tests.pgstat import test_db_connect
 from tests.pipeline.runtime.fixtures import pipeline_env, run_pipeline, wait_for  # noqa: F401 - fixtures
 
 DLQ = "{stream:item:publish}:dlq"
@@ -94,6 +97,54 @@ def test_letters_an_older_archiver_dead_lettered_are_unwrapped(redis_client):
         "1007-0",
         "7",
     )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_scheduled_drain_reads_the_current_streams_with_the_runtime_consumers(redis_client, settings):
+    """Leases as any consumer: a letter a crashed archiver consumer held is taken over once idle past the lease
+    (DlqArchiver would wait a minute), malformed entries go through the final hook, and the runtime counts it."""
+    settings.PIPELINE_LEASE_SECONDS = 0.5
+    acked = metrics.MESSAGES.labels(DLQ, GROUP, "acked")
+    before = acked._value.get()
+    redis_client.xgroup_create(DLQ, GROUP, id="0", mkstream=True)
+    redis_client.xadd(DLQ, letter(1))
+    redis_client.xreadgroup(GROUP, "dlq-archive-item-publish-gone-1-0000", {DLQ: ">"})  # crashed holding it
+    redis_client.xadd(DLQ, letter(2))
+    redis_client.xadd(DLQ, {"stream": "s", "note": "no group, no id"})
+    time.sleep(0.6)
+
+    assert dlq_archive_drain() == 3
+
+    assert sorted(DeadLetter.objects.exclude(group=GROUP).values_list("subject", flat=True)) == ["1", "2"]
+    malformed = DeadLetter.objects.get(group=GROUP)
+    assert malformed.error_class == ErrorClass.PERMANENT and "without group, message_id" in malformed.error
+    assert redis_client.xpending(DLQ, GROUP)["pending"] == 0
+    assert acked._value.get() == before + 2
+    assert dlq_archive_drain() == 0
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_the_scheduled_drain_ends_at_its_deadline_and_what_it_left_is_taken_over_next_time(redis_client, settings):
+    """The archive table is locked (a stuck database): the drain still returns at its deadline, the letter stays
+    pending instead of being lost or ACKed, and the next drain takes it over from the consumer it left."""
+    settings.PIPELINE_GRACE_SECONDS = 0.5
+    settings.PIPELINE_LEASE_SECONDS = 0.5
+    redis_client.xadd(DLQ, letter(1))
+    locker = test_db_connect(autocommit=False)
+    try:
+        locker.execute(f"LOCK TABLE {DeadLetter._meta.db_table} IN ACCESS EXCLUSIVE MODE")
+        assert dlq_archive_drain(timeout=1.0) == 0
+        assert redis_client.xpending(DLQ, GROUP)["pending"] == 1
+    finally:
+        locker.rollback()
+        locker.close()
+    # The handler that was waiting on the lock stores the letter now; nobody is left to ACK it.
+    wait_for(lambda: DeadLetter.objects.count() == 1, 10, message="the waiting handler finished")
+    time.sleep(0.6)  # idle past the lease
+    assert dlq_archive_drain() == 0  # already stored: taken over and ACKed, not stored twice
+    assert redis_client.xpending(DLQ, GROUP)["pending"] == 0
+    assert DeadLetter.objects.count() == 1
 
 
 @pytest.mark.slow

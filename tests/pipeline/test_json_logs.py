@@ -62,7 +62,7 @@ def test_burst_logs_are_json_lines_with_the_ids_and_no_secret(run_pipeline, fake
     handling = [r for r in records if r.get("group") == "cg:item:publish" and r.get("item_id") == str(item.pk)]
     first = [r for r in handling if r["delivery_count"] == 1]
     assert any(r["message"].startswith("model call safety attempt 1 failed") for r in first)  # the model layer
-    assert any(r["logger"] == "pipeline.runtime.runner" and "retrying" in r["message"] for r in first)  # the runtime
+    assert any(r["logger"] == "pipeline.runtime.handling" and "retrying" in r["message"] for r in first)  # the runtime
     completed = [r for r in handling if r["message"].startswith(f"item {item.pk} completed")]
     assert len(completed) == 1 and completed[0]["delivery_count"] == 2 and completed[0]["level"] == "INFO"
     for record in handling:

@@ -10,7 +10,6 @@ import pytest
 from django.contrib.auth.models import User
 from django.db import connection
 
-from eigenflux.redis import dlq_stream
 from items.events import ITEM_FAILED, ITEM_PUBLISHED, STREAM_ITEM_PUBLISH
 from items.models import DecisionStage, ItemStatus, OutboxEvent, ProcessedItem
 from items.services.enrichment_state import claim_token, item_claim
@@ -21,6 +20,7 @@ from pipeline.dead_letter_records import dead_letter_requeue
 from pipeline.models import DeadLetter
 from pipeline.runtime import GiveUp
 from pipeline.runtime.event import Lease, parse_entry
+from pipeline.streams import dlq_stream
 from tests.factories import make_agent, make_item
 from tests.fakes.openai_server import DEFAULT_REPLIES, Fault
 from tests.pipeline.enrichment.conftest import ENRICHMENT_MODULES

@@ -10,11 +10,11 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from eigenflux.redis import dlq_stream
 from items.events import ITEM_COMPLETED, ITEM_DISCARDED, ITEM_FAILED, ITEM_PUBLISHED, STREAM_ITEM_PUBLISH
 from items.models import DecisionStage, ItemStatus, OutboxEvent, ProcessedItem, PublicReason
 from items.services.blacklist import blacklist_keyword_create
 from pipeline.models import LLMCall
+from pipeline.streams import dlq_stream
 from tests.factories import make_agent, make_completed_item, make_item
 from tests.fakes.openai_server import Fault
 from tests.pipeline.enrichment.conftest import at_cosine, unit

@@ -9,9 +9,9 @@ from datetime import timedelta
 from django.test import Client
 from django.utils import timezone
 
-from eigenflux.redis import dlq_stream
 from items.events import STREAM_ITEM_PUBLISH, STREAM_PROFILE_UPDATE
 from items.models import Agent, ItemStatus, Message, MessageKind, ProcessedItem
+from pipeline.streams import dlq_stream
 from tests.factories import make_agent, make_item
 from tests.fakes.openai_server import Fault
 

@@ -13,11 +13,12 @@ import socket
 import httpx
 import pytest
 
-from eigenflux.redis import dlq_stream, get_redis
+from eigenflux.redis import get_redis
 from pipeline import metrics
 from pipeline.runtime import Consumer, Event, RetryLater, liveness
 from pipeline.runtime.runner import ConsumerRunner
 from pipeline.runtime.supervisor import Supervisor
+from pipeline.streams import dlq_stream
 from tests.pipeline.runtime.conftest import envelope
 from tests.pipeline.runtime.consumers import TEST_GROUP, TEST_STREAM, TEST_TYPE, LoopKiller, NoopConsumer
 from tests.pipeline.runtime.fixtures import wait_for

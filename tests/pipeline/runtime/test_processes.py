@@ -14,8 +14,8 @@ from collections import Counter
 import pytest
 from django.db import transaction
 
-from eigenflux.redis import dlq_stream
 from items.outbox import outbox_event_create
+from pipeline.streams import dlq_stream
 from tests.pipeline.runtime.conftest import envelope
 from tests.pipeline.runtime.consumers import TEST_GROUP, TEST_STREAM, TEST_TYPE
 from tests.pipeline.runtime.fixtures import wait_for

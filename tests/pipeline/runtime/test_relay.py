@@ -12,7 +12,8 @@ from django.db import connection, transaction
 from items.events import build_envelope
 from items.models import OutboxEvent
 from items.outbox import outbox_event_create
-from pipeline.relay import OutboxRelay, stream_maxlen
+from pipeline.relay import OutboxRelay
+from pipeline.streams import stream_maxlen
 from tests.pipeline.runtime.consumers import TEST_STREAM, TEST_TYPE
 from tests.pipeline.runtime.fixtures import wait_for
 

@@ -8,10 +8,11 @@ import json
 
 import pytest
 
-from eigenflux.redis import dlq_stream, get_redis
+from eigenflux.redis import get_redis
 from pipeline.runtime.deadletter import dead_letter
 from pipeline.runtime.entries import UndecodableEntry, decode_fields
 from pipeline.runtime.scripts import Scripts
+from pipeline.streams import dlq_stream
 from tests.pipeline.runtime.conftest import envelope
 
 STREAM, GROUP = "test:scripts", "cg:test"
