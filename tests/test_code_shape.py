@@ -20,12 +20,8 @@ LONG_MODULES = {
     "tests/deploy/test_files.py": "every deploy file (compose, Kubernetes, alerts) checked against the settings",
     "tests/fakes/openai_server.py": "the fake model server: scripts, faults and every endpoint the SDK calls",
     "tests/pipeline/llm/test_clients.py": "both client kinds (chat and responses) against the same faults",
-    "pipeline/runtime/runner.py": "being split into its parts (scheduler, ACK batcher, lease keeper, runner)",
 }
 LONG_FUNCTIONS = {
-    "pipeline/runtime/runner.py::__init__": "being split with the runner",
-    "pipeline/runtime/runner.py::_handle": "being split with the runner",
-    "pipeline/runtime/runner.py::_finish_give_up": "being split with the runner",
     "bench/load.py::main": "a benchmark script's main, read top to bottom: start, load, measure, print",
     "bench/outages.py::main": "the outage scenario in order: start, cut Redis and PostgreSQL, restore, verify",
     "bench/pipeline_throughput.py::main": "a benchmark script's main, read top to bottom: runs, medians, table",
