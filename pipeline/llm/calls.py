@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import openai
@@ -89,6 +89,18 @@ def _classify(exc: Exception) -> Exception:
     return exc
 
 
+@dataclass(frozen=True)
+class _Call(Generic[T]):
+    """What stays the same over one model call's attempts."""
+
+    prompt: str
+    config: ClientConfig
+    item_id: int | None
+    cancel: threading.Event | None
+    send: Callable[[], Awaitable[Reply]]
+    accept: Callable[[Reply], T]
+
+
 def _attempts(
     *,
     prompt: str,
@@ -100,14 +112,13 @@ def _attempts(
 ) -> T:
     """Await `send()` on the model loop, with retries; `accept` turns a reply into the result or raises
     ModelOutputInvalid."""
+    call = _Call(prompt=prompt, config=config, item_id=item_id, cancel=cancel, send=send, accept=accept)
     last_error = ""
     for attempt in range(config.max_retries + 1):
         if cancel is not None and cancel.is_set():
             raise CallCancelled(f"{prompt}: cancelled before attempt {attempt + 1}")
         try:
-            return _attempt(
-                prompt=prompt, config=config, item_id=item_id, cancel=cancel, send=send, accept=accept, attempt=attempt
-            )
+            return _attempt(call, attempt)
         except _Transient as exc:
             last_error = str(exc)
             if attempt >= config.max_retries:
@@ -118,29 +129,20 @@ def _attempts(
     )
 
 
-def _attempt(
-    *,
-    prompt: str,
-    config: ClientConfig,
-    item_id: int | None,
-    cancel: threading.Event | None,
-    send: Callable[[], Awaitable[Reply]],
-    accept: Callable[[Reply], T],
-    attempt: int,
-) -> T:
+def _attempt(call: _Call[T], attempt: int) -> T:
     """One model call, traced and recorded (an LLMCall row) whatever its outcome; raises _Transient for a
     failure worth retrying and the caller's exceptions for the rest."""
     started = time.monotonic()
     usage: Usage | None = None
-    span = tracing.model_call_span(prompt=prompt, model=config.model, attempt=attempt + 1)
+    span = tracing.model_call_span(prompt=call.prompt, model=call.config.model, attempt=attempt + 1)
 
     def record(outcome: str, error: str = "") -> None:
         input_tokens, output_tokens = (usage.input_tokens, usage.output_tokens) if usage else (None, None)
         span.end(outcome, input_tokens=input_tokens, output_tokens=output_tokens)
         record_call(
-            prompt=prompt,
-            model=config.model,
-            item_id=item_id,
+            prompt=call.prompt,
+            model=call.config.model,
+            item_id=call.item_id,
             latency_s=time.monotonic() - started,
             outcome=outcome,
             usage=usage,
@@ -151,7 +153,7 @@ def _attempt(
     release_connection()
     try:
         try:
-            reply = aio.run(send, cancel)
+            reply = aio.run(call.send, call.cancel)
         except CallCancelled:
             raise
         except Exception as exc:
@@ -161,7 +163,7 @@ def _attempt(
                 raise
             raise classified from exc
         usage = reply.usage
-        result = accept(reply)
+        result = call.accept(reply)
     except CallCancelled as exc:
         record(Outcome.CANCELLED, str(exc))
         raise
