@@ -129,6 +129,16 @@ def _attempts(
     )
 
 
+# How a failed attempt is recorded; any other exception escapes unrecorded (its span still ends).
+_FAILURE_OUTCOMES: tuple[tuple[type[Exception], str], ...] = (
+    (CallCancelled, Outcome.CANCELLED),
+    (_Transient, Outcome.UNAVAILABLE),
+    (ModelOutputInvalid, Outcome.INVALID_OUTPUT),
+    (ModelRequestRejected, Outcome.REJECTED),
+)
+_RECORDED_FAILURES = tuple(kind for kind, _ in _FAILURE_OUTCOMES)
+
+
 def _attempt(call: _Call[T], attempt: int) -> T:
     """One model call, traced and recorded (an LLMCall row) whatever its outcome; raises _Transient for a
     failure worth retrying and the caller's exceptions for the rest."""
@@ -164,17 +174,8 @@ def _attempt(call: _Call[T], attempt: int) -> T:
             raise classified from exc
         usage = reply.usage
         result = call.accept(reply)
-    except CallCancelled as exc:
-        record(Outcome.CANCELLED, str(exc))
-        raise
-    except _Transient as exc:
-        record(Outcome.UNAVAILABLE, str(exc))
-        raise
-    except ModelOutputInvalid as exc:
-        record(Outcome.INVALID_OUTPUT, str(exc))
-        raise
-    except ModelRequestRejected as exc:
-        record(Outcome.REJECTED, str(exc))
+    except _RECORDED_FAILURES as exc:
+        record(next(outcome for kind, outcome in _FAILURE_OUTCOMES if isinstance(exc, kind)), str(exc))
         raise
     record(Outcome.OK)
     return result
