@@ -21,8 +21,12 @@ install: $(STAMP) ## create .venv and install requirements.txt
 run: $(STAMP) ## start everything (embedded PostgreSQL + Redis, web on 127.0.0.1:8000, pipeline) until Ctrl-C
 	$(BIN)/python -m eigenflux.devstack
 
+# The whole suite in two passes: the tests not marked slow in parallel workers, then the slow ones (they start
+# processes and servers and measure waits) one at a time. Exit status 5 is "nothing collected" (PYTEST_ARGS
+# naming only fast or only slow tests), not a failure.
 test: lint ## lint, then the whole test suite against real PostgreSQL and Redis (what CI runs)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not slow" -n $(TEST_WORKERS) -q $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	$(BIN)/python -m pytest -m slow $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 # Workers for the parallel runs: each gets its own test database and Redis DB (tests/conftest.py). Tests mostly
 # wait (on PostgreSQL, Redis, sockets), so more workers than cores still pays on 2 cores.
