@@ -17,8 +17,12 @@ check; the common path (read, then started at once) costs no extra round trip. T
 process killed in the microseconds between reading an entry and starting its handler: that entry is
 charged one delivery it did not use.
 
-`DeliveryCounts` does the two moves (give back, spend). It takes no lock: a delivery's credit is only touched
-by the one thread that has the delivery in hand (the reader or keeper that took it, or its worker).
+`DeliveryCounts` does the two moves (give back, spend). It takes no lock: a delivery's credit is touched by
+the thread that has the delivery in hand (the reader or keeper that took it, or its worker), with one rare
+exception. When our own entry went idle because Redis was unreachable for its heartbeats, the keeper's reclaim
+meets it and adds the delivery XAUTOCLAIM counted (pipeline.runtime.leases, `_not_held`, under the scheduler's
+lock), possibly while a worker is starting that entry; the two updates can then race, leaving the entry's count
+off by one delivery.
 """
 
 from __future__ import annotations

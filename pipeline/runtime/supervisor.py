@@ -58,22 +58,25 @@ class Supervisor:
         self._service_stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._reported_at = 0.0
+        self._started: list[ConsumerRunner] = []  # what stop() stops: a runner that never started has no loops
 
     def request_stop(self) -> None:
         self.stop_requested.set()
 
     def run(self) -> int:
         """Run until request_stop() (a signal) or, with burst, until everything currently there is done.
-        Returns the process's exit status: 0, or EXIT_LOOP_DIED when a loop died."""
-        for runner in self.runners:
-            runner.start()
-            metrics.RUNNING_CONSUMERS.labels(runner.stream, runner.group).set(1)
-        if self.relay is not None:
-            poll = 0.05 if self.burst else None
-            self._spawn("relay", functools.partial(self.relay.run, self._service_stop, poll_seconds=poll))
-        if self.housekeeper is not None:
-            self._spawn("housekeeping", functools.partial(self.housekeeper.run, self._service_stop))
+        Returns the process's exit status: 0, or EXIT_LOOP_DIED when a loop died. If a consumer cannot start
+        (its group cannot be created), those already started are stopped before the error is raised."""
         try:
+            for runner in self.runners:
+                runner.start()
+                self._started.append(runner)
+                metrics.RUNNING_CONSUMERS.labels(runner.stream, runner.group).set(1)
+            if self.relay is not None:
+                poll = 0.05 if self.burst else None
+                self._spawn("relay", functools.partial(self.relay.run, self._service_stop, poll_seconds=poll))
+            if self.housekeeper is not None:
+                self._spawn("housekeeping", functools.partial(self.housekeeper.run, self._service_stop))
             if self.burst:
                 self._wait_until_drained()
             else:
@@ -87,11 +90,11 @@ class Supervisor:
 
     def stop(self) -> None:
         log.info("stopping: no new reads; up to %.1fs for running handlers", self.grace)
-        for runner in self.runners:
+        for runner in self._started:
             runner.request_stop()
         self._service_stop.set()
         deadline = time.monotonic() + self.grace
-        for runner in self.runners:
+        for runner in self._started:
             runner.stop(max(0.0, deadline - time.monotonic()))
             metrics.RUNNING_CONSUMERS.labels(runner.stream, runner.group).set(0)
         for thread in self._threads:

@@ -216,6 +216,29 @@ def test_readiness_names_a_dead_loop(redis_client):
         runner.stop(1.0)
 
 
+class _Unstartable(Consumer):
+    name = "test-unstartable"
+    stream = "test:stream:unstartable"  # made a plain string key below: its group cannot be created
+    group = "cg:test:unstartable"
+    event_types = frozenset({TEST_TYPE})
+
+    def handle(self, event: Event) -> None:
+        return None
+
+
+def test_a_consumer_that_cannot_start_stops_those_already_started(redis_client):
+    redis_client.set(_Unstartable.stream, "not a stream")
+    supervisor = Supervisor([NoopConsumer, _Unstartable], concurrency=1, relay=False, housekeeping=False)
+    started = supervisor.runners[0]
+    try:
+        with pytest.raises(Exception, match="WRONGTYPE"):
+            supervisor.run()
+        # The consumer that did start was stopped, not left reading on its threads.
+        assert [name for name in ("reader", "acker", "keeper") if started.loops.thread(name).is_alive()] == []
+    finally:
+        redis_client.delete(_Unstartable.stream)
+
+
 # --- the retry backlog ----------------------------------------------------------------------------------------
 
 
