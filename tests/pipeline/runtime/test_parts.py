@@ -202,6 +202,16 @@ def read(client, consumer: str) -> None:
     client.xreadgroup(GROUP, consumer, {STREAM: ">"}, count=100)
 
 
+def one_held(client, subject: str) -> tuple[str, Scheduler, Delivery]:
+    """One entry read by this consumer ("me") and held in a fresh scheduler."""
+    (message_id,) = add(client, 1)
+    read(client, "me")
+    s = scheduler()
+    delivery = held(message_id, subject)
+    s.enqueue(delivery, [])
+    return message_id, s, delivery
+
+
 def pending(client) -> dict[str, dict]:
     return {text(p["message_id"]): p for p in client.xpending_range(STREAM, GROUP, "-", "+", 100)}
 
@@ -310,11 +320,7 @@ def test_reclaim_takes_over_entries_idle_past_the_lease_from_a_dead_consumer_onl
 
 
 def test_reclaim_does_not_take_its_own_idle_entry_twice_but_charges_it_the_delivery_counted(raw):
-    (message_id,) = add(raw, 1)
-    read(raw, "me")
-    s = scheduler()
-    delivery = held(message_id, "own")
-    s.enqueue(delivery, [])
+    message_id, s, delivery = one_held(raw, "own")
     delivery.credit = 0  # its handler is running: the delivery is spent
     time.sleep(0.35)  # no heartbeat (Redis away, say): idle past the lease
     k, taken, _ = keeper(raw, s, lease_seconds=0.3)
@@ -348,11 +354,7 @@ def test_a_reclaim_without_a_free_worker_leaves_the_scan_unfinished_until_one_is
 
 
 def test_a_due_retry_is_redelivered_to_its_owner_counting_the_attempt(raw):
-    (message_id,) = add(raw, 1)
-    read(raw, "me")
-    s = scheduler()
-    delivery = held(message_id, "r")
-    s.enqueue(delivery, [])
+    message_id, s, delivery = one_held(raw, "r")
     queued(s)
     delivery.credit = 0  # the first attempt used its delivery
     s.later(delivery, 0)
