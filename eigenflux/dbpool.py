@@ -105,3 +105,17 @@ def pool_max_size() -> int | None:
 
     options = connections["default"].settings_dict.get("OPTIONS", {}).get("pool")
     return options["max_size"] if options else None
+
+
+def connection_to_spare() -> bool:
+    """Whether another thread of this process can take a connection now without waiting for the pool: one is
+    idle or the pool can still open one. Unpooled, each thread keeps its own, so True unless CONN_MAX_AGE is 0
+    (a connection made and closed per use)."""
+    from django.db import DEFAULT_DB_ALIAS, connections
+
+    wrapper = connections[DEFAULT_DB_ALIAS]
+    pool = getattr(wrapper, "pool", None)  # psycopg_pool's ConnectionPool when pooled
+    if pool is None:
+        return wrapper.settings_dict.get("CONN_MAX_AGE") != 0
+    stats = pool.get_stats()
+    return stats.get("pool_available", 0) > 0 or stats.get("pool_size", 0) < pool.max_size

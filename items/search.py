@@ -35,12 +35,13 @@ from typing import TypeVar
 
 from django.conf import settings
 from django.contrib.postgres.search import SearchRank
-from django.db import DEFAULT_DB_ALIAS, close_old_connections, connection, connections, transaction
+from django.db import close_old_connections, connection, connections, transaction
 from django.db.models import F, Subquery, Value
 from pgvector.django import CosineDistance
 from prometheus_client import Counter
 
 from eigenflux import tracing
+from eigenflux.dbpool import connection_to_spare
 from items import textsearch
 from items.models import ProcessedItem
 from items.selectors import visible_items, with_raw
@@ -235,14 +236,8 @@ def _spare_connection() -> bool:
     Inside a transaction (an atomic block, or a test's) another connection cannot see its rows. In a pooled
     process the second leg only takes a connection that is idle or that the pool can still open, never one it
     would have to wait for while this thread holds its own."""
-    if any(wrapper.in_atomic_block for wrapper in connections.all(initialized_only=True)):
-        return False
-    wrapper = connections[DEFAULT_DB_ALIAS]
-    pool = getattr(wrapper, "pool", None)  # psycopg_pool's ConnectionPool when pooled
-    if pool is None:
-        return wrapper.settings_dict.get("CONN_MAX_AGE") != 0  # a connection per thread, kept between searches
-    stats = pool.get_stats()
-    return stats.get("pool_available", 0) > 0 or stats.get("pool_size", 0) < pool.max_size
+    in_transaction = any(wrapper.in_atomic_block for wrapper in connections.all(initialized_only=True))
+    return not in_transaction and connection_to_spare()
 
 
 def _on_own_connection(leg: Callable[[], T]) -> T:
