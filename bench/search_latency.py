@@ -30,15 +30,12 @@ for name in ("LLM_API_KEY", "OPENAI_API_KEY", "LLM_PROVIDER"):
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "eigenflux.settings")
 os.environ.setdefault("LOG_LEVEL", "WARNING")
 
-import django  # noqa: E402
-
-django.setup()
-
 import numpy as np  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.db import connection, transaction  # noqa: E402
 from django.test import Client  # noqa: E402
 
+import eigenflux.wsgi  # noqa: E402, F401  set up as a web process is (gunicorn loads this module)
 from items.models import ProcessedItem  # noqa: E402
 from items.search import semantic_candidates  # noqa: E402
 from items.services.agents import agent_create, agent_token_create  # noqa: E402

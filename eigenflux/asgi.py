@@ -39,3 +39,7 @@ application = ProtocolTypeRouter(
         "websocket": AuthMiddlewareStack(URLRouter(websocket_urlpatterns)),
     }
 )
+
+from eigenflux.longlived import freeze  # noqa: E402
+
+freeze("loading the application")

