@@ -309,6 +309,8 @@ LLM_MODEL = env_str("LLM_MODEL", "gpt-4.1-mini")
 LLM_API = env_choice("LLM_API", "responses", ("responses", "chat"))
 LLM_REASONING_EFFORT = env_str("LLM_REASONING_EFFORT")
 LLM_TIMEOUT = env_float("LLM_TIMEOUT", 30.0, minimum=0.1)
+# The model clients' HTTP transport (pipeline/llm/clients.py): the SDK's aiohttp one, or its default (httpx).
+LLM_HTTP_CLIENT = env_choice("LLM_HTTP_CLIENT", "aiohttp", ("aiohttp", "httpx"))
 LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 2, minimum=0)
 SAFETY_LLM_BASE_URL = env_str("SAFETY_LLM_BASE_URL") or LLM_BASE_URL
 SAFETY_LLM_API_KEY = env_str("SAFETY_LLM_API_KEY") or LLM_API_KEY

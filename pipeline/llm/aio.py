@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import os
 import threading
 from collections.abc import Awaitable, Callable
@@ -23,6 +24,7 @@ from pipeline.llm.errors import CallCancelled
 
 T = TypeVar("T")
 _PLAIN_EVENT_CHECK_SECONDS = 0.05
+_CLOSE_WAIT_SECONDS = 2.0
 
 _lock = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None
@@ -42,6 +44,19 @@ def event_loop() -> asyncio.AbstractEventLoop:
             threading.Thread(target=loop.run_forever, name="model-io", daemon=True).start()
             _loop, _loop_pid = loop, pid
         return _loop
+
+
+def close_soon(client: Any, loop: asyncio.AbstractEventLoop, *, wait: bool = False) -> None:
+    """Close an async client on the loop its connections belong to; nothing when that loop is not this
+    process's running one (a parent's, after a fork). `wait`: up to a few seconds, never from the loop."""
+    with _lock:
+        current = loop is _loop and _loop_pid == os.getpid() and loop.is_running()
+    if not current:
+        return
+    future = asyncio.run_coroutine_threadsafe(client.close(), loop)
+    if wait and threading.get_ident() != getattr(loop, "_thread_id", None):
+        with contextlib.suppress(Exception):  # closing is best effort: the process is going away
+            future.result(_CLOSE_WAIT_SECONDS)
 
 
 async def _awaited(make: Callable[[], Awaitable[T]]) -> T:

@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+import aiohttp
 import numpy as np
 import openai
 from django.conf import settings
@@ -79,14 +80,27 @@ def _classify(exc: Exception) -> Exception:
         if exc.status_code in _RETRYABLE_STATUS:
             return _Transient(f"HTTP {exc.status_code}", _retry_after(exc))
         return ModelRequestRejected(f"HTTP {exc.status_code}: {exc.message}"[:500])
-    if isinstance(exc, openai.APITimeoutError):
-        return _Transient("timeout")
-    if isinstance(exc, openai.APIConnectionError):
-        return _Transient(f"connection error: {exc.__cause__ or exc}"[:300])
+    if isinstance(exc, openai.APIConnectionError):  # timeouts included
+        failure = _connection_failure(exc)
+        if isinstance(exc, openai.APITimeoutError) and failure is None:
+            return _Transient("timeout")
+        return _Transient(f"connection error: {failure or exc.__cause__ or exc}"[:300])
     if isinstance(exc, (openai.APIResponseValidationError, ValueError)):
         # An empty or non-JSON HTTP body: the server answered, but with nothing usable.
         return ModelOutputInvalid(f"unreadable response body: {exc}"[:300])
     return exc
+
+
+def _connection_failure(exc: BaseException) -> BaseException | None:
+    """The connection failure behind a reported timeout, if that is what it was. The SDK's aiohttp transport
+    reports every failed or dropped connection as a connect timeout (its error map prefers the broader
+    entry), so a refused connection would otherwise read "timeout" in the logs and the admin."""
+    cause = exc.__cause__
+    while cause is not None:
+        if isinstance(cause, aiohttp.ClientConnectionError) and not isinstance(cause, TimeoutError):
+            return cause
+        cause = cause.__cause__
+    return None
 
 
 @dataclass(frozen=True)

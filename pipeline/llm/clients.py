@@ -8,7 +8,9 @@ The SDK's own retries are off (max_retries=0): the call layer retries itself so 
 
 from __future__ import annotations
 
-import functools
+import atexit
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Literal
 
@@ -76,14 +78,54 @@ def client_config(kind: ClientKind, prompt: str = "") -> ClientConfig:
     )
 
 
-@functools.lru_cache(maxsize=16)
-def _client(base_url: str | None, api_key: str, timeout: float, loop: object) -> openai.AsyncOpenAI:
-    del loop  # part of the cache key only: an async client's connections belong to one event loop
-    return openai.AsyncOpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0)
+MAX_CLIENTS = 16  # settings tuples kept; the oldest client is closed past that
+_clients: OrderedDict[tuple[object, ...], openai.AsyncOpenAI] = OrderedDict()
+_clients_lock = threading.Lock()
 
 
 def openai_client(config: ClientConfig) -> openai.AsyncOpenAI:
-    """The async client for this process's model loop (pipeline.llm.aio)."""
-    from pipeline.llm.aio import event_loop
+    """The async client for this process's model loop (pipeline.llm.aio), made once per settings tuple: the
+    first calls of a busy process all ask at once, and each client made would open its own connections."""
+    from pipeline.llm import aio
 
-    return _client(config.base_url, config.api_key, config.timeout, event_loop())
+    loop = aio.event_loop()  # part of the key: an async client's connections belong to one event loop
+    transport = settings.LLM_HTTP_CLIENT
+    key = (config.base_url, config.api_key, config.timeout, transport, loop)
+    with _clients_lock:
+        client = _clients.get(key)
+        if client is None:
+            client = openai.AsyncOpenAI(
+                base_url=config.base_url,
+                api_key=config.api_key,
+                timeout=config.timeout,
+                max_retries=0,
+                http_client=_http_client(transport, config.timeout),
+            )
+            _clients[key] = client
+            while len(_clients) > MAX_CLIENTS:
+                _key, oldest = _clients.popitem(last=False)
+                aio.close_soon(oldest, _key[-1])
+        else:
+            _clients.move_to_end(key)
+        return client
+
+
+def _http_client(transport: str, timeout: float) -> openai.DefaultAsyncHttpxClient | None:
+    """aiohttp (the SDK's own aiohttp transport) by default: a request costs the process about half the CPU it
+    costs with the default transport, whose connection pool also walks every open connection on every
+    request, so that cost grows with the number of calls in flight (bench/model_client.py)."""
+    if transport == "aiohttp":
+        return openai.DefaultAioHttpClient(timeout=timeout)
+    return None  # the SDK's default (httpx)
+
+
+@atexit.register
+def close_all() -> None:
+    """Close every client this process made (at exit: an open aiohttp session would be reported as leaked)."""
+    from pipeline.llm import aio
+
+    with _clients_lock:
+        made = list(_clients.items())
+        _clients.clear()
+    for key, client in made:
+        aio.close_soon(client, key[-1], wait=True)

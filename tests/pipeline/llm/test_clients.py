@@ -1,5 +1,6 @@
 """The model clients through the real `openai` SDK against the fake server: API styles, separate safety
-client, reasoning effort, each fault class and its documented outcome, cancellation, accounting."""
+client, reasoning effort, each fault class and its documented outcome, cancellation, accounting; each with
+the aiohttp transport (the default) and the SDK's default one (LLM_HTTP_CLIENT)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,13 @@ from tests.fakes.openai_server import (
 pytestmark = pytest.mark.django_db
 
 EXTRACTION = DEFAULT_REPLIES["process_item"]
+
+
+@pytest.fixture(autouse=True, params=["aiohttp", "httpx"])
+def transport(request, settings) -> str:
+    """Every fault class keeps its documented outcome with either of the SDK's HTTP transports."""
+    settings.LLM_HTTP_CLIENT = request.param
+    return request.param
 
 
 def outcomes(prompt: str) -> list[str]:
