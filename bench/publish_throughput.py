@@ -9,7 +9,7 @@ The two endpoints alternate (floor first in odd rounds, publish first in even on
 load) does not favour the endpoint that always ran first.
 
     .venv/bin/python bench/publish_throughput.py [--workers 3] [--concurrency 16] [--seconds 5] [--rounds 5]
-        [--wakeup after-commit|in-transaction|poll]
+        [--wakeup after-commit|poll]
 
 --wakeup sets the server's OUTBOX_WAKEUP (how the outbox relays are woken; default: the environment's, else the
 product default). No relay runs here, so nothing LISTENs; bench/outbox_wakeup.py compares the modes with relays.
@@ -189,7 +189,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=5.0, help="per sample")
     parser.add_argument("--rounds", type=int, default=5, help="samples per endpoint, alternating")
-    parser.add_argument("--wakeup", choices=("after-commit", "in-transaction", "poll"), help="OUTBOX_WAKEUP")
+    parser.add_argument("--wakeup", choices=("after-commit", "poll"), help="OUTBOX_WAKEUP")
     args = parser.parse_args()
 
     env, token = prepare()

@@ -69,16 +69,12 @@ class _Coalescer:
 
 
 def _wake_relays() -> None:
-    """Tell the relays a row is coming, the way OUTBOX_WAKEUP says (docs/delivery.md#waking-the-relay)."""
-    mode = settings.OUTBOX_WAKEUP
-    if mode == "after-commit":
+    """Tell the relays a row is coming, the way OUTBOX_WAKEUP says (docs/delivery.md#waking-the-relay). Never
+    inside the transaction: a transaction that has sent a NOTIFY holds a database-wide lock from its commit until
+    the commit is durable, which makes publishers' commits queue behind one another."""
+    if settings.OUTBOX_WAKEUP == "after-commit":
         # Discarded with the transaction (or the savepoint) if it rolls back: only committed rows wake anyone.
         transaction.on_commit(notify_after_commit)
-    elif mode == "in-transaction":
-        # Delivered at COMMIT, never for a rollback; repeats in one transaction are folded into one by PostgreSQL.
-        # The price: a committing transaction that has notified holds a database-wide lock until it is durable.
-        with connection.cursor() as cursor:
-            cursor.execute(_NOTIFY_SQL, [NOTIFY_CHANNEL])
 
 
 def notify_after_commit() -> bool:

@@ -169,9 +169,8 @@ class OutboxRelay:
         commits whose NOTIFY was skipped. Polling alone, it drains every PIPELINE_RELAY_POLL_MIN_MS while it
         finds rows and doubles the wait on each empty round up to the poll interval."""
         poll = poll_seconds or self.poll_seconds
-        wakeup = settings.OUTBOX_WAKEUP
-        listens = wakeup != "poll"
-        coalesce = settings.OUTBOX_NOTIFY_COALESCE_MS / 1000 if wakeup == "after-commit" else 0.0
+        listens = settings.OUTBOX_WAKEUP != "poll"
+        coalesce = settings.OUTBOX_NOTIFY_COALESCE_MS / 1000 if listens else 0.0
         shortest = min(poll, settings.PIPELINE_RELAY_POLL_MIN_MS / 1000)
         interval = shortest
         recheck_at: float | None = None  # a drain must start at or after this (monotonic) time

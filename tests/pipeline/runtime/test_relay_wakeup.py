@@ -3,8 +3,10 @@ is 30 s long, coalesced NOTIFYs lose no commit, rolled-back work notifies no one
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 import psycopg
 import pytest
@@ -22,7 +24,7 @@ from tests.pipeline.runtime.fixtures import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-MODES = ("after-commit", "in-transaction", "poll")
+MODES = ("after-commit", "poll")
 LONG_POLL = 30.0  # far longer than any wait below: only the wake-up under test can deliver in time
 WOKEN_WITHIN = 5.0
 
@@ -93,12 +95,12 @@ def test_coalesced_notifies_do_not_lose_the_last_commits_of_a_burst(redis_client
     """Ten commits inside one 2 s window send one NOTIFY between them; the relay's re-drain a window after it still
     relays all ten, long before its 30 s poll."""
     author, _ = make_agent()
-    with override_settings(OUTBOX_WAKEUP="after-commit", OUTBOX_NOTIFY_COALESCE_MS=2000), listener() as conn:
-        with running_relay():
-            for n in range(10):
-                publish_one(author, n)
-            sent = notifications(conn, 0.2)
-            wait_for(lambda: redis_client.xlen(STREAM_ITEM_PUBLISH) == 10, 2 + WOKEN_WITHIN, message="the burst")
+    wakeup = override_settings(OUTBOX_WAKEUP="after-commit", OUTBOX_NOTIFY_COALESCE_MS=2000)
+    with wakeup, listener() as conn, running_relay():
+        for n in range(10):
+            publish_one(author, n)
+        sent = notifications(conn, 0.2)
+        wait_for(lambda: redis_client.xlen(STREAM_ITEM_PUBLISH) == 10, 2 + WOKEN_WITHIN, message="the burst")
     assert sent == 1, f"one NOTIFY for a burst inside one window, got {sent}"
 
 
@@ -110,25 +112,32 @@ def test_coalescing_off_sends_one_notify_per_commit():
         assert notifications(conn, 0.3) == 3
 
 
-@pytest.mark.parametrize("mode", ("after-commit", "in-transaction"))
-def test_rolled_back_work_sends_no_notify(mode):
+class Abort(Exception):
+    pass
+
+
+def write_event_then_abort() -> None:
+    with transaction.atomic():
+        outbox_event_create(stream=TEST_STREAM, event_type=TEST_TYPE, subject="s", data={"n": 1})
+        raise Abort
+
+
+def commit_around_aborted_savepoint() -> None:
+    with transaction.atomic(), suppress(Abort):
+        write_event_then_abort()
+
+
+def test_rolled_back_work_sends_no_notify():
     """A rolled-back transaction, and a rolled-back savepoint inside a committed one, notify no one; the committed
     control does."""
-
-    class Abort(Exception):
-        pass
 
     def write_event() -> None:
         outbox_event_create(stream=TEST_STREAM, event_type=TEST_TYPE, subject="s", data={"n": 1})
 
-    with override_settings(OUTBOX_WAKEUP=mode, OUTBOX_NOTIFY_COALESCE_MS=0), listener() as conn:
-        with pytest.raises(Abort), transaction.atomic():
-            write_event()
-            raise Abort
-        with transaction.atomic():
-            with pytest.raises(Abort), transaction.atomic():
-                write_event()
-                raise Abort
+    with override_settings(OUTBOX_WAKEUP="after-commit", OUTBOX_NOTIFY_COALESCE_MS=0), listener() as conn:
+        with pytest.raises(Abort):
+            write_event_then_abort()
+        commit_around_aborted_savepoint()
         assert notifications(conn, 0.5) == 0
         with transaction.atomic():
             write_event()
@@ -164,3 +173,13 @@ def test_the_migration_drops_the_trigger_and_reverses_to_it():
         executor.loader.build_graph()
         executor.migrate(executor.loader.graph.leaf_nodes())
     assert not trigger_exists() and commit_notifies() == 0
+
+
+@pytest.mark.slow
+def test_an_unknown_wakeup_is_refused_naming_the_variable(pipeline_env):
+    env = {**pipeline_env, "OUTBOX_WAKEUP": "trigger", "DJANGO_SETTINGS_MODULE": "eigenflux.settings"}
+    result = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode != 0
+    assert "OUTBOX_WAKEUP must be one of after-commit, poll, got 'trigger'" in result.stderr
