@@ -9,6 +9,10 @@ The two endpoints alternate (floor first in odd rounds, publish first in even on
 load) does not favour the endpoint that always ran first.
 
     .venv/bin/python bench/publish_throughput.py [--workers 3] [--concurrency 16] [--seconds 5] [--rounds 5]
+        [--wakeup after-commit|poll]
+
+--wakeup sets the server's OUTBOX_WAKEUP (how the outbox relays are woken; default: the environment's, else the
+product default). No relay runs here, so nothing LISTENs; bench/outbox_wakeup.py compares the modes with relays.
 """
 
 from __future__ import annotations
@@ -142,6 +146,37 @@ def load(port: int, path: str, token: str, seconds: float, concurrency: int) -> 
     }
 
 
+def start_gunicorn(env: dict[str, str], workers: int) -> tuple[subprocess.Popen, int]:
+    """gunicorn with `workers` sync workers on a free loopback port, once it accepts connections."""
+    port = free_port()
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "eigenflux.wsgi:application",
+            "-w",
+            str(workers),
+            "-b",
+            f"127.0.0.1:{port}",
+            "--log-level",
+            "warning",
+            "--keep-alive",
+            "30",
+        ],
+        cwd=ROOT,
+        env=env,
+    )
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return server, port
+        except OSError:
+            time.sleep(0.1)
+    server.terminate()
+    raise SystemExit(f"gunicorn did not listen on 127.0.0.1:{port} within 10 s")
+
+
 def _median_row(runs: list[dict]) -> dict:
     """The sample with the median throughput (its latencies come with it, not medians of unrelated samples)."""
     ordered = sorted(runs, key=lambda row: row["rps"])
@@ -154,35 +189,14 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=5.0, help="per sample")
     parser.add_argument("--rounds", type=int, default=5, help="samples per endpoint, alternating")
+    parser.add_argument("--wakeup", choices=("after-commit", "poll"), help="OUTBOX_WAKEUP")
     args = parser.parse_args()
 
     env, token = prepare()
-    port = free_port()
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gunicorn",
-            "eigenflux.wsgi:application",
-            "-w",
-            str(args.workers),
-            "-b",
-            f"127.0.0.1:{port}",
-            "--log-level",
-            "warning",
-            "--keep-alive",
-            "30",
-        ],
-        cwd=ROOT,
-        env=env,
-    )
+    if args.wakeup:
+        env["OUTBOX_WAKEUP"] = args.wakeup
+    server, port = start_gunicorn(env, args.workers)
     try:
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.1)
         load(port, "/bench/floor", token, 2, args.concurrency)  # warm-up: connections, caches
         load(port, "/api/v1/items/publish", token, 2, args.concurrency)
         endpoints = {

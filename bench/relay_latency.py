@@ -1,5 +1,6 @@
-"""Outbox relay latency (commit -> entry in the stream, p50/p99) with LISTEN/NOTIFY wake-up, and what a NOTIFY
-costs PostgreSQL's commit throughput when sent inside the publishing transaction vs after COMMIT.
+"""Outbox relay latency (commit -> entry in the stream, p50/p99), woken as OUTBOX_WAKEUP says, and what a NOTIFY
+costs PostgreSQL's commit throughput when sent inside the publishing transaction vs after COMMIT, at raw SQL level.
+bench/outbox_wakeup.py compares the wake-up modes through the real publish path and gunicorn.
 
 Uses a scratch database (created with migrations, dropped at the end) on the embedded (or DATABASE_URL)
 PostgreSQL and a dedicated Redis db (BENCH_REDIS_DB, default 11), deleting only its own keys.
@@ -46,7 +47,7 @@ def pct(values: list[float], q: float) -> float:
 
 
 def relay_latency(client, n: int) -> list[float]:
-    """Sequential publishes through outbox_event_create (woken by the outbox trigger); time until XREAD sees each."""
+    """Sequential publishes through outbox_event_create (woken as OUTBOX_WAKEUP says); time until XREAD sees each."""
     relay = OutboxRelay()
     stop = threading.Event()
     thread = threading.Thread(target=relay.run, args=(stop,), daemon=True)
@@ -144,7 +145,8 @@ def main() -> None:
 
     ms = [x * 1000 for x in latencies]
     p50 = statistics.median(ms)
-    print(f"\nOutbox relay: commit -> entry in the stream, {n} sequential publishes, LISTEN/NOTIFY wake-up")
+    wakeup = settings.OUTBOX_WAKEUP
+    print(f"\nOutbox relay: commit -> entry in the stream, {n} sequential publishes, OUTBOX_WAKEUP={wakeup}")
     print(f"{'p50 ms':>10}{'p90 ms':>10}{'p99 ms':>10}{'max ms':>10}")
     print(f"{p50:>10.2f}{pct(ms, 0.90):>10.2f}{pct(ms, 0.99):>10.2f}{max(ms):>10.2f}")
     print(f"target: p50 <= 10 ms -> {'OK' if p50 <= 10 else 'ABOVE TARGET'}")

@@ -461,6 +461,14 @@ PIPELINE_RELAY_BATCH = env_int("PIPELINE_RELAY_BATCH", 100, minimum=1)
 PIPELINE_RELAY_POLL_SECONDS = env_float("PIPELINE_RELAY_POLL_SECONDS", 1.0, minimum=0.01)
 PIPELINE_RELAY_MAX_BACKOFF_SECONDS = env_float("PIPELINE_RELAY_MAX_BACKOFF_SECONDS", 30.0, minimum=0.1)
 PIPELINE_RELAY_MARK_TTL_SECONDS = env_int("PIPELINE_RELAY_MARK_TTL_SECONDS", 24 * 3600, minimum=60)
+# How the relays learn of a new outbox row (docs/delivery.md#waking-the-relay): "after-commit" (the publisher sends
+# NOTIFY once its transaction committed, at most one per OUTBOX_NOTIFY_COALESCE_MS per process; a relay woken
+# drains again that long after, for the commits whose NOTIFY was skipped) or "poll" (no NOTIFY; relays poll every
+# PIPELINE_RELAY_POLL_MIN_MS while they find rows, doubling up to PIPELINE_RELAY_POLL_SECONDS when idle).
+# Web and pipeline processes must agree on it.
+OUTBOX_WAKEUP = env_choice("OUTBOX_WAKEUP", "after-commit", ("after-commit", "poll"))
+OUTBOX_NOTIFY_COALESCE_MS = env_float("OUTBOX_NOTIFY_COALESCE_MS", 5.0, minimum=0.0, maximum=1000.0)
+PIPELINE_RELAY_POLL_MIN_MS = env_float("PIPELINE_RELAY_POLL_MIN_MS", 5.0, minimum=1.0)
 # Circuit breakers (per consumer and dependency): this many different entries failing in a row because of a
 # dependency open it (a single failure does when the dependency itself says it is down); no entry starts for
 # OPEN seconds, doubling per failed probe up to MAX_OPEN (probes are cheap: SELECT 1, PING, GET /models).

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import logging
+import time
 from datetime import datetime
 
-from django.db import connection
+from django.conf import settings
+from django.db import DatabaseError, connection, transaction
 
 from eigenflux import tracing
 from items.events import build_envelope
 from items.models import OutboxEvent
 
-NOTIFY_CHANNEL = "eigenflux_outbox"  # also named in the trigger of migration items.0007
+log = logging.getLogger(__name__)
+
+NOTIFY_CHANNEL = "eigenflux_outbox"
+_NOTIFY_SQL = "SELECT pg_notify(%s, '')"
 
 
 def outbox_event_create(
@@ -52,8 +58,48 @@ def outbox_event_create(
             envelope=envelope,
             next_attempt_at=not_before,
         )
-    # The relays are woken by a trigger on this table (migration items.0007), at COMMIT.
+    _wake_relays()
     return event
+
+
+class _Coalescer:
+    """When this process last sent an after-commit NOTIFY (monotonic seconds; 0 = never)."""
+
+    last_sent = 0.0
+
+
+def _wake_relays() -> None:
+    """Tell the relays a row is coming, the way OUTBOX_WAKEUP says (docs/delivery.md#waking-the-relay). Never
+    inside the transaction: a transaction that has sent a NOTIFY holds a database-wide lock from its commit until
+    the commit is durable, which makes publishers' commits queue behind one another."""
+    if settings.OUTBOX_WAKEUP == "after-commit":
+        # Discarded with the transaction (or the savepoint) if it rolls back: only committed rows wake anyone.
+        transaction.on_commit(notify_after_commit)
+
+
+def notify_after_commit() -> bool:
+    """NOTIFY the relays now, outside any transaction, unless this process did less than OUTBOX_NOTIFY_COALESCE_MS
+    ago; returns whether it sent one.
+
+    A skipped commit is not left waiting: it committed before (time of the last NOTIFY sent + window), and every
+    relay woken by that NOTIFY drains again at least a window after it received it (pipeline.relay). The time is
+    taken before sending and recorded only once the NOTIFY went out, so a failed one never covers later commits.
+    """
+    window = settings.OUTBOX_NOTIFY_COALESCE_MS / 1000
+    now = time.monotonic()
+    if window and now - _Coalescer.last_sent < window:
+        return False
+    try:
+        # The request's own connection, in autocommit after its COMMIT: a one-statement transaction that takes
+        # the NOTIFY lock for itself only. Fine behind a transaction-mode pooler (NOTIFY needs no session).
+        with connection.cursor() as cursor:
+            cursor.execute(_NOTIFY_SQL, [NOTIFY_CHANNEL])
+    except DatabaseError:
+        # The commit stands; the relays' poll fallback (PIPELINE_RELAY_POLL_SECONDS) picks the row up.
+        log.warning("outbox: could not NOTIFY the relays after commit; they will find the row by polling")
+        return False
+    _Coalescer.last_sent = now
+    return True
 
 
 def outbox_events_prune(*, dispatched_before: datetime, batch: int = 5000) -> int:

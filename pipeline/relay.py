@@ -162,13 +162,25 @@ class OutboxRelay:
                 return total
 
     def run(self, stop: threading.Event, *, poll_seconds: float | None = None) -> None:
-        """Drain on every NOTIFY (LISTEN on a dedicated connection) and at least every poll interval."""
+        """Drain whenever woken (OUTBOX_WAKEUP, docs/delivery.md#waking-the-relay) and at least every poll interval.
+
+        With NOTIFY (LISTEN on a dedicated connection) a notification wakes it at once; with after-commit NOTIFYs,
+        coalesced by the publishers, it also drains once more OUTBOX_NOTIFY_COALESCE_MS after each one, for the
+        commits whose NOTIFY was skipped. Polling alone, it drains every PIPELINE_RELAY_POLL_MIN_MS while it
+        finds rows and doubles the wait on each empty round up to the poll interval."""
         poll = poll_seconds or self.poll_seconds
+        listens = settings.OUTBOX_WAKEUP != "poll"
+        coalesce = settings.OUTBOX_NOTIFY_COALESCE_MS / 1000 if listens else 0.0
+        shortest = min(poll, settings.PIPELINE_RELAY_POLL_MIN_MS / 1000)
+        interval = shortest
+        recheck_at: float | None = None  # a drain must start at or after this (monotonic) time
         listener = None
         try:
             while not stop.is_set():
-                if listener is None:
+                if listens and listener is None:
                     listener = self._listen()
+                if recheck_at is not None and time.monotonic() >= recheck_at:
+                    recheck_at = None  # this drain is the one owed
                 self.busy = True
                 try:
                     close_old_connections()
@@ -182,10 +194,20 @@ class OutboxRelay:
                     self.busy = False
                 if count:
                     self.activity += 1
+                    interval = shortest
                     continue
                 self.empty_rounds += 1
-                release_connection()  # waiting for a NOTIFY: the connection goes back to the pool
-                listener = self._wait(listener, stop, poll)
+                release_connection()  # waiting: the connection goes back to the pool
+                if not listens:
+                    stop.wait(interval)
+                    interval = min(poll, interval * 2)
+                    continue
+                timeout = poll if recheck_at is None else recheck_at - time.monotonic()
+                if timeout <= 0:
+                    continue
+                listener, notified = self._wait(listener, stop, timeout)
+                if notified and coalesce:
+                    recheck_at = max(recheck_at or 0.0, time.monotonic() + coalesce)
         finally:
             if listener is not None:
                 listener.close()
@@ -215,17 +237,21 @@ class OutboxRelay:
             return None
         return conn
 
-    def _wait(self, listener: psycopg.Connection | None, stop: threading.Event, poll: float):
+    def _wait(
+        self, listener: psycopg.Connection | None, stop: threading.Event, timeout: float
+    ) -> tuple[psycopg.Connection | None, bool]:
+        """Up to `timeout` s for a notification (any already queued return at once): the listener to keep using,
+        and whether a notification came."""
         if listener is None:
-            stop.wait(poll)
-            return None
+            stop.wait(timeout)
+            return None, False
+        notified = False
         try:
-            # Up to `poll` s for one notification; any already queued return at once.
-            for _ in listener.notifies(timeout=poll, stop_after=1):
-                pass
+            for _ in listener.notifies(timeout=timeout, stop_after=1):
+                notified = True
         except psycopg.Error:
             log.exception("relay: LISTEN connection lost; reconnecting")
             listener.close()
-            time.sleep(min(poll, 1.0))
-            return None
-        return listener
+            time.sleep(min(timeout, 1.0))
+            return None, False
+        return listener, notified

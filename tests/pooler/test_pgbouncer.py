@@ -113,3 +113,43 @@ def test_prepared_statements_break_under_transaction_pooling_and_the_pooler_sett
         url, pool=False, min_size=0, max_size=1, timeout=1, conn_max_age=0, application_name="x", behind_pooler=True
     )["OPTIONS"]
     _interleave(url, prepare_threshold=options["prepare_threshold"])
+
+
+def test_the_publishers_after_commit_notify_goes_through_the_pooler(pgbouncer, pipeline_env):
+    """OUTBOX_WAKEUP=after-commit behind PgBouncer: the NOTIFY a publisher sends on its pooled connection once its
+    transaction committed reaches a relay LISTENing on PostgreSQL directly."""
+    import subprocess
+    import sys
+
+    import psycopg
+
+    from tests.pipeline.runtime.fixtures import REPO
+
+    database = connection.settings_dict["NAME"]
+    before = pgbouncer.stats(database).get("total_xact_count", 0)
+    code = (
+        "from django.db import transaction\n"
+        "from items.outbox import outbox_event_create\n"
+        "with transaction.atomic():\n"
+        "    outbox_event_create(stream='test:pooled', event_type='io.eigenflux.test.v1', subject='s', data={})\n"
+    )
+    env = {
+        **pipeline_env,
+        "DATABASE_URL": pgbouncer.url(database),
+        "DATABASE_DIRECT_URL": pipeline_env["DATABASE_URL"],
+        "OUTBOX_WAKEUP": "after-commit",
+    }
+    with psycopg.connect(pipeline_env["DATABASE_URL"], autocommit=True) as listener:
+        listener.execute("LISTEN eigenflux_outbox")
+        result = subprocess.run(
+            [sys.executable, str(REPO / "manage.py"), "shell", "-c", code],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=REPO,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "could not NOTIFY" not in result.stderr, result.stderr
+        assert sum(1 for _ in listener.notifies(timeout=2.0)) == 1
+    assert pgbouncer.stats(database)["total_xact_count"] - before >= 2  # the insert's transaction, then the NOTIFY

@@ -19,7 +19,7 @@ from pipeline.runtime.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
 _SECRET_NAME = re.compile(r"KEY|SECRET|PASSWORD|TOKEN", re.IGNORECASE)
-_SHOWN_PREFIXES = ("PIPELINE_", "LLM_", "SAFETY_LLM_", "EMBEDDING_")
+_SHOWN_PREFIXES = ("PIPELINE_", "LLM_", "SAFETY_LLM_", "EMBEDDING_", "OUTBOX_")
 _URL_PASSWORD = re.compile(r"(://[^:/@]*:)([^@]*)(@)")
 
 

@@ -1,6 +1,7 @@
 """Round trips per item: an accepted item is enriched in at most eight database transactions (claim, the
 exact-duplicate check, four checkpoints that also extend the lease and carry their call's LLMCall rows, the
-similarity search, the completion), counted on the handler's own connection."""
+similarity search, the completion), counted on the handler's own connection; plus at most one NOTIFY for the relays
+after the completion's commit (OUTBOX_WAKEUP=after-commit: a statement of its own, for the outcome event)."""
 
 from __future__ import annotations
 
@@ -20,16 +21,20 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 class TransactionCounter:
-    """An execute wrapper: a statement outside a transaction is one; a transaction block counts once."""
+    """An execute wrapper: a statement outside a transaction is one; a transaction block counts once. The
+    after-commit NOTIFY (items.outbox) is counted apart."""
 
     def __init__(self) -> None:
         self.transactions = 0
+        self.notifies = 0
         self.first_statements: list[str] = []  # the first statement of each transaction, for the failure message
         self._blocks: list[object] = []  # outermost atomic blocks seen (kept, so their ids are not reused)
 
     def __call__(self, execute, sql, params, many, context):
         conn = context["connection"]
-        if not conn.in_atomic_block:
+        if sql.startswith("SELECT pg_notify("):
+            self.notifies += 1
+        elif not conn.in_atomic_block:
             self.transactions += 1
             self.first_statements.append(sql[:80])
         else:
@@ -73,6 +78,7 @@ def test_an_accepted_item_takes_at_most_eight_transactions(fake_llm):
     assert sorted(calls.values_list("prompt", flat=True)) == ["embedding", "process_item", "safety", "suggest_action"]
     assert all(outcome == "ok" for outcome in calls.values_list("outcome", flat=True))
     assert counter.transactions <= 8, counter.first_statements
+    assert counter.notifies <= 1
 
 
 def test_claim_returns_the_item_as_claimed_with_its_raw_item(fake_llm):

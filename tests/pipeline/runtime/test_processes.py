@@ -56,7 +56,7 @@ def test_burst_relays_the_outbox_then_consumes_and_exits_0(run_pipeline, test_en
     assert proc.wait(30) == 0, proc.output()
     assert effect_counts(effects) == Counter({str(i): 1 for i in ids})
     assert pending(redis_client) == []
-    assert "run_pipeline settings:" in proc.output()
+    assert "run_pipeline settings:" in proc.output() and "OUTBOX_WAKEUP = after-commit" in proc.output()
 
 
 def test_sigkill_mid_handler_is_reclaimed_and_every_effect_happens_once(run_pipeline, test_env, effects, redis_client):
