@@ -46,15 +46,15 @@ def event_loop() -> asyncio.AbstractEventLoop:
         return _loop
 
 
-def close_soon(client: Any, loop: asyncio.AbstractEventLoop, *, wait: bool = False) -> None:
+def close_soon(client: Any, loop: object, *, wait: bool = False) -> None:
     """Close an async client on the loop its connections belong to; nothing when that loop is not this
     process's running one (a parent's, after a fork). `wait`: up to a few seconds, never from the loop."""
     with _lock:
-        current = loop is _loop and _loop_pid == os.getpid() and loop.is_running()
-    if not current:
+        current = _loop if loop is _loop and _loop_pid == os.getpid() else None
+    if current is None or not current.is_running():
         return
-    future = asyncio.run_coroutine_threadsafe(client.close(), loop)
-    if wait and threading.get_ident() != getattr(loop, "_thread_id", None):
+    future = asyncio.run_coroutine_threadsafe(client.close(), current)
+    if wait and threading.get_ident() != getattr(current, "_thread_id", None):
         with contextlib.suppress(Exception):  # closing is best effort: the process is going away
             future.result(_CLOSE_WAIT_SECONDS)
 

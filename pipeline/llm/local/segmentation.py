@@ -17,6 +17,7 @@ import functools
 import logging
 import threading
 from collections import Counter
+from types import ModuleType
 
 import regex
 
@@ -43,7 +44,7 @@ def chinese_keywords(text: str, limit: int) -> list[str]:
 
 
 @functools.cache
-def _jieba_analyse():
+def _jieba_analyse() -> ModuleType:
     """jieba's keyword extraction with its dictionary and IDF table loaded, kept out of the collector's way."""
     import jieba
     import jieba.analyse
@@ -51,7 +52,8 @@ def _jieba_analyse():
     jieba.setLogLevel(logging.WARNING)  # it logs dictionary loading to stderr at DEBUG by default
     jieba.initialize()
     freeze("loading jieba's dictionary and IDF table")
-    return jieba.analyse
+    analyse: ModuleType = jieba.analyse
+    return analyse
 
 
 def japanese_keywords(text: str, limit: int) -> list[str]:
