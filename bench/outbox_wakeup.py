@@ -31,6 +31,7 @@ publish part, so a mode's relay only ever sees that mode's rows.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import random
 import statistics
@@ -55,18 +56,10 @@ MODES: dict[str, dict[str, str]] = {
 }
 BASE_DB = "eigenflux_wakeup"
 BASE_REDIS_DB = 12
-TRIGGER_ON = """
-DROP TRIGGER IF EXISTS eigenflux_outbox_notify ON items_outboxevent;
-CREATE OR REPLACE FUNCTION eigenflux_outbox_notify() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM pg_notify('eigenflux_outbox', '');
-    RETURN NULL;
-END;
-$$;
-CREATE TRIGGER eigenflux_outbox_notify AFTER INSERT ON items_outboxevent
-    FOR EACH STATEMENT EXECUTE FUNCTION eigenflux_outbox_notify();
-"""
-TRIGGER_OFF = "DROP TRIGGER IF EXISTS eigenflux_outbox_notify ON items_outboxevent"
+# The old trigger ("before"), exactly as migration items.0015 drops and restores it.
+_TRIGGER_MIGRATION = importlib.import_module("items.migrations.0015_outbox_notify_from_publisher")
+TRIGGER_ON = _TRIGGER_MIGRATION.DROP + _TRIGGER_MIGRATION.RESTORE
+TRIGGER_OFF = _TRIGGER_MIGRATION.DROP
 
 
 def pct(values: list[float], q: float) -> float:
