@@ -23,6 +23,8 @@ LONG_MODULES = {
 }
 LONG_FUNCTIONS = {
     "bench/load.py::main": "a benchmark script's main, read top to bottom: start, load, measure, print",
+    "bench/outbox_wakeup.py::latency_part": "one timed publish loop per mode, with its relay thread, read in order",
+    "bench/outbox_wakeup.py::main": "a benchmark script's main, read top to bottom: modes, alternating rounds, tables",
     "bench/outages.py::main": "the outage scenario in order: start, cut Redis and PostgreSQL, restore, verify",
     "bench/pipeline_throughput.py::main": "a benchmark script's main, read top to bottom: runs, medians, table",
     "bench/publish_throughput.py::main": "a benchmark script's main, read top to bottom: alternating runs, table",
