@@ -44,7 +44,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.publish_throughput import load, start_gunicorn  # noqa: E402
+from bench.publish_throughput import create_agent, load, start_gunicorn  # noqa: E402
 from bench.scratch import scratch_environment  # noqa: E402
 
 # Each mode's settings; OUTBOX_WAKEUP=trigger reaches the product through bench/floor/settings.py only.
@@ -313,16 +313,7 @@ def main() -> None:
     import psycopg
 
     # In a child process: the template database must have no session open when it is copied.
-    created = subprocess.run(
-        [sys.executable, "manage.py", "create_agent", "bench-wakeup"],
-        cwd=ROOT,
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    token = created.stdout.strip()
-    env["BENCH_AGENT_ID"] = created.stderr.split("#", 1)[1].split()[0]  # the floor view's author
+    token, env["BENCH_AGENT_ID"] = create_agent(env, "bench-wakeup")  # the floor view's author
     admin_url = db_url(env["DATABASE_URL"], "postgres")
     with psycopg.connect(admin_url, autocommit=True) as conn:
         for mode in modes:

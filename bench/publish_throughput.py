@@ -65,18 +65,21 @@ def prepare() -> tuple[dict[str, str], str]:
         "DJANGO_SETTINGS_MODULE": "bench.floor.settings",
     }
     subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
+    token, env["BENCH_AGENT_ID"] = create_agent(env, "bench-agent")  # the floor view's author
+    return env, token
+
+
+def create_agent(env: dict[str, str], name: str) -> tuple[str, str]:
+    """`manage.py create_agent` in a child process: the agent's token and its id."""
     out = subprocess.run(
-        [sys.executable, "manage.py", "create_agent", "bench-agent"],
+        [sys.executable, "manage.py", "create_agent", name],
         cwd=ROOT,
         env=env,
         check=True,
         capture_output=True,
         text=True,
     )
-    token = out.stdout.strip()
-    agent_id = out.stderr.split("#", 1)[1].split()[0]
-    env["BENCH_AGENT_ID"] = agent_id
-    return env, token
+    return out.stdout.strip(), out.stderr.split("#", 1)[1].split()[0]
 
 
 def worker(port: int, path: str, token: str, seconds: float, threads: int, queue) -> None:

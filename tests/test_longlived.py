@@ -4,18 +4,13 @@ application is loaded, and after each large load on first use."""
 from __future__ import annotations
 
 import gc
-import json
 import os
-import subprocess
-import sys
 import weakref
-from pathlib import Path
 
 import pytest
 
 from eigenflux.longlived import freeze
-
-REPO = Path(__file__).resolve().parent.parent
+from tests.probes import python_probe
 
 _PROBE = """
 import gc, json
@@ -34,16 +29,7 @@ print(json.dumps(counts))
 
 
 def probe(**env: str) -> dict[str, int]:
-    result = subprocess.run(
-        [sys.executable, "-c", _PROBE],
-        cwd=REPO,
-        env={**os.environ, "DJANGO_SETTINGS_MODULE": "eigenflux.settings", **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    return python_probe(_PROBE, {**os.environ, **env})
 
 
 @pytest.mark.slow

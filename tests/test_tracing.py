@@ -4,7 +4,6 @@ exported. The trace tree itself is tested in tests/pipeline/runtime/test_tracing
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 from eigenflux.tracing import exporter_from_environment
 from tests.fakes.otlp_receiver import OTLPReceiver
 from tests.pipeline.runtime.fixtures import pipeline_env  # noqa: F401 - fixture
+from tests.probes import python_probe
 
 REPO = Path(__file__).resolve().parents[1]
 ENDPOINT = "http://127.0.0.1:4318"
@@ -75,16 +75,7 @@ print(json.dumps({
 
 def probe(**env: str) -> dict:
     base = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    result = subprocess.run(
-        [sys.executable, "-c", _PROBE],
-        cwd=REPO,
-        env={**base, "DJANGO_SETTINGS_MODULE": "eigenflux.settings", **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    return python_probe(_PROBE, {**base, **env})
 
 
 @pytest.mark.slow
