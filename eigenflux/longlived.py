@@ -28,7 +28,7 @@ _lock = threading.Lock()
 
 def freeze(after: str) -> None:
     """Collect what is garbage now, then freeze everything still alive (`after` names the load, for the log)."""
-    if not getattr(settings, "GC_FREEZE", True):
+    if not settings.GC_FREEZE:
         return
     with _lock:  # two first loads at once in two threads: one pass each, not interleaved
         started = time.perf_counter()

@@ -28,6 +28,7 @@ import unicodedata
 from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
+from types import ModuleType
 
 import regex
 from django.contrib.postgres.search import SearchQuery, SearchVector
@@ -192,19 +193,21 @@ def _cjk_units(run: str, *, japanese: bool) -> list[str]:
 def _chinese_words(text: str) -> list[str]:
     """jieba's words of two or more characters; a stretch it leaves in single characters stays whole."""
     with _JIEBA_LOCK:
-        words = [word for word in _jieba().lcut(text) if len(word) >= 2]
+        words = [word for word in jieba_loaded().lcut(text) if len(word) >= 2]
     return words or [text]
 
 
 @functools.cache
-def _jieba():
-    """jieba with its dictionary loaded (about a second, once per process), kept out of the collector's way."""
+def jieba_loaded() -> ModuleType:
+    """jieba with its dictionary loaded (about a second, once per process), kept out of the collector's way;
+    the local analyzer's keyword extraction (pipeline.llm.local.segmentation) starts from it too."""
     import jieba
 
     jieba.setLogLevel(logging.WARNING)  # it logs dictionary loading to stderr at DEBUG by default
     jieba.initialize()
     freeze("loading jieba's dictionary")
-    return jieba
+    loaded: ModuleType = jieba
+    return loaded
 
 
 def _japanese_rest(text: str) -> list[str]:

@@ -29,6 +29,7 @@ _CLOSE_WAIT_SECONDS = 2.0
 _lock = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None
 _loop_pid: int | None = None
+_loop_thread: threading.Thread | None = None
 _plain: dict[concurrent.futures.Future[Any], threading.Event] = {}
 _plain_wake = threading.Condition(_lock)
 _watcher_pid: int | None = None
@@ -36,13 +37,14 @@ _watcher_pid: int | None = None
 
 def event_loop() -> asyncio.AbstractEventLoop:
     """This process's model-call loop, started on first use (a fork gets a loop of its own)."""
-    global _loop, _loop_pid
+    global _loop, _loop_pid, _loop_thread
     pid = os.getpid()
     with _lock:
         if _loop is None or _loop_pid != pid:
             loop = asyncio.new_event_loop()
-            threading.Thread(target=loop.run_forever, name="model-io", daemon=True).start()
-            _loop, _loop_pid = loop, pid
+            thread = threading.Thread(target=loop.run_forever, name="model-io", daemon=True)
+            thread.start()
+            _loop, _loop_pid, _loop_thread = loop, pid, thread
         return _loop
 
 
@@ -54,7 +56,7 @@ def close_soon(client: Any, loop: object, *, wait: bool = False) -> None:
     if current is None or not current.is_running():
         return
     future = asyncio.run_coroutine_threadsafe(client.close(), current)
-    if wait and threading.get_ident() != getattr(current, "_thread_id", None):
+    if wait and threading.current_thread() is not _loop_thread:
         with contextlib.suppress(Exception):  # closing is best effort: the process is going away
             future.result(_CLOSE_WAIT_SECONDS)
 

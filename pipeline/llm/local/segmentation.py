@@ -14,7 +14,6 @@ the work is CPU-bound under the GIL anyway.
 from __future__ import annotations
 
 import functools
-import logging
 import threading
 from collections import Counter
 from types import ModuleType
@@ -22,6 +21,7 @@ from types import ModuleType
 import regex
 
 from eigenflux.longlived import freeze
+from items.textsearch import jieba_loaded
 
 _LOCK = threading.Lock()
 _DIGITS_ONLY = regex.compile(r"^[\p{N}\p{P}\s]+$")
@@ -46,12 +46,10 @@ def chinese_keywords(text: str, limit: int) -> list[str]:
 @functools.cache
 def _jieba_analyse() -> ModuleType:
     """jieba's keyword extraction with its dictionary and IDF table loaded, kept out of the collector's way."""
-    import jieba
-    import jieba.analyse
+    jieba_loaded()
+    import jieba.analyse  # loads the IDF table
 
-    jieba.setLogLevel(logging.WARNING)  # it logs dictionary loading to stderr at DEBUG by default
-    jieba.initialize()
-    freeze("loading jieba's dictionary and IDF table")
+    freeze("loading jieba's IDF table")
     analyse: ModuleType = jieba.analyse
     return analyse
 
