@@ -10,6 +10,7 @@ import weakref
 import pytest
 
 from eigenflux.longlived import freeze
+from tests.pipeline.runtime.fixtures import pipeline_env  # noqa: F401 - fixture
 from tests.probes import python_probe
 
 _PROBE = """
@@ -48,6 +49,32 @@ def test_gc_freeze_off_freezes_nothing():
     counts = probe(GC_FREEZE="false")
     assert counts["application"] == counts["jieba"] == counts["model"] == 0
     assert counts["unfrozen"] > 100_000
+
+
+_PIPELINE_PROBE = """
+import django, gc, json
+django.setup()
+from django.core.management import call_command
+before = gc.get_freeze_count()
+call_command("run_pipeline", "--burst", "--no-relay", "--no-housekeeping", consumer=["test-noop"])
+print(json.dumps({"before": before, "after": gc.get_freeze_count()}))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("enabled", [True, False])
+def test_run_pipeline_freezes_what_it_has_loaded(pipeline_env, enabled):  # noqa: F811 - the imported fixture
+    env = {
+        **pipeline_env,
+        "PIPELINE_EXTRA_CONSUMER_MODULES": "tests.pipeline.runtime.consumers",
+        "GC_FREEZE": "true" if enabled else "false",
+    }
+    counts = python_probe(_PIPELINE_PROBE, env)
+    assert counts["before"] == 0
+    if enabled:
+        assert counts["after"] > 50_000  # Django, the consumers, the runtime
+    else:
+        assert counts["after"] == 0
 
 
 def test_freeze_collects_garbage_first_and_follows_the_setting(settings):
