@@ -178,9 +178,11 @@ class ProcessedItem(models.Model):
             models.Index(fields=["status", "-created_at"], name="processed_status_time"),
             models.Index(fields=["author", "-created_at"], name="processed_author_time"),
             models.Index(fields=["group_id"], name="processed_group"),
-            GinIndex(fields=["search_vector"], name="processed_search"),
+            # No pending list (fastupdate off): every keyword search would scan all entries written since the
+            # last vacuum, up to 4 MB of them (docs/search.md, "Searching while items arrive").
+            GinIndex(fields=["search_vector"], name="processed_search", fastupdate=False),
             # Domain filters (feed, search): an exact semantic search over a filtered set starts from here.
-            GinIndex(fields=["domains"], name="processed_domains"),
+            GinIndex(fields=["domains"], name="processed_domains", fastupdate=False),
             HnswIndex(
                 name="processed_embedding_hnsw",
                 fields=["embedding"],
