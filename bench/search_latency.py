@@ -259,7 +259,7 @@ def filtered_recall(queries: list[str]) -> dict[str, float]:
     return {label: statistics.mean(values) for label, values in recall.items()}
 
 
-def main() -> None:
+def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="10000,100000", help="network sizes to measure, ascending")
     parser.add_argument("--rounds", type=int, default=2, help="passes over the query set per mode and filter")
@@ -273,7 +273,11 @@ def main() -> None:
         help="how many of the newest items to write ten per transaction after the bulk load (default 2000)",
     )
     parser.add_argument("--slowest", type=int, default=0, help="also print the N slowest requests (mode, filter, q)")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = arguments()
     sizes = [int(size) for size in args.sizes.split(",")]
     settings.RATE_LIMIT_READ_PER_MINUTE = 0
     settings.RATE_LIMIT_SEARCH_EMBEDDINGS_PER_MINUTE = 0
@@ -296,7 +300,7 @@ def main() -> None:
                 live = min(args.live, size - seeded)
                 seconds = seed(seeded, size - seeded, live, docs, vectors, agent.pk, rng)
                 seeded = size
-                print(f"seeded {size:,} items in {seconds:.0f} s (COPY, search vectors, index builds)", flush=True)
+                print(f"seeded {size:,} items in {seconds:.0f} s (the newest {live:,} ten per transaction)", flush=True)
             elif size < seeded:
                 raise SystemExit(f"the kept scratch database already has {seeded:,} items; ask for sizes >= that")
             # Warm the caches, the query embedder and the Chinese segmenter (each loads once per process).
@@ -313,7 +317,11 @@ def main() -> None:
             connection.settings_dict["NAME"] = old_name
         else:
             connection.creation.destroy_test_db(old_name, verbosity=0)
-    print(f"\nSearch latency through the API (in-process client), {len(queries)} queries x {args.rounds} rounds")
+    report(rows, recalls, slowest, queries=len(queries), rounds=args.rounds, top=args.slowest, largest=sizes[-1])
+
+
+def report(rows: list, recalls: dict, slowest: list, *, queries: int, rounds: int, top: int, largest: int) -> None:
+    print(f"\nSearch latency through the API (in-process client), {queries} queries x {rounds} rounds")
     print("and the CPU spent meanwhile, ms per request: this process, PostgreSQL, other processes, hypervisor steal")
     print(
         f"{'items':>8}  {'mode':<9}{'filter':<16}{'requests':>9}{'p50 ms':>9}{'p99 ms':>9}"
@@ -328,9 +336,9 @@ def main() -> None:
     for size, values in recalls.items():
         shown = ", ".join(f"{label} {value:.1%}" for label, value in values.items())
         print(f"filtered semantic recall@20 vs an exact search at {size:,} items: {shown}")
-    if args.slowest:
-        print(f"\nslowest {args.slowest} requests at {sizes[-1]:,} items (steal: CPU the hypervisor took meanwhile)")
-        for elapsed, mode, label, q, stolen in sorted(slowest, reverse=True)[: args.slowest]:
+    if top:
+        print(f"\nslowest {top} requests at {largest:,} items (steal: CPU the hypervisor took meanwhile)")
+        for elapsed, mode, label, q, stolen in sorted(slowest, reverse=True)[:top]:
             print(f"{elapsed:>9.1f} ms  {mode:<9}{label:<16}steal {stolen * TICK_MS:>4.0f} ms  {q}")
 
 
