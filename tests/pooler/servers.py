@@ -19,7 +19,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-PORT = 6436
+from tests.web.servers import free_port
 
 
 def pgbouncer_binary() -> str:
@@ -34,9 +34,10 @@ def pgbouncer_binary() -> str:
 
 
 class PgBouncer:
-    def __init__(self, *, socket_dir: str, port: int = PORT):
+    def __init__(self, *, socket_dir: str, port: int | None = None):
         self.socket_dir = socket_dir
-        self.port = port
+        # A free port, not a fixed one: a second checkout's test run may have its own PgBouncer listening.
+        self.port = port or free_port()
         self.root = Path(tempfile.mkdtemp(prefix="pgbouncer-"))
         self.proc: subprocess.Popen | None = None
 
@@ -84,7 +85,9 @@ class PgBouncer:
                 contextlib.suppress(psycopg.Error),
                 psycopg.connect(self.url("pgbouncer"), autocommit=True, connect_timeout=2),
             ):
-                return
+                if self.proc.poll() is None:
+                    return
+                raise RuntimeError(f"pgbouncer exited, and something else answers on port {self.port}")
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 log = self.root / "pgbouncer.log"
                 raise RuntimeError(f"pgbouncer did not start:\n{log.read_text()[-2000:] if log.exists() else ''}")
