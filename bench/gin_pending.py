@@ -55,7 +55,7 @@ def insert(cursor, low: int, high: int) -> None:
     """Rows low+1 .. high with the product's search vector (items.textsearch.search_vector_sql)."""
     from items.textsearch import search_vector_sql
 
-    vector = search_vector_sql().replace("%s", "k", 1).replace("%s", "s", 1).replace("%s", "c", 1)
+    vector = search_vector_sql("k", "s", "c")
     cursor.execute(f"INSERT INTO gin_items SELECT id, {vector} FROM gin_staged WHERE id > %s AND id <= %s", [low, high])  # noqa: S608
 
 

@@ -156,7 +156,7 @@ def seed(
 def _insert_staged(cursor, low: int, high: int) -> None:
     """Insert the staged items with ids low+1 .. high, each with the search vector that
     items.textsearch.search_vector_sql() describes, over its staged index_text()s."""
-    vector = search_vector_sql().replace("%s", "t.k", 1).replace("%s", "t.s", 1).replace("%s", "t.c", 1)
+    vector = search_vector_sql("t.k", "t.s", "t.c")
     cursor.execute(
         f"INSERT INTO {ProcessedItem._meta.db_table} ({PROCESSED_COLUMNS}, search_vector) "  # noqa: S608
         f"SELECT {', '.join('p.' + name for name in PROCESSED_COLUMNS.split(', '))}, {vector} "

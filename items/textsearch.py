@@ -280,11 +280,12 @@ def search_vector(*, summary: str, keywords: list[str], content: str) -> SearchV
     return part(" ".join(keywords), KEYWORDS_WEIGHT) + part(summary, SUMMARY_WEIGHT) + part(content, CONTENT_WEIGHT)
 
 
-def search_vector_sql() -> str:
-    """The vector search_vector() builds, as SQL over three parameters (search_vector_params) for bulk writes."""
+def search_vector_sql(keywords: str = "%s", summary: str = "%s", content: str = "%s") -> str:
+    """The vector search_vector() builds, as SQL for bulk writes: over three parameters (search_vector_params)
+    by default, or over the given SQL expressions holding index_text()s (columns of a staging table)."""
     return " || ".join(
-        f"setweight(to_tsvector('{TEXT_SEARCH_CONFIG}', %s), '{weight}')"
-        for weight in (KEYWORDS_WEIGHT, SUMMARY_WEIGHT, CONTENT_WEIGHT)
+        f"setweight(to_tsvector('{TEXT_SEARCH_CONFIG}', {text}), '{weight}')"
+        for text, weight in ((keywords, KEYWORDS_WEIGHT), (summary, SUMMARY_WEIGHT), (content, CONTENT_WEIGHT))
     )
 
 
