@@ -11,21 +11,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _servers() -> tuple[str, str]:
-    from eigenflux import embedded
-
-    data_dir = Path(os.environ.get("EIGENFLUX_DATA_DIR") or ROOT / ".data")
-    return (
-        os.environ.get("BENCH_BASE_DATABASE_URL") or os.environ.get("DATABASE_URL") or embedded.postgres_url(data_dir),
-        os.environ.get("REDIS_URL") or embedded.redis_url(data_dir),
-    )
-
-
 def scratch_drop(db: str) -> None:
-    """Drop the scratch database (after the benchmark has closed its connections)."""
+    """Drop the scratch database `db`, from the server DATABASE_URL names (after the benchmark has closed its
+    connections; the maintenance database `postgres` serves to reach it)."""
     import psycopg
 
-    with psycopg.connect(_servers()[0], autocommit=True) as conn:
+    with psycopg.connect(os.environ["DATABASE_URL"], dbname="postgres", autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
 
 
@@ -34,8 +25,11 @@ def scratch_environment(db: str, redis_db: int, **extra: str) -> dict[str, str]:
     migrate, set Django up; returns the environment for child processes."""
     import psycopg
 
-    base_db, base_redis = _servers()
-    os.environ["BENCH_BASE_DATABASE_URL"] = base_db  # DATABASE_URL points at the scratch database from here on
+    from eigenflux import embedded
+
+    data_dir = Path(os.environ.get("EIGENFLUX_DATA_DIR") or ROOT / ".data")
+    base_db = os.environ.get("DATABASE_URL") or embedded.postgres_url(data_dir)
+    base_redis = os.environ.get("REDIS_URL") or embedded.redis_url(data_dir)
     with psycopg.connect(base_db, autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
         conn.execute(f"CREATE DATABASE {db}")
