@@ -13,11 +13,10 @@ from django.db import migrations
 INDEXES = {"processed_search": "search_vector", "processed_domains": "domains"}
 
 
-def _alter(option: str) -> list[str]:
-    statements = [f"ALTER INDEX {name} {option}" for name in INDEXES]
-    if option.startswith("SET"):
-        statements += [f"SELECT gin_clean_pending_list('{name}'::regclass)" for name in INDEXES]
-    return statements
+FORWARD = [f"ALTER INDEX {name} SET (fastupdate = off)" for name in INDEXES] + [
+    f"SELECT gin_clean_pending_list('{name}'::regclass)" for name in INDEXES
+]
+BACKWARD = [f"ALTER INDEX {name} RESET (fastupdate)" for name in INDEXES]
 
 
 class Migration(migrations.Migration):
@@ -25,9 +24,7 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.SeparateDatabaseAndState(
-            database_operations=[
-                migrations.RunSQL(sql=_alter("SET (fastupdate = off)"), reverse_sql=_alter("RESET (fastupdate)"))
-            ],
+            database_operations=[migrations.RunSQL(sql=FORWARD, reverse_sql=BACKWARD)],
             state_operations=[
                 operation
                 for name, field in INDEXES.items()
