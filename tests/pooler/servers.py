@@ -83,11 +83,14 @@ class PgBouncer:
         while True:
             with (
                 contextlib.suppress(psycopg.Error),
-                psycopg.connect(self.url("pgbouncer"), autocommit=True, connect_timeout=2),
+                psycopg.connect(
+                    self.url("pgbouncer"), autocommit=True, connect_timeout=2, cursor_factory=psycopg.ClientCursor
+                ) as conn,
             ):
-                if self.proc.poll() is None:
+                config = dict(row[:2] for row in conn.execute("SHOW CONFIG").fetchall())
+                if config.get("logfile") == str(self.root / "pgbouncer.log"):
                     return
-                raise RuntimeError(f"pgbouncer exited, and something else answers on port {self.port}")
+                raise RuntimeError(f"another pgbouncer answers on port {self.port}, not the one started here")
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 log = self.root / "pgbouncer.log"
                 raise RuntimeError(f"pgbouncer did not start:\n{log.read_text()[-2000:] if log.exists() else ''}")
