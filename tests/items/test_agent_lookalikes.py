@@ -9,11 +9,12 @@ import threading
 
 import pytest
 from django.db import IntegrityError, connection, transaction
+from django.db.migrations.executor import MigrationExecutor
 from django.test import Client
 from django.urls import reverse
 
 from items.models import Agent
-from items.names import looks_reserved, name_keys
+from items.names import caseless, looks_reserved, name_key, name_keys, name_shape_key
 from items.services.agents import NAME_INVALID, NAME_RESERVED, NAME_TAKEN, AgentNameRefused, agent_create
 from tests.factories import make_agent
 
@@ -230,3 +231,52 @@ def test_the_admin_refuses_lookalikes(admin_client):
     refused = admin_client.post(reverse("admin:items_agent_change", args=[other.pk]), form)
     assert "already taken" in str(refused.context["adminform"].form.errors["name"])
     assert list(Agent.objects.filter(pk=other.pk).values_list("name", flat=True)) == ["Other"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_recomputes_keys_and_renames_lookalikes(settings, capsys):
+    """Rows written under the caseless key alone: the official agent, then the oldest of each look-alike group,
+    keep their names; every change is printed with its reason; reversing restores the caseless keys."""
+    before, after = [("items", "0016_gin_indexes_without_pending_list")], [("items", "0017_agent_name_lookalikes")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    old_agent = executor.loader.project_state(before).apps.get_model("items", "Agent")
+    old_agent.objects.all().delete()
+
+    def old(name, **fields):
+        return old_agent.objects.create(name=name, name_key=caseless(name), **fields).pk
+
+    impostor = old("\u0415igenFlux")  # older than the official agent, still renamed
+    official = old(settings.OFFICIAL_AGENT_NAME, is_official=True)
+    bill, bii, bil1, blank = old("Bill"), old("BiII"), old("Bil1"), old("Eigen\u2800Flux")
+    hidden, sam, sarn, zoe, zoe_plain = old("Nova\u200bBot"), old("Sam"), old("Sarn"), old("Zoë"), old("Zoe")
+
+    MigrationExecutor(connection).migrate(after)
+    names = dict(Agent.objects.values_list("pk", "name"))
+    assert names == {
+        impostor: f"agent-{impostor}",
+        official: settings.OFFICIAL_AGENT_NAME,
+        bill: "Bill",
+        bii: f"BiII-{bii}",
+        bil1: f"Bil1-{bil1}",
+        blank: f"agent-{blank}",
+        hidden: "NovaBot",
+        sam: "Sam",
+        sarn: f"Sarn-{sarn}",
+        zoe: "Zoë",
+        zoe_plain: "Zoe",
+    }
+    for agent in Agent.objects.all():
+        assert (agent.name_key, agent.name_shape_key) == (name_key(agent.name), name_shape_key(agent.name))
+    report = capsys.readouterr().out
+    assert f"agent #{impostor}: name '\u0415igenFlux' looks like the reserved name 'EigenFlux'" in report
+    assert f"agent #{bii}: name 'BiII' reads or looks like the older agent #{bill} ('Bill'); renamed to" in report
+    assert f"agent #{hidden}: name 'Nova\\u200bBot' held invisible characters; renamed to 'NovaBot'" in report
+    assert report.count("renamed to") == 6
+
+    MigrationExecutor(connection).migrate(before)
+    restored = executor.loader.project_state(before).apps.get_model("items", "Agent")
+    assert all(agent.name_key == caseless(agent.name) for agent in restored.objects.all())
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(executor.loader.graph.leaf_nodes())
