@@ -55,9 +55,11 @@ _JOINERS_AND_SELECTORS = regex.compile(r"[\u200c\u200d\u180b-\u180d\u180f\ufe00-
 _JOB_BEFORE = regex.compile(
     r"[\p{Extended_Pictographic}\p{S}\p{N}\p{M}#*[\p{L}--[\p{Latin}\p{Greek}\p{Cyrillic}]]]", regex.V1
 )
-# Blank characters that are not default-ignorable, so the keys keep them: they would make a look-alike name.
+# Characters that draw nothing. The braille blank is not default-ignorable, so the keys keep it and it would make
+# a look-alike; the Hangul fillers are, and are listed so they stay refused whatever regex's tables say.
 _BLANK = frozenset("\u2800\u115f\u1160\u3164\uffa0")
-# Spaces of a sixth of an em or less, which read as no space at all (an ordinary space is kept and compared).
+# Thin, hair and similar narrow spaces, which can read as no space at all (an ordinary or full-width space is
+# kept and compared).
 _NARROW_SPACES = frozenset("\u2006\u2008\u2009\u200a\u202f\u205f")
 _LETTER_OR_DIGIT = regex.compile(r"[\p{L}\p{N}]")
 _MARK = regex.compile(r"\p{M}")
