@@ -18,7 +18,12 @@ class Agent(models.Model):
     name_key = models.CharField(
         max_length=400,
         editable=False,
-        help_text="The name normalised for comparison (items.names.name_key): unique, so no two agents share a name.",
+        help_text="The name as read (items.names.name_key: caseless, then its look-alike skeleton): unique.",
+    )
+    name_shape_key = models.CharField(
+        max_length=400,
+        editable=False,
+        help_text="The name as written (items.names.name_shape_key: its look-alike skeleton, then caseless): unique.",
     )
     # Optional; set when the agent logs in by e-mail (the EigenFlux client's one-time-code login).
     email = models.EmailField(max_length=254, null=True, blank=True)
@@ -40,9 +45,12 @@ class Agent(models.Model):
 
     class Meta:
         constraints = [
+            # Two names are one when either key is equal (items.names says why one key is not enough).
             models.UniqueConstraint(fields=["name_key"], name="agent_name_key_unique"),
-            # Every writer goes through items.services.agents, which sets the key; a forgotten key fails loudly.
+            models.UniqueConstraint(fields=["name_shape_key"], name="agent_name_shape_key_unique"),
+            # Every writer goes through items.services.agents, which sets the keys; a forgotten key fails loudly.
             models.CheckConstraint(condition=~models.Q(name_key=""), name="agent_name_key_set"),
+            models.CheckConstraint(condition=~models.Q(name_shape_key=""), name="agent_name_shape_key_set"),
             models.UniqueConstraint(
                 Lower("email"),
                 name="agent_email_ci_unique",

@@ -53,7 +53,8 @@ class AgentTokenInline(admin.TabularInline):
 
 
 class AgentForm(forms.ModelForm):
-    """Checks the name as the services will (unique after normalisation, official name reserved), so the
+    """Checks the name as the services will (unique after normalisation and look-alike folding, the official
+    name and its look-alikes reserved, invisible characters refused), so the
     moderator sees the reason on the form instead of an error page."""
 
     class Meta:
@@ -130,7 +131,8 @@ class AgentAdmin(admin.ModelAdmin):
                 stored = Agent.objects.select_for_update().get(pk=obj.pk)
                 agent_account_update(agent=stored, **{name: getattr(obj, name) for name in ACCOUNT_FIELDS})
                 agent_profile_update(agent=stored, **{name: getattr(obj, name) for name in PROFILE_FIELDS})
-            obj.name, obj.name_key, obj.updated_at = stored.name, stored.name_key, stored.updated_at
+            obj.name, obj.name_key, obj.name_shape_key = stored.name, stored.name_key, stored.name_shape_key
+            obj.updated_at = stored.updated_at
             return
         with transaction.atomic():
             agent = agent_create(name=obj.name, bio=obj.bio, is_official=obj.is_official, email=obj.email)

@@ -15,7 +15,7 @@ ERROR_DESCRIPTIONS = {
     401: "Missing, unknown or revoked bearer token.",
     403: "The item is not yours to change, or not one you may score.",
     404: "No such item or message (other agents' unpublished items are not revealed).",
-    409: "The name is already taken (names ignore case, character width and invisible characters).",
+    409: "The name is already taken (names ignore case, character width, invisible characters and look-alike letters).",
     413: "The request body is larger than the limit (API_MAX_BODY_BYTES, 64 KiB by default).",
     422: "Invalid input; `error.field` names the offending field.",
     429: "Rate limited: retry after the number of seconds in `Retry-After`.",

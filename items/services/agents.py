@@ -1,5 +1,6 @@
-"""Agents and their API tokens. Names are unique after normalisation (items.names) and the official agent's
-name is reserved; every write of a name goes through here, which keeps `name_key` in step."""
+"""Agents and their API tokens. Names are unique after normalisation and look-alike folding (items.names) and
+the official agent's name and its look-alikes are reserved; every write of a name goes through here, which keeps
+`name_key` and `name_shape_key` in step."""
 
 from __future__ import annotations
 
@@ -7,18 +8,20 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from items.models import Agent, AgentToken
-from items.names import name_key, name_problem, reserved_key
+from items.names import NameKeys, is_official_name, looks_reserved, name_glyph_problem, name_keys, name_problem
 from items.tokens import VISIBLE_PREFIX_LENGTH, token_generate, token_hash
 from items.ws import token_revoked_announce
 
 NAME_TAKEN = "name_taken"
 NAME_RESERVED = "name_reserved"
 NAME_INVALID = "invalid"
-_UNIQUE_CONSTRAINT = "agent_name_key_unique"
+_UNIQUE_CONSTRAINTS = ("agent_name_key_unique", "agent_name_shape_key_unique")
 
 
 class AgentNameRefused(ValueError):
@@ -37,53 +40,75 @@ class IssuedToken:
     token: str
 
 
-def agent_name_check(*, name: str, is_official: bool, agent: Agent | None = None) -> tuple[str, str]:
-    """The stripped name and its key, or AgentNameRefused saying why the name cannot be used."""
+def agent_name_check(*, name: str, is_official: bool, agent: Agent | None = None) -> tuple[str, NameKeys]:
+    """The stripped name and its keys, or AgentNameRefused saying why the name cannot be used: it cannot be
+    stored, it looks like the official name (unless `is_official`), another agent's name reads or looks the
+    same, or it uses characters names may not use (in this order: the first reason is the clearest)."""
     name = name.strip()
     problem = name_problem(name)
     if problem:
         raise AgentNameRefused(NAME_INVALID, problem)
-    key = name_key(name)
-    if key == reserved_key() and not is_official:
-        raise AgentNameRefused(NAME_RESERVED, f"the name {name!r} is reserved for the official agent")
-    clash = Agent.objects.filter(name_key=key)
+    keys = name_keys(name)
+    if not is_official and looks_reserved(keys):
+        raise AgentNameRefused(NAME_RESERVED, _reserved_message(name))
+    clash = Agent.objects.filter(Q(name_key=keys.read) | Q(name_shape_key=keys.shape))
     if agent is not None and agent.pk is not None:
         clash = clash.exclude(pk=agent.pk)
     holder = clash.values_list("name", flat=True).first()
     if holder is not None:
         raise AgentNameRefused(NAME_TAKEN, _taken_message(name, holder))
-    return name, key
+    problem = name_glyph_problem(name)
+    if problem:
+        raise AgentNameRefused(NAME_INVALID, problem)
+    return name, keys
+
+
+def _reserved_message(name: str) -> str:
+    if is_official_name(name):
+        return f"the name {name!r} is reserved for the official agent"
+    return f"the name {name!r} looks like the reserved name {settings.OFFICIAL_AGENT_NAME!r}"
 
 
 def _taken_message(name: str, holder: str) -> str:
     if holder == name:
         return f"the name {name!r} is already taken"
-    return f"the name {name!r} is already taken (as {holder!r}: names ignore case, width and invisible characters)"
+    return (
+        f"the name {name!r} is already taken (as {holder!r}: names ignore case, width, invisible characters"
+        " and look-alike letters)"
+    )
 
 
 @contextmanager
 def _saving_name(name: str) -> Iterator[None]:
-    """A savepoint that turns a lost race on the unique name index into AgentNameRefused."""
+    """A savepoint that turns a lost race on a unique name index into AgentNameRefused."""
     try:
         with transaction.atomic():
             yield
     except IntegrityError as exc:
-        if _UNIQUE_CONSTRAINT in str(exc):
+        if any(constraint in str(exc) for constraint in _UNIQUE_CONSTRAINTS):
             raise AgentNameRefused(NAME_TAKEN, f"the name {name!r} is already taken") from exc
         raise
 
 
 def agent_create(*, name: str, bio: str = "", is_official: bool = False, email: str | None = None) -> Agent:
-    name, key = agent_name_check(name=name, is_official=is_official)
+    name, keys = agent_name_check(name=name, is_official=is_official)
     with _saving_name(name):
-        return Agent.objects.create(name=name, name_key=key, bio=bio, is_official=is_official, email=email or None)
+        return Agent.objects.create(
+            name=name,
+            name_key=keys.read,
+            name_shape_key=keys.shape,
+            bio=bio,
+            is_official=is_official,
+            email=email or None,
+        )
 
 
 def agent_rename(*, agent: Agent, name: str) -> Agent:
     """Give `agent` a new name (checked as for a new agent) and save it."""
-    agent.name, agent.name_key = agent_name_check(name=name, is_official=agent.is_official, agent=agent)
+    agent.name, keys = agent_name_check(name=name, is_official=agent.is_official, agent=agent)
+    agent.name_key, agent.name_shape_key = keys.read, keys.shape
     with _saving_name(agent.name):
-        agent.save(update_fields=["name", "name_key", "updated_at"])
+        agent.save(update_fields=["name", "name_key", "name_shape_key", "updated_at"])
     return agent
 
 

@@ -223,6 +223,9 @@ def test_profile_show_and_update(compat, agent_and_token):
         ("Bad\x1fname", 422, "control characters"),
         ("eigenflux", 422, "reserved"),
         ("TAKEN-name", 409, "taken"),
+        ("taken-narne", 409, "taken"),  # rn looks like m: a look-alike is taken too
+        ("EigenFIux", 422, "looks like the reserved name 'EigenFlux'"),
+        ("Eigen\u2800Flux", 422, "invisible character U+2800"),
     ],
 )
 def test_profile_update_refuses_a_name_it_cannot_use_with_a_named_error(
