@@ -68,6 +68,7 @@ def test_requeue_resets_the_item_and_republishes_with_replay(mod_client, moderat
     assert json.loads(event.envelope["data"]) == {"item_id": str(item.pk), "author_id": str(item.author_id)}
     [decision] = moderator_decisions(item)
     assert (decision.verdict, decision.actor, decision.moderator_id) == ("requeued", moderator.username, moderator.pk)
+    assert item.run == decision.run == 1  # a new run: the pipeline's passes of this run are recorded once more
 
 
 def claim(redis_client, *, alive: bool = True, pending: bool = True, lease_minutes: float = 2.0) -> dict:
@@ -179,7 +180,9 @@ def test_approve_without_extraction_sends_it_back_with_the_override(mod_client):
         "override": "approve",
     }
     assert events_for(item, ITEM_COMPLETED) == []
-    assert moderator_decisions(item)[0].category == "extraction_pending"
+    [decision] = moderator_decisions(item)
+    assert decision.category == "extraction_pending"
+    assert item.run == decision.run == 1  # a new run: the pipeline's passes of this run are recorded once more
 
 
 def test_approve_of_a_failed_item_with_only_an_extraction_checkpoint_sends_it_back(mod_client):
