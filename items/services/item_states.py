@@ -1,6 +1,6 @@
 """The field values an item's state changes share, so the pipeline's transitions (items.services.enrichment_state)
 and the moderator's (items.services.moderation) reset an item the same way: one place says what "released",
-"back to pending", "a new run" and "from scratch" mean."""
+"back to pending", "a new run" and "re-judged" mean."""
 
 from __future__ import annotations
 
@@ -41,9 +41,12 @@ def run_of(item_id: int) -> Subquery:
     return Subquery(ProcessedItem.objects.filter(pk=item_id).values("run")[:1])
 
 
-def without_checkpoints() -> dict[str, Any]:
-    """Every intermediate result dropped: the next enrichment pays for each model call again."""
-    return {"embedding": None, "safety_passed_at": None, "extraction": None, "suggestion": "", "suggested_at": None}
+def without_judgements() -> dict[str, Any]:
+    """The model's judgements dropped (safety pass, extraction, suggestion): the next enrichment asks for each
+    again. The embedding stays: it depends only on the text, which never changes, and on the embedding model,
+    whose change `manage.py reembed_items` applies to every stored vector; asking again would pay for the same
+    vector (docs/admin.md#moderating-items)."""
+    return {"safety_passed_at": None, "extraction": None, "suggestion": "", "suggested_at": None}
 
 
 def outcome(*, status: str, now: datetime) -> dict[str, Any]:

@@ -47,6 +47,9 @@ def test_requeue_resets_the_item_and_republishes_with_replay(mod_client, moderat
         reason="content_evaluation" if status == ItemStatus.DISCARDED else "",
         embedding=[0.1] * 384,
         extraction={"summary": "x"},
+        safety_passed_at=timezone.now(),
+        suggestion="Reply to the author.",
+        suggested_at=timezone.now(),
         attempts=3,
         last_error="boom",
     )
@@ -58,7 +61,10 @@ def test_requeue_resets_the_item_and_republishes_with_replay(mod_client, moderat
     item.refresh_from_db()
     assert item.status == ItemStatus.PENDING
     assert item.reason == ""
-    assert item.embedding is None and item.extraction is None and item.safety_passed_at is None
+    # The model's judgements are asked for again; the embedding (same content, same model) is kept.
+    assert item.extraction is None and item.safety_passed_at is None
+    assert item.suggestion == "" and item.suggested_at is None
+    assert item.embedding is not None and list(item.embedding) == pytest.approx([0.1] * 384)
     assert item.attempts == 0 and item.last_error == ""
     published = events_for(item, ITEM_PUBLISHED)
     assert len(published) == before + 1
