@@ -4,8 +4,11 @@ Items and decisions get a `run`: 0 from the publish, one more for each moderator
 to the pipeline (a requeue, or an approval without extracted fields, `approved`/`extraction_pending`). Existing
 decisions are numbered from the moderator decisions before them in the history; then the passes a redelivered
 entry recorded again are deleted (the earliest of each item, run and stage is kept) and the unique constraint
-is added. Both columns default to 0 in the database too, so code deployed before this migration can still insert.
-Reversing drops the columns and the constraint; the deleted repeats are not restored.
+is added. Both columns default to 0 in the database too, so code deployed before this migration can still insert;
+but a pipeline of that code whose entry runs again now fails its write on the repeated pass (it does not skip it)
+and retries until a new process takes the entry: roll the pipeline out right after migrating. Reversing drops the
+columns and the constraint; the deleted repeats are not restored. Locks: the constraint's unique index is built
+(over the pipeline's passes only) while the table is write-locked, in the migration's transaction.
 """
 
 from django.db import migrations, models
