@@ -176,6 +176,12 @@ class ProcessedItem(models.Model):
     suggested_at = models.DateTimeField(
         null=True, blank=True, help_text="When the suggestion was asked for (it may be empty: best effort)."
     )
+    run = models.PositiveIntegerField(
+        default=0,
+        db_default=0,
+        help_text="The enrichment run: 0 from the publish, one more for each moderator action that sends the item "
+        "back to the pipeline (requeue, or approve without extracted fields). Its decisions are recorded per run.",
+    )
     search_vector = SearchVectorField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     processed_at = models.DateTimeField(null=True, blank=True)
@@ -247,9 +253,21 @@ class ModerationDecision(models.Model):
     # When the step was decided, which may be earlier than the row is written (the pipeline writes a step's
     # decision with its next checkpoint or the outcome): the history is ordered by it.
     created_at = models.DateTimeField(default=timezone.now, editable=False)
+    run = models.PositiveIntegerField(
+        default=0, db_default=0, help_text="The item's enrichment run (ProcessedItem.run) it belongs to."
+    )
 
     class Meta:
         indexes = [models.Index(fields=["item", "created_at"], name="decision_item_time")]
+        constraints = [
+            # A redelivered entry runs the steps again (after a crash, a lost lease, an outage): each pipeline
+            # step's pass is recorded once per run, the first time (docs/enrichment.md#decisions-and-their-order).
+            models.UniqueConstraint(
+                fields=["item", "run", "stage"],
+                condition=models.Q(actor="pipeline", verdict="pass"),
+                name="decision_pass_once_per_run",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.stage}:{self.verdict} on {self.item_id}"

@@ -212,7 +212,7 @@ def item_give_up(*, item_id: int, message_id: str, error_class: str, error: str,
     Checkpoints (embedding, safety pass, extraction, suggestion) are kept, so a requeue pays for nothing twice.
     """
     now = timezone.now()
-    item = ProcessedItem.objects.filter(pk=item_id).only("pk", "author_id", "status").first()
+    item = ProcessedItem.objects.filter(pk=item_id).only("pk", "author_id", "status", "run").first()
     if item is None:
         return False
     ours = (
@@ -332,18 +332,25 @@ def _finish(
 
 
 def _record(item: ProcessedItem, decisions: Sequence[Decision]) -> None:
+    """Append the decisions to the item's history, in its current run. A redelivered entry runs the steps again
+    (after a crash, a lost lease, an outage) and decides the same passes again: the first pass of each stage in
+    a run is kept and the repeats are dropped (ON CONFLICT DO NOTHING on decision_pass_once_per_run)."""
     ModerationDecision.objects.bulk_create(
-        ModerationDecision(
-            item=item,
-            actor="pipeline",
-            stage=d.stage,
-            verdict=d.verdict,
-            category=d.category,
-            reason=d.reason[:4000],
-            model=d.model,
-            created_at=d.at,
-        )
-        for d in decisions
+        (
+            ModerationDecision(
+                item=item,
+                actor="pipeline",
+                stage=d.stage,
+                verdict=d.verdict,
+                category=d.category,
+                reason=d.reason[:4000],
+                model=d.model,
+                created_at=d.at,
+                run=item.run,
+            )
+            for d in decisions
+        ),
+        ignore_conflicts=True,
     )
 
 

@@ -1,13 +1,15 @@
 """The field values an item's state changes share, so the pipeline's transitions (items.services.enrichment_state)
 and the moderator's (items.services.moderation) reset an item the same way: one place says what "released",
-"back to pending" and "from scratch" mean."""
+"back to pending", "a new run" and "re-judged" mean."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
-from items.models import ItemStatus, PublicReason
+from django.db.models import F, Subquery
+
+from items.models import ItemStatus, ProcessedItem, PublicReason
 
 
 def unclaimed() -> dict[str, Any]:
@@ -28,9 +30,23 @@ def back_to_pending(*, now: datetime) -> dict[str, Any]:
     }
 
 
-def without_checkpoints() -> dict[str, Any]:
-    """Every intermediate result dropped: the next enrichment pays for each model call again."""
-    return {"embedding": None, "safety_passed_at": None, "extraction": None, "suggestion": "", "suggested_at": None}
+def new_run() -> dict[str, Any]:
+    """A moderator sends the item round the pipeline again: its next decisions belong to a new run, in which
+    each step's pass is recorded once more (docs/enrichment.md#decisions-and-their-order)."""
+    return {"run": F("run") + 1}
+
+
+def run_of(item_id: int) -> Subquery:
+    """The item's run as the writing transaction sees it, for a decision inserted after the item's update."""
+    return Subquery(ProcessedItem.objects.filter(pk=item_id).values("run")[:1])
+
+
+def without_judgements() -> dict[str, Any]:
+    """The model's judgements dropped (safety pass, extraction, suggestion): the next enrichment asks for each
+    again. The embedding stays: it depends only on the text, which never changes, and on the embedding model,
+    whose change `manage.py reembed_items` applies to every stored vector; asking again would pay for the same
+    vector (docs/admin.md#moderating-items)."""
+    return {"safety_passed_at": None, "extraction": None, "suggestion": "", "suggested_at": None}
 
 
 def outcome(*, status: str, now: datetime) -> dict[str, Any]:

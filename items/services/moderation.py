@@ -23,7 +23,7 @@ from items.events import (
 from items.feed import feed_invalidate_on_commit
 from items.models import DecisionStage, ItemStatus, ModerationDecision, ProcessedItem, PublicReason
 from items.outbox import outbox_event_create
-from items.services.item_states import back_to_pending, outcome, unclaimed, without_checkpoints
+from items.services.item_states import back_to_pending, new_run, outcome, run_of, unclaimed, without_judgements
 from items.textsearch import search_vector
 
 # Which states each action starts from. Pending and processing items are the pipeline's: requeueing or
@@ -90,6 +90,7 @@ def _decide(
         verdict=verdict,
         category=category,
         reason=reason[:4000],
+        run=run_of(item.pk),
     )
 
 
@@ -115,7 +116,8 @@ def _outcome(item: ProcessedItem, event_type: str, status: str, reason: str = ""
 
 
 def item_requeue(*, item: ProcessedItem, moderator: AbstractBaseUser, note: str = "") -> ProcessedItem:
-    """Run enrichment again from scratch: back to pending without checkpoints, republished with replay set.
+    """Run enrichment again as a new run: back to pending without the model's judgements (the embedding is
+    kept), republished with replay set.
 
     A terminal item, or a stuck one: `processing` under a claim whose holder is dead is released at once
     (the update is conditional on that very claim, so a claim that changed meanwhile is left alone)."""
@@ -126,7 +128,7 @@ def item_requeue(*, item: ProcessedItem, moderator: AbstractBaseUser, note: str 
         requeueable |= Q(status=ItemStatus.PROCESSING, claimed_by=current.claimed_by)
     with transaction.atomic():
         updated = ProcessedItem.objects.filter(requeueable, pk=item.pk).update(
-            **back_to_pending(now=now), **without_checkpoints()
+            **back_to_pending(now=now), **without_judgements(), **new_run()
         )
         if not updated:
             raise _refuse("requeue", item.pk, (*REQUEUE_FROM, "stuck processing"))
@@ -164,7 +166,7 @@ def item_approve(*, item: ProcessedItem, moderator: AbstractBaseUser, note: str 
             _decide(item, moderator, "approved", reason=note, category="completed")
             _outcome(item, ITEM_COMPLETED, ItemStatus.COMPLETED)
         else:
-            ProcessedItem.objects.filter(pk=item.pk).update(**back_to_pending(now=now))
+            ProcessedItem.objects.filter(pk=item.pk).update(**back_to_pending(now=now), **new_run())
             _decide(item, moderator, "approved", reason=note, category="extraction_pending")
             _publish(item, override=OVERRIDE_APPROVE)
     item.refresh_from_db()

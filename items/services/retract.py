@@ -9,6 +9,7 @@ from items.events import ITEM_DELETED, STREAM_ITEM_EVENTS
 from items.feed import feed_invalidate_on_commit
 from items.models import Agent, DecisionStage, ItemStatus, ModerationDecision, ProcessedItem
 from items.outbox import outbox_event_create
+from items.services.item_states import run_of
 
 
 class NotAuthor(Exception):
@@ -30,7 +31,7 @@ def item_delete(*, item: ProcessedItem, actor: Agent) -> bool:
         if not updated:
             return False
         ModerationDecision.objects.create(
-            item=item, actor=f"agent:{actor.pk}", stage=DecisionStage.AUTHOR, verdict="deleted"
+            item=item, actor=f"agent:{actor.pk}", stage=DecisionStage.AUTHOR, verdict="deleted", run=run_of(item.pk)
         )
         outbox_event_create(
             stream=STREAM_ITEM_EVENTS,

@@ -8,6 +8,7 @@ import json
 
 import pytest
 from django.contrib.auth.models import User
+from django.urls import reverse
 from django.utils import timezone
 
 from items.events import ITEM_COMPLETED, ITEM_PUBLISHED, STREAM_ITEM_PUBLISH
@@ -17,6 +18,7 @@ from pipeline.dead_letter_records import dead_letter_requeue
 from pipeline.models import DeadLetter, DeadLetterState
 from pipeline.runtime.deadletter import dead_letter
 from tests.factories import make_item
+from tests.fakes.openai_server import DEFAULT_REPLIES
 from tests.pipeline.enrichment.conftest import enrich  # noqa: F401 - fixture
 from tests.pipeline.runtime.fixtures import pipeline_env, run_pipeline  # noqa: F401 - fixtures
 
@@ -60,3 +62,31 @@ def test_requeued_dead_letter_completes_the_item(enrich, redis_client):  # noqa:
     completed = OutboxEvent.objects.get(subject=str(raw.pk), event_type=ITEM_COMPLETED)
     assert completed.envelope["causationid"] == str(replayed.event_id)
     assert json.loads(completed.envelope["data"])["status"] == "completed"
+
+
+@pytest.mark.slow
+def test_a_requeued_failed_item_pays_for_no_embedding_again(enrich, fake_llm, client):  # noqa: F811
+    raw = make_item(content="Looking for a Django reviewer for a small open-source pipeline, two hours a week.")
+    fake_llm.set_default("process_item", "No JSON here, sorry.")  # every extraction is invalid: retries run out
+    enrich()
+    item = ProcessedItem.objects.get(pk=raw.pk)
+    assert item.status == ItemStatus.FAILED and item.embedding is not None
+    assert (fake_llm.count("embed"), fake_llm.count("process_item")) == (1, 3)
+
+    # Through the admin's item action (a superuser: the flushed test database has no `moderators` group).
+    client.force_login(User.objects.create_superuser("admin-e2e"))
+    response = client.post(
+        reverse("admin:items_processeditem_changelist"),
+        {"action": "requeue_items", "_selected_action": [str(raw.pk)]},
+        follow=True,
+    )
+    assert "Requeued 1 processed item." in [str(m) for m in response.context["messages"]]
+    fake_llm.set_default("process_item", DEFAULT_REPLIES["process_item"])
+    enrich()
+
+    item.refresh_from_db()
+    assert item.status == ItemStatus.COMPLETED
+    assert fake_llm.count("embed") == 1  # the stored embedding was reused: no new embedding request
+    assert (fake_llm.count("safety"), fake_llm.count("process_item")) == (2, 4)  # the judgements asked again
+    run_1 = item.decisions.filter(run=1, actor="pipeline", verdict="pass").values_list("stage", flat=True)
+    assert sorted(run_1) == ["blacklist", "duplicate", "extraction", "quality", "safety"]

@@ -47,6 +47,9 @@ def test_requeue_resets_the_item_and_republishes_with_replay(mod_client, moderat
         reason="content_evaluation" if status == ItemStatus.DISCARDED else "",
         embedding=[0.1] * 384,
         extraction={"summary": "x"},
+        safety_passed_at=timezone.now(),
+        suggestion="Reply to the author.",
+        suggested_at=timezone.now(),
         attempts=3,
         last_error="boom",
     )
@@ -58,7 +61,10 @@ def test_requeue_resets_the_item_and_republishes_with_replay(mod_client, moderat
     item.refresh_from_db()
     assert item.status == ItemStatus.PENDING
     assert item.reason == ""
-    assert item.embedding is None and item.extraction is None and item.safety_passed_at is None
+    # The model's judgements are asked for again; the embedding (same content, same model) is kept.
+    assert item.extraction is None and item.safety_passed_at is None
+    assert item.suggestion == "" and item.suggested_at is None
+    assert item.embedding is not None and list(item.embedding) == pytest.approx([0.1] * 384)
     assert item.attempts == 0 and item.last_error == ""
     published = events_for(item, ITEM_PUBLISHED)
     assert len(published) == before + 1
@@ -68,6 +74,7 @@ def test_requeue_resets_the_item_and_republishes_with_replay(mod_client, moderat
     assert json.loads(event.envelope["data"]) == {"item_id": str(item.pk), "author_id": str(item.author_id)}
     [decision] = moderator_decisions(item)
     assert (decision.verdict, decision.actor, decision.moderator_id) == ("requeued", moderator.username, moderator.pk)
+    assert item.run == decision.run == 1  # a new run: the pipeline's passes of this run are recorded once more
 
 
 def claim(redis_client, *, alive: bool = True, pending: bool = True, lease_minutes: float = 2.0) -> dict:
@@ -179,7 +186,9 @@ def test_approve_without_extraction_sends_it_back_with_the_override(mod_client):
         "override": "approve",
     }
     assert events_for(item, ITEM_COMPLETED) == []
-    assert moderator_decisions(item)[0].category == "extraction_pending"
+    [decision] = moderator_decisions(item)
+    assert decision.category == "extraction_pending"
+    assert item.run == decision.run == 1  # a new run: the pipeline's passes of this run are recorded once more
 
 
 def test_approve_of_a_failed_item_with_only_an_extraction_checkpoint_sends_it_back(mod_client):

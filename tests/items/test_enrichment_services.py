@@ -34,3 +34,44 @@ def test_a_moderator_approval_completes_even_a_duplicate():
     assert item_complete(item=item, token=token, decisions=[], cause=CAUSE, fields={}, check_duplicate=False)
     item.refresh_from_db()
     assert item.status == ItemStatus.COMPLETED
+
+
+def test_a_pass_is_recorded_once_per_run_and_every_failed_attempt_and_moderator_action_each_time():
+    from django.contrib.auth.models import User
+
+    from items.services.enrichment_state import Decision, item_checkpoint, item_discard, item_release
+    from items.services.moderation import item_requeue
+
+    pk = make_item().pk
+
+    def passed() -> list[Decision]:  # decided now
+        return [Decision(DecisionStage.BLACKLIST, "pass"), Decision(DecisionStage.DUPLICATE, "pass")]
+
+    def unsafe() -> Decision:
+        return Decision(DecisionStage.SAFETY, "unsafe", "phishing", "asks for passwords")
+
+    for attempt in ("1-0", "2-0"):  # the same steps decided again by a second delivery
+        token = claim_token(message_id=attempt, holder="h")
+        _, item = item_claim(item_id=pk, token=token, lease_seconds=60)
+        assert item_checkpoint(item=item, token=token, decisions=passed())
+        hold = Decision(DecisionStage.SAFETY, "hold", "ModelUnavailable", f"attempt {attempt}")
+        assert item_release(item=item, token=token, error="safety down", decision=hold)
+    token = claim_token(message_id="3-0", holder="h")
+    _, item = item_claim(item_id=pk, token=token, lease_seconds=60)
+    assert item_discard(item=item, token=token, decisions=[*passed(), unsafe()], cause=CAUSE)
+    moderator = User.objects.create_user(username="mod-runs", is_staff=True)
+    for _ in range(2):  # a moderator's requeue starts a new run, whose passes are recorded again
+        requeued = item_requeue(item=item, moderator=moderator)
+        token = claim_token(message_id=f"{4 + requeued.run}-0", holder="h")
+        _, item = item_claim(item_id=pk, token=token, lease_seconds=60)
+        assert item_checkpoint(item=item, token=token, decisions=passed())
+        assert item_checkpoint(item=item, token=token, decisions=passed())
+        assert item_discard(item=item, token=token, decisions=[*passed(), unsafe()], cause=CAUSE)
+
+    rows = item.decisions.order_by("created_at", "pk").values_list("run", "stage", "verdict")
+    run_0 = [(0, "blacklist", "pass"), (0, "duplicate", "pass"), (0, "safety", "hold"), (0, "safety", "hold")]
+    then = [(0, "safety", "unsafe")]
+    for run in (1, 2):
+        then += [(run, "moderator", "requeued"), (run, "blacklist", "pass"), (run, "duplicate", "pass")]
+        then += [(run, "safety", "unsafe")]
+    assert list(rows) == run_0 + then
