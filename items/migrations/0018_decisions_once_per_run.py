@@ -39,7 +39,7 @@ WHERE later.item_id = first.item_id AND later.run = first.run AND later.stage = 
 
 
 class Migration(migrations.Migration):
-    dependencies = [("items", "0016_gin_indexes_without_pending_list")]
+    dependencies = [("items", "0017_agent_name_lookalikes")]
 
     operations = [
         migrations.AddField(
