@@ -237,8 +237,8 @@ STORAGES = {
 }
 
 # --- Metrics ----------------------------------------------------------------------------------------
-# When set, GET /metrics needs `Authorization: Bearer <METRICS_TOKEN>` (Prometheus: `authorization` in the
-# scrape config). Unset: /metrics is open, as for a server reachable only from the monitoring network.
+# GET /metrics needs `Authorization: Bearer <METRICS_TOKEN>` (Prometheus: `authorization` in the scrape
+# config). Unset: /metrics is open with DEBUG on, and refused (403) otherwise; `make run` makes one up.
 METRICS_TOKEN = env_str("METRICS_TOKEN")
 
 # --- Agent API --------------------------------------------------------------------------------
