@@ -33,7 +33,7 @@ def main() -> int:
     call_command("migrate", interactive=False, verbosity=0)
     call_command("collectstatic", interactive=False, verbosity=0)
     password = _demo_superuser(settings.DATA_DIR)
-    metrics_token = settings.METRICS_TOKEN or _demo_secret(settings.DATA_DIR / "demo-metrics-token", 24)
+    metrics_token, metrics_auth = _metrics_token(settings)
     token = _demo_agent_token()
     call_command("schedule_jobs", verbosity=0)
 
@@ -42,7 +42,6 @@ def main() -> int:
         "DATABASE_URL": settings.DATABASE_URL,
         "REDIS_URL": settings.REDIS_URL,
         "SECRET_KEY": settings.SECRET_KEY,
-        # /metrics is refused without a token unless DEBUG is on; a made-up one keeps it reachable, not open.
         "METRICS_TOKEN": metrics_token,
         "PYTHONUNBUFFERED": "1",
     }
@@ -62,8 +61,6 @@ def main() -> int:
         name: subprocess.Popen(cmd, env=envs.get(name, env), cwd=base, start_new_session=True)
         for name, cmd in commands.items()
     }
-    # An operator's own METRICS_TOKEN is never printed; the made-up one is a demo secret like the password.
-    metrics_auth = "your METRICS_TOKEN" if settings.METRICS_TOKEN else f"'Authorization: Bearer {metrics_token}'"
     _banner(settings, password, token, metrics_auth)
 
     signals = 0
@@ -142,6 +139,15 @@ def _demo_secret(path: Path, nbytes: int) -> str:
         with os.fdopen(fd, "w") as fh:
             fh.write(secrets.token_urlsafe(nbytes))
     return path.read_text().strip()
+
+
+def _metrics_token(settings) -> tuple[str, str]:
+    """(the token the web process gets, what the banner says about it). /metrics is refused without a token
+    unless DEBUG is on, so `make run` makes one up (reachable, not open); an operator's own is never printed."""
+    if settings.METRICS_TOKEN:
+        return settings.METRICS_TOKEN, "your METRICS_TOKEN"
+    made = _demo_secret(settings.DATA_DIR / "demo-metrics-token", 24)
+    return made, f"'Authorization: Bearer {made}'"
 
 
 def _demo_superuser(data_dir: Path) -> str:
