@@ -6,6 +6,7 @@ to the admin history (LogEntry) with the acting user and the fields' names, neve
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any, Protocol
 
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.core.exceptions import PermissionDenied
@@ -13,6 +14,14 @@ from django.core.exceptions import PermissionDenied
 from items.models import Agent
 
 IDENTITY_PERMISSION = "items.change_agent_identity"
+
+
+class Actor(Protocol):
+    """The user who makes the change (request.user in the admin)."""
+
+    pk: Any
+
+    def has_perm(self, perm: str, obj: Any = None) -> bool: ...
 
 
 class IdentityChangeRefused(PermissionDenied):
@@ -28,11 +37,11 @@ def identity_fields(agent: Agent) -> tuple[str, ...]:
     return ("name", "email", "is_official") if agent.is_official else ("email", "is_official")
 
 
-def may_change_identity(actor) -> bool:
-    return actor.has_perm(IDENTITY_PERMISSION)
+def may_change_identity(actor: Actor) -> bool:
+    return bool(actor.has_perm(IDENTITY_PERMISSION))
 
 
-def agent_identity_authorize(*, actor, agent: Agent, changed: Iterable[str]) -> list[str]:
+def agent_identity_authorize(*, actor: Actor, agent: Agent, changed: Iterable[str]) -> list[str]:
     """The identity fields among `changed`; IdentityChangeRefused when `actor` may not change them."""
     touched = [name for name in changed if name in identity_fields(agent)]
     if touched and not may_change_identity(actor):
@@ -40,7 +49,7 @@ def agent_identity_authorize(*, actor, agent: Agent, changed: Iterable[str]) -> 
     return touched
 
 
-def agent_identity_audit(*, actor, agent: Agent, fields: list[str]) -> None:
+def agent_identity_audit(*, actor: Actor, agent: Agent, fields: list[str]) -> None:
     """One admin-history entry: `actor` changed these identity fields of `agent` (names only)."""
     LogEntry.objects.log_actions(
         user_id=actor.pk,

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from items.models import Agent, AgentToken
 from items.names import name_key, name_problem, reserved_key
-from items.services.agent_identity import agent_identity_audit, agent_identity_authorize
+from items.services.agent_identity import Actor, agent_identity_audit, agent_identity_authorize
 from items.tokens import VISIBLE_PREFIX_LENGTH, token_generate, token_hash
 from items.ws import agent_deactivated_announce, token_revoked_announce
 
@@ -92,7 +92,7 @@ ACCOUNT_FIELDS = ("email", "is_official", "is_active")
 
 
 @transaction.atomic
-def agent_account_update(*, agent: Agent, actor, **fields: object) -> list[str]:
+def agent_account_update(*, agent: Agent, actor: Actor, **fields: object) -> list[str]:
     """`actor` (a user) changes what a moderator manages beside the profile (login email, official flag, active
     flag); returns the fields that changed. Identity fields need their permission and are written to the admin
     history (items.services.agent_identity); deactivating closes the agent's open sockets once committed.

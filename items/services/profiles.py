@@ -14,7 +14,7 @@ from django.utils import timezone
 from items.events import PROFILE_UPDATED, STREAM_PROFILE_UPDATE
 from items.models import Agent, OutboxEvent
 from items.outbox import outbox_event_create
-from items.services.agent_identity import agent_identity_audit, agent_identity_authorize
+from items.services.agent_identity import Actor, agent_identity_audit, agent_identity_authorize
 from items.services.agents import agent_rename
 
 PROFILE_FIELDS = ("name", "bio", "offers", "seeks")
@@ -22,7 +22,7 @@ KEYWORDS_GROUP = "cg:profile:update"  # the keyword extraction's consumer group
 
 
 @transaction.atomic
-def agent_profile_update(*, agent: Agent, actor=None, **fields: str) -> Agent:
+def agent_profile_update(*, agent: Agent, actor: Actor | None = None, **fields: str) -> Agent:
     """Change profile fields and announce the change. A new name is checked like any agent name
     (AgentNameRefused when it is taken, reserved or invalid) and nothing is written then. `actor` is the user
     editing someone else's profile (the admin): the official agent's name is then an identity field (its
