@@ -1,4 +1,5 @@
-"""System check: the deployment's database connection budget fits the server's max_connections.
+"""System checks: the deployment's database connection budget fits the server's max_connections, and
+`check --deploy` warns (eigenflux.W002) when METRICS_TOKEN is unset, since /metrics then refuses every scrape.
 
 Each pooled process holds at most its pool's max_size, so the whole deployment needs
     WEB_PROCESSES x DB_POOL_MAX_SIZE
@@ -80,5 +81,18 @@ def check_connection_budget(app_configs=None, **kwargs) -> list:
                 "describe the deployment."
             ),
             id="eigenflux.W001",
+        )
+    ]
+
+
+@register("eigenflux", deploy=True)
+def check_metrics_token(app_configs=None, **kwargs) -> list:
+    if settings.METRICS_TOKEN or settings.DEBUG:
+        return []
+    return [
+        Warning(
+            "METRICS_TOKEN is unset: outside DEBUG, GET /metrics refuses every request (403)",
+            hint="Set METRICS_TOKEN and give Prometheus the same value as its bearer token (deploy/prometheus).",
+            id="eigenflux.W002",
         )
     ]

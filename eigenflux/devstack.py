@@ -33,6 +33,7 @@ def main() -> int:
     call_command("migrate", interactive=False, verbosity=0)
     call_command("collectstatic", interactive=False, verbosity=0)
     password = _demo_superuser(settings.DATA_DIR)
+    metrics_token, metrics_auth = _metrics_token(settings)
     token = _demo_agent_token()
     call_command("schedule_jobs", verbosity=0)
 
@@ -41,6 +42,7 @@ def main() -> int:
         "DATABASE_URL": settings.DATABASE_URL,
         "REDIS_URL": settings.REDIS_URL,
         "SECRET_KEY": settings.SECRET_KEY,
+        "METRICS_TOKEN": metrics_token,
         "PYTHONUNBUFFERED": "1",
     }
     base = Path(settings.BASE_DIR)
@@ -59,7 +61,7 @@ def main() -> int:
         name: subprocess.Popen(cmd, env=envs.get(name, env), cwd=base, start_new_session=True)
         for name, cmd in commands.items()
     }
-    _banner(settings, password, token)
+    _banner(settings, password, token, metrics_auth)
 
     signals = 0
 
@@ -130,15 +132,28 @@ def _stop(children: dict[str, subprocess.Popen], wait_seconds: float) -> bool:
     return clean
 
 
+def _demo_secret(path: Path, nbytes: int) -> str:
+    """A random secret kept in `path` (owner-only), made on the first start and reused after."""
+    if not path.exists():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(secrets.token_urlsafe(nbytes))
+    return path.read_text().strip()
+
+
+def _metrics_token(settings) -> tuple[str, str]:
+    """(the token the web process gets, what the banner says about it). /metrics is refused without a token
+    unless DEBUG is on, so `make run` makes one up (reachable, not open); an operator's own is never printed."""
+    if settings.METRICS_TOKEN:
+        return settings.METRICS_TOKEN, "your METRICS_TOKEN"
+    made = _demo_secret(settings.DATA_DIR / "demo-metrics-token", 24)
+    return made, f"'Authorization: Bearer {made}'"
+
+
 def _demo_superuser(data_dir: Path) -> str:
     from django.contrib.auth import get_user_model
 
-    secret = data_dir / "demo-admin-password"
-    if not secret.exists():
-        fd = os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(secrets.token_urlsafe(12))
-    password = secret.read_text().strip()
+    password = _demo_secret(data_dir / "demo-admin-password", 12)
     user_model = get_user_model()
     user = user_model.objects.filter(username="admin").first()
     if user is None:
@@ -156,14 +171,14 @@ def _demo_agent_token() -> str:
     return agent_token_create(agent=agent, label="make run").token
 
 
-def _banner(settings, password: str, token: str) -> None:
+def _banner(settings, password: str, token: str, metrics_auth: str) -> None:
     url = f"http://{HOST}:{PORT}"
     print(
         f"""
 EigenFlux is running (Ctrl-C stops everything).
   API docs   {url}/api/v1/docs
   admin      {url}/admin/   user: admin   password: {password}
-  metrics    {url}/metrics
+  metrics    {url}/metrics   needs {metrics_auth} (not open: /metrics is refused without a token)
   analyzer   {settings.LLM_PROVIDER}  (set LLM_API_KEY to use a model)
   demo agent token (new each start): {token}
 

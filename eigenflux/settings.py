@@ -237,8 +237,8 @@ STORAGES = {
 }
 
 # --- Metrics ----------------------------------------------------------------------------------------
-# When set, GET /metrics needs `Authorization: Bearer <METRICS_TOKEN>` (Prometheus: `authorization` in the
-# scrape config). Unset: /metrics is open, as for a server reachable only from the monitoring network.
+# GET /metrics needs `Authorization: Bearer <METRICS_TOKEN>` (Prometheus: `authorization` in the scrape
+# config). Unset: /metrics is open with DEBUG on, and refused (403) otherwise; `make run` makes one up.
 METRICS_TOKEN = env_str("METRICS_TOKEN")
 
 # --- Agent API --------------------------------------------------------------------------------
@@ -351,6 +351,9 @@ PROMPTS_DIR = env_path("PROMPTS_DIR", BASE_DIR / "prompts")
 # --- Enrichment (docs/enrichment.md) ------------------------------------------------------------
 QUALITY_THRESHOLD = env_float("QUALITY_THRESHOLD", 0.2, minimum=0.0, maximum=1.0)
 DUPLICATE_WINDOW_DAYS = env_int("DUPLICATE_WINDOW_DAYS", 30, minimum=1)
+# The furthest an item's expiry may lie ahead (days from enrichment): a later declared or extracted
+# expire_time is cut to it (items.expiry).
+ITEM_EXPIRY_MAX_DAYS = env_int("ITEM_EXPIRY_MAX_DAYS", 365, minimum=1)
 # Cosine similarity at which a new item joins the nearest item's group; alerts need more, and recency.
 SIMILARITY_THRESHOLD = env_float("SIMILARITY_THRESHOLD", 0.80, minimum=0.0, maximum=1.0)
 ALERT_SIMILARITY_THRESHOLD = env_float("ALERT_SIMILARITY_THRESHOLD", 0.85, minimum=0.0, maximum=1.0)

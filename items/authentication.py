@@ -9,6 +9,7 @@ ends (agents behind that address included: the price of not letting it query the
 from __future__ import annotations
 
 from django.conf import settings
+from django.http import HttpRequest
 
 from items.models import Agent
 from items.ratelimit import address_blocked_for, unauthenticated_hit
@@ -28,6 +29,14 @@ class AddressThrottled(Exception):
     def __init__(self, retry_after: int) -> None:
         super().__init__(f"too many unauthenticated requests; retry in {retry_after} s")
         self.retry_after = retry_after
+
+
+def bearer_token(request: HttpRequest) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header, the scheme in any case (RFC 7235); None without one.
+    The one parser of that header: authentication and logout must agree on which token a request carries."""
+    scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
+    token = credentials.strip()
+    return token if scheme.lower() == "bearer" and token else None
 
 
 def agent_authenticate(*, token: str | None, address: str) -> Agent:

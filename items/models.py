@@ -44,6 +44,11 @@ class Agent(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
+        # Not granted to the moderators group: who can log in as an agent, and who the official agent is
+        # (items.services.agent_identity).
+        permissions = [
+            ("change_agent_identity", "Can change an agent's login e-mail and the official agent's identity")
+        ]
         constraints = [
             # Two names are one when either key is equal (items.names says why one key is not enough).
             models.UniqueConstraint(fields=["name_key"], name="agent_name_key_unique"),

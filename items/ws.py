@@ -5,7 +5,7 @@ the server answers `eigenflux.v1`, never echoing the token) or, for clients that
 The cg:item:notify consumer sends to the agent's channel-layer group. A bad token is accepted and then closed
 with code 4401 so the client can tell it from a network failure. A token revoked while its socket is open
 closes the socket at once (a push through the same group) and, should the push be lost, at the next
-periodic re-check (WS_AUTH_RECHECK_SECONDS).
+periodic re-check (WS_AUTH_RECHECK_SECONDS). Deactivating the agent closes all its sockets the same way.
 """
 
 from __future__ import annotations
@@ -53,15 +53,22 @@ def outcome_message(envelope: dict[str, str], data: dict) -> dict:
     }
 
 
-def token_revoked_announce(*, agent_id: int, digest: str) -> None:
-    """Tell the agent's open sockets that the token with this hash is revoked (they close with 4401).
-    Best effort: a lost push is caught by the sockets' periodic re-check."""
+def _announce(agent_id: int, message: dict, what: str) -> None:
+    """Best effort: a lost push is caught by the sockets' periodic re-check."""
     try:
-        async_to_sync(get_channel_layer().group_send)(
-            agent_group(agent_id), {"type": "token.revoked", "token_hash": digest}
-        )
+        async_to_sync(get_channel_layer().group_send)(agent_group(agent_id), message)
     except Exception as exc:
-        log.warning("could not announce a token revocation (%s); sockets re-check on their own", type(exc).__name__)
+        log.warning("could not announce %s (%s); sockets re-check on their own", what, type(exc).__name__)
+
+
+def token_revoked_announce(*, agent_id: int, digest: str) -> None:
+    """Tell the agent's open sockets that the token with this hash is revoked (they close with 4401)."""
+    _announce(agent_id, {"type": "token.revoked", "token_hash": digest}, "a token revocation")
+
+
+def agent_deactivated_announce(*, agent_id: int) -> None:
+    """Tell all the agent's open sockets that it was deactivated (they close with 4401)."""
+    _announce(agent_id, {"type": "agent.deactivated"}, "an agent deactivation")
 
 
 def _offered_token(scope: dict) -> tuple[str | None, str | None]:
@@ -131,10 +138,16 @@ class AgentEventsConsumer(AsyncJsonWebsocketConsumer):
 
     async def token_revoked(self, message: dict) -> None:
         if message.get("token_hash") == getattr(self, "token_hash", None):
-            recheck = getattr(self, "_recheck", None)
-            if recheck is not None:
-                recheck.cancel()
-            await self._revoked()
+            await self._closed_by_push("the token was revoked")
+
+    async def agent_deactivated(self, message: dict) -> None:
+        await self._closed_by_push("the agent was deactivated")
+
+    async def _closed_by_push(self, reason: str) -> None:
+        recheck = getattr(self, "_recheck", None)
+        if recheck is not None:
+            recheck.cancel()
+        await self._refuse(CLOSE_UNAUTHORIZED, "unauthorized", reason)
 
     async def receive_json(self, content, **kwargs) -> None:
         """The socket is push-only; anything a client sends is ignored."""

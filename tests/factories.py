@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 
 from items.models import Agent, ItemStatus, ProcessedItem, RawItem
 from items.services.agents import agent_create, agent_token_create
@@ -15,6 +16,11 @@ def make_agent(name: str | None = None) -> tuple[Agent, str]:
     """An agent and a fresh token for it."""
     agent = agent_create(name=name or f"agent-{next(_seq)}")
     return agent, agent_token_create(agent=agent).token
+
+
+def mailed_login_code(message) -> str:
+    """The one-time code in a login mail (its body: the subject never carries it)."""
+    return re.search(r"login code is (\d+)", message.body).group(1)
 
 
 def make_item(author: Agent | None = None, content: str | None = None, **fields) -> RawItem:

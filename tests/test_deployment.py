@@ -25,6 +25,7 @@ def check_deploy(settings, **env: str) -> subprocess.CompletedProcess:
         "DATABASE_URL": settings.DATABASE_URL,
         "REDIS_URL": settings.REDIS_URL,
         "SECRET_KEY": secrets.token_urlsafe(50),
+        "METRICS_TOKEN": secrets.token_urlsafe(24),
         **env,
     }
     return subprocess.run(
@@ -63,10 +64,11 @@ def test_without_the_switches_check_deploy_warns(settings):
 def test_redirect_to_https_honours_the_proxy_header_and_spares_the_probes(settings):
     settings.SECURE_SSL_REDIRECT = True
     settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    settings.METRICS_TOKEN = "scrape-secret"
     assert Client().get("/api/v1/openapi.json").status_code == 301
     assert Client(HTTP_X_FORWARDED_PROTO="https").get("/api/v1/openapi.json").status_code == 200
     assert Client().get("/healthz").status_code == 200
-    assert Client().get("/metrics").status_code == 200
+    assert Client(HTTP_AUTHORIZATION="Bearer scrape-secret").get("/metrics").status_code == 200
 
 
 def test_the_proxy_header_setting_is_parsed_and_checked(monkeypatch):
@@ -97,9 +99,22 @@ def test_metrics_need_the_bearer_token_when_one_is_configured(settings):
 
 
 @pytest.mark.django_db
-def test_metrics_are_open_without_a_token(settings):
+def test_without_a_token_metrics_are_refused_unless_debug_is_on(settings):
     settings.METRICS_TOKEN = ""
+    refused = Client().get("/metrics")
+    assert refused.status_code == 403 and "METRICS_TOKEN" in refused.json()["error"]["message"]
+    assert b"django_http_requests" not in refused.content
+    settings.DEBUG = True  # a developer's own machine
     assert Client().get("/metrics").status_code == 200
+
+
+def test_check_deploy_warns_when_metrics_has_no_token(settings):
+    from eigenflux.checks import check_metrics_token
+
+    settings.METRICS_TOKEN = ""
+    assert [w.id for w in check_metrics_token()] == ["eigenflux.W002"]
+    settings.METRICS_TOKEN = "scrape-secret"
+    assert check_metrics_token() == []
 
 
 def free_port() -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -92,3 +93,15 @@ def test_one_ctrl_c_stops_everything_and_the_pipeline_drains(tmp_path):
     assert wait_until(lambda: not any(alive(pid) for pid in children), 10), "a child outlived the stack"
     assert wait_until(lambda: not any(alive(pid) for pid in servers), 20), "an embedded server outlived the stack"
     print(f"stopped {took:.1f}s after SIGINT")
+
+
+def test_make_run_makes_a_metrics_token_up_keeps_it_private_and_never_prints_an_operators(settings, tmp_path):
+    from eigenflux.devstack import _metrics_token
+
+    settings.DATA_DIR, settings.METRICS_TOKEN = tmp_path, ""
+    token, banner = _metrics_token(settings)
+    assert len(token) >= 32 and f"Bearer {token}" in banner
+    assert _metrics_token(settings)[0] == token  # the same one on the next start
+    assert stat.S_IMODE((tmp_path / "demo-metrics-token").stat().st_mode) == 0o600
+    settings.METRICS_TOKEN = "operators-own"
+    assert _metrics_token(settings) == ("operators-own", "your METRICS_TOKEN")

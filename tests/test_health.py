@@ -19,8 +19,9 @@ def test_readyz_names_the_missing_dependency(client, settings, tmp_path):
 
 
 @pytest.mark.django_db
-def test_metrics_endpoint(client):
-    response = client.get("/metrics")
+def test_metrics_endpoint(client, settings):
+    settings.METRICS_TOKEN = "scrape-secret"
+    response = client.get("/metrics", HTTP_AUTHORIZATION="Bearer scrape-secret")
     assert response.status_code == 200
     assert b"django_http_requests" in response.content
 

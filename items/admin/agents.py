@@ -1,22 +1,26 @@
 """Agents and their API tokens in the admin (docs/admin.md#agents): a new agent's token is shown once, profile
-edits go through the profile service (so they are announced like the API's), tokens are revoked, never deleted."""
+edits go through the profile service (so they are announced like the API's), tokens are revoked, never deleted,
+and an agent's identity (login e-mail; the official agent's name) is read-only without its permission."""
 
 from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
 from django.db import transaction
 from django.db.models import Count, Q
 from django.template.response import TemplateResponse
 
 from items.admin.actions import report
 from items.models import Agent, AgentToken
+from items.services.agent_identity import IdentityChangeRefused, identity_fields, may_change_identity
 from items.services.agents import (
     ACCOUNT_FIELDS,
     AgentNameRefused,
     IssuedToken,
     agent_account_update,
     agent_create,
+    agent_deactivate,
     agent_name_check,
     agent_token_create,
     agent_token_revoke,
@@ -82,14 +86,31 @@ class AgentAdmin(admin.ModelAdmin):
     search_fields = ("name", "email")
     ordering = ("-created_at",)
     inlines = (AgentTokenInline,)
-    actions = ("issue_tokens", "revoke_all_tokens")
+    actions = ("issue_tokens", "revoke_all_tokens", "deactivate_agents")
     readonly_fields = ("profile_keywords", "created_at", "updated_at")
 
     def get_readonly_fields(self, request, obj=None):
-        # Only a superuser may make an agent official (it speaks for the network).
-        if request.user.is_superuser:
-            return self.readonly_fields
-        return (*self.readonly_fields, "is_official")
+        fields = self.readonly_fields
+        if not request.user.is_superuser:  # only a superuser may make an agent official (it speaks for the network)
+            fields = (*fields, "is_official")
+        if obj is not None and not may_change_identity(request.user):
+            fields = (*fields, *(name for name in identity_fields(obj) if name not in fields))
+        return fields
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        if request.method == "POST" and object_id is not None:
+            self._refuse_locked_fields(request, object_id)
+        return super().changeform_view(request, object_id, form_url, extra_context)
+
+    def _refuse_locked_fields(self, request, object_id: str) -> None:
+        """A read-only field is left out of the form, so a POST carrying one (not the rendered form: a forged
+        one) would be ignored in silence: refuse it (403) instead, so the attempt fails visibly."""
+        agent = self.get_object(request, unquote(object_id))
+        if agent is not None:
+            readonly = self.get_readonly_fields(request, agent)
+            locked = [name for name in identity_fields(agent) if name in readonly and name in request.POST]
+            if locked:
+                raise IdentityChangeRefused(locked)
 
     def get_fields(self, request, obj=None):
         if obj is None:  # creating: a token is issued with the agent and shown once
@@ -129,8 +150,10 @@ class AgentAdmin(admin.ModelAdmin):
             # so a profile edit is announced (profile.updated) exactly as the agent's own API update is.
             with transaction.atomic():
                 stored = Agent.objects.select_for_update().get(pk=obj.pk)
-                agent_account_update(agent=stored, **{name: getattr(obj, name) for name in ACCOUNT_FIELDS})
-                agent_profile_update(agent=stored, **{name: getattr(obj, name) for name in PROFILE_FIELDS})
+                account = {name: getattr(obj, name) for name in ACCOUNT_FIELDS}
+                agent_account_update(agent=stored, actor=request.user, **account)
+                profile = {name: getattr(obj, name) for name in PROFILE_FIELDS}
+                agent_profile_update(agent=stored, actor=request.user, **profile)
             obj.name, obj.name_key, obj.name_shape_key = stored.name, stored.name_key, stored.name_shape_key
             obj.updated_at = stored.updated_at
             return
@@ -165,6 +188,16 @@ class AgentAdmin(admin.ModelAdmin):
         for token in AgentToken.objects.filter(agent__in=queryset, revoked_at__isnull=True):
             done += agent_token_revoke(token=token)
         self.message_user(request, f"Revoked {done} tokens.", messages.SUCCESS if done else messages.INFO)
+
+    @admin.action(description="Deactivate (tokens stop working, open sockets close)", permissions=["change"])
+    def deactivate_agents(self, request, queryset):
+        done, refusals = 0, []
+        for agent in queryset:
+            if agent_deactivate(agent=agent):
+                done += 1
+            else:
+                refusals.append(f"{agent.name} was already inactive")
+        report(self, request, "Deactivated", done, refusals)
 
 
 class TokenStateFilter(admin.SimpleListFilter):

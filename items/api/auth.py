@@ -10,7 +10,7 @@ from ninja.security import HttpBearer
 from eigenflux.clientaddr import request_client_address
 from eigenflux.replicas import pin_to_primary
 from items.api.errors import ApiError
-from items.authentication import AddressThrottled, NotAuthenticated, agent_authenticate
+from items.authentication import AddressThrottled, NotAuthenticated, agent_authenticate, bearer_token
 from items.models import Agent
 from items.ratelimit import rate_limit_hit
 
@@ -26,9 +26,7 @@ class AgentBearer(HttpBearer):
 
     def __call__(self, request: HttpRequest) -> Agent | None:
         # Also for a missing or non-bearer header: every failure counts against the client's address.
-        scheme, _, credentials = request.headers.get(self.header, "").partition(" ")
-        token = credentials.strip() if scheme.lower() == self.openapi_scheme else None
-        return self.authenticate(request, token)
+        return self.authenticate(request, bearer_token(request))
 
     def authenticate(self, request: HttpRequest, token: str | None) -> Agent | None:
         try:

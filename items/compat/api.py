@@ -12,6 +12,7 @@ from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
 from items.api.auth import AgentBearer
+from items.authentication import bearer_token
 from items.compat.agents import router as agents_router
 from items.compat.auth import router as auth_router
 from items.compat.envelope import failure_body
@@ -51,8 +52,7 @@ def _validation_error(request: HttpRequest, exc: ValidationError) -> HttpRespons
 
 @compat_api.exception_handler(AuthenticationError)
 def _unauthorized(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
-    header = request.headers.get("Authorization", "")
-    message = "invalid or expired token" if header.startswith("Bearer ") else "missing or invalid authorization header"
+    message = "invalid or expired token" if bearer_token(request) else "missing or invalid authorization header"
     response = compat_api.create_response(request, failure_body(401, message), status=401)
     response["WWW-Authenticate"] = 'Bearer realm="eigenflux"'
     return response

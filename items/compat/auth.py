@@ -10,6 +10,7 @@ from django.utils import timezone
 from ninja import Router
 
 from eigenflux.clientaddr import request_client_address
+from items.authentication import bearer_token
 from items.compat.envelope import CompatError, ms, ok, refused
 from items.compat.params import ClientBody
 from items.models import Agent
@@ -90,6 +91,6 @@ def verify(request: HttpRequest, payload: VerifyIn):
 
 @router.post("/auth/logout", summary="Revoke the token this request carries")
 def logout(request: HttpRequest):
-    token = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
-    agent_token_revoke_value(agent=request.auth, token=token)
+    # The token that authenticated this request, parsed as authentication parsed it (any case of "Bearer").
+    agent_token_revoke_value(agent=request.auth, token=bearer_token(request) or "")
     return ok()

@@ -15,8 +15,9 @@ from django.utils import timezone
 
 from items.models import Agent, AgentToken
 from items.names import NameKeys, is_official_name, looks_reserved, name_glyph_problem, name_keys, name_problem
+from items.services.agent_identity import Actor, agent_identity_audit, agent_identity_authorize
 from items.tokens import VISIBLE_PREFIX_LENGTH, token_generate, token_hash
-from items.ws import token_revoked_announce
+from items.ws import agent_deactivated_announce, token_revoked_announce
 
 NAME_TAKEN = "name_taken"
 NAME_RESERVED = "name_reserved"
@@ -115,19 +116,40 @@ def agent_rename(*, agent: Agent, name: str) -> Agent:
 ACCOUNT_FIELDS = ("email", "is_official", "is_active")
 
 
-def agent_account_update(*, agent: Agent, **fields: object) -> list[str]:
-    """Change what a moderator manages beside the profile (login email, official flag, active flag); returns the
-    fields that changed. Profile fields go through items.services.profiles.agent_profile_update, which announces
-    them."""
+@transaction.atomic
+def agent_account_update(*, agent: Agent, actor: Actor, **fields: object) -> list[str]:
+    """`actor` (a user) changes what a moderator manages beside the profile (login email, official flag, active
+    flag); returns the fields that changed. Identity fields need their permission and are written to the admin
+    history (items.services.agent_identity); deactivating closes the agent's open sockets once committed.
+    Profile fields go through items.services.profiles.agent_profile_update, which announces them."""
     unknown = set(fields) - set(ACCOUNT_FIELDS)
     if unknown:
         raise ValueError(f"not account fields: {sorted(unknown)}")
     changed = [name for name, value in fields.items() if getattr(agent, name) != value]
+    identity = agent_identity_authorize(actor=actor, agent=agent, changed=changed)
     for name in changed:
         setattr(agent, name, fields[name])
     if changed:
         agent.save(update_fields=[*changed, "updated_at"])
+    if identity:
+        agent_identity_audit(actor=actor, agent=agent, fields=identity)
+    if "is_active" in changed and not agent.is_active:
+        _sockets_close_on_commit(agent.pk)
     return changed
+
+
+def agent_deactivate(*, agent: Agent) -> bool:
+    """Deactivate `agent` (its tokens stop working, its open sockets close once committed); False when it already
+    was inactive. A conditional update, so of two moderators only one deactivates."""
+    done = bool(Agent.objects.filter(pk=agent.pk, is_active=True).update(is_active=False, updated_at=timezone.now()))
+    if done:
+        agent.is_active = False
+        _sockets_close_on_commit(agent.pk)
+    return done
+
+
+def _sockets_close_on_commit(agent_id: int) -> None:
+    transaction.on_commit(lambda: agent_deactivated_announce(agent_id=agent_id))
 
 
 def agent_token_create(*, agent: Agent, label: str = "") -> IssuedToken:

@@ -17,6 +17,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from items.events import ITEM_COMPLETED, ITEM_DISCARDED, ITEM_FAILED, STREAM_ITEM_EVENTS
+from items.expiry import expiry_capped
 from items.feed import feed_invalidate_on_commit
 from items.models import DecisionStage, ItemStatus, ModerationDecision, ProcessedItem, PublicReason, RawItem
 from items.outbox import outbox_event_create
@@ -354,8 +355,9 @@ def _record(item: ProcessedItem, decisions: Sequence[Decision]) -> None:
     )
 
 
-def parse_expire_time(value: str) -> datetime | None:
-    """The model's ISO 8601 expire_time, or None when empty or unparseable (never a database error)."""
+def parse_expire_time(value: str, *, now: datetime | None = None) -> datetime | None:
+    """The model's ISO 8601 expire_time, or None when empty or unparseable (never a database error); at most
+    ITEM_EXPIRY_MAX_DAYS ahead (items.expiry)."""
     if not value:
         return None
     try:
@@ -364,7 +366,7 @@ def parse_expire_time(value: str) -> datetime | None:
         return None
     if timezone.is_naive(parsed):
         parsed = parsed.replace(tzinfo=UTC)
-    return parsed
+    return expiry_capped(parsed, now=now)
 
 
 def item_embeddings_store(*, vectors: dict[int, list[float]]) -> int:

@@ -14,6 +14,7 @@ from django.utils import timezone
 from items.events import PROFILE_UPDATED, STREAM_PROFILE_UPDATE
 from items.models import Agent, OutboxEvent
 from items.outbox import outbox_event_create
+from items.services.agent_identity import Actor, agent_identity_audit, agent_identity_authorize
 from items.services.agents import agent_rename
 
 PROFILE_FIELDS = ("name", "bio", "offers", "seeks")
@@ -21,15 +22,18 @@ KEYWORDS_GROUP = "cg:profile:update"  # the keyword extraction's consumer group
 
 
 @transaction.atomic
-def agent_profile_update(*, agent: Agent, **fields: str) -> Agent:
+def agent_profile_update(*, agent: Agent, actor: Actor | None = None, **fields: str) -> Agent:
     """Change profile fields and announce the change. A new name is checked like any agent name
-    (AgentNameRefused when it is taken, reserved or invalid) and nothing is written then."""
+    (AgentNameRefused when it is taken, reserved or invalid) and nothing is written then. `actor` is the user
+    editing someone else's profile (the admin): the official agent's name is then an identity field (its
+    permission, the admin history); None is the agent itself, through the API."""
     unknown = set(fields) - set(PROFILE_FIELDS)
     if unknown:
         raise ValueError(f"not profile fields: {sorted(unknown)}")
     changed = [name for name, value in fields.items() if getattr(agent, name) != value]
     if not changed:
         return agent
+    identity = agent_identity_authorize(actor=actor, agent=agent, changed=changed) if actor is not None else []
     if "name" in changed:
         agent_rename(agent=agent, name=fields["name"])  # checks the name and keeps its key in step
     others = [name for name in changed if name != "name"]
@@ -42,6 +46,8 @@ def agent_profile_update(*, agent: Agent, **fields: str) -> Agent:
         subject=str(agent.pk),
         data={"agent_id": str(agent.pk), "changed": changed, "profile_version": agent.updated_at.isoformat()},
     )
+    if identity:
+        agent_identity_audit(actor=actor, agent=agent, fields=identity)
     return agent
 
 

@@ -2,8 +2,8 @@
 expire_time, source_type, keywords, expected_response). They are the author's claims about the broadcast,
 never trusted over its content: the extraction prompt shows them labelled inside a delimited block, the
 local analyzer takes them where the content agrees (pipeline.llm.local.hints), and a valid declared
-expire_time (a date-time in the future) becomes the item's expiry. Notes that are not such an object stay
-free text, as before.
+expire_time (a date-time in the future, cut to ITEM_EXPIRY_MAX_DAYS ahead) becomes the item's expiry.
+Notes that are not such an object stay free text, as before.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from django.utils import timezone
+
+from items.expiry import expiry_capped
 
 BROADCAST_TYPES = ("supply", "demand", "info", "alert")
 SOURCE_TYPES = ("original", "curated", "forwarded")
@@ -29,7 +31,7 @@ class AuthorHints:
     broadcast_type: str = ""
     domains: tuple[str, ...] = ()
     summary: str = ""
-    expire_time: datetime | None = None  # only a valid, future date-time
+    expire_time: datetime | None = None  # only a valid, future date-time, at most ITEM_EXPIRY_MAX_DAYS ahead
     declared_expire_time: str = ""  # as written, for the prompt
     source_type: str = ""
     keywords: tuple[str, ...] = ()
@@ -85,14 +87,16 @@ def _tags(value: object, limit: int) -> tuple[str, ...]:
 
 
 def future_expire_time(value: str, *, now: datetime | None = None) -> datetime | None:
-    """An ISO 8601 date or date-time (naive means UTC) that lies in the future, else None."""
+    """An ISO 8601 date or date-time (naive means UTC) that lies in the future, else None; one beyond
+    ITEM_EXPIRY_MAX_DAYS is cut to that horizon (items.expiry)."""
     try:
         moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
         return None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return moment if moment > (now or timezone.now()) else None
+    now = now or timezone.now()
+    return expiry_capped(moment, now=now) if moment > now else None
 
 
 def parse_author_hints(notes: str, *, now: datetime | None = None) -> AuthorHints:

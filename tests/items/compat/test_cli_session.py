@@ -16,6 +16,7 @@ import pytest
 from django.core import mail
 from django.db import connection
 
+from tests.factories import mailed_login_code
 from tests.items.compat.shapes import assert_same_shape
 from tests.pipeline.runtime.fixtures import pipeline_env, run_pipeline  # noqa: F401 - fixtures
 
@@ -91,7 +92,7 @@ def test_recorded_cli_session_replays_with_the_same_shapes(live_compat, run_pipe
         step = f"step {exchange['step']}: {exchange['method']} {exchange['path']}"
         body = substitute_body(exchange["body"], mapping)
         if exchange["path"] == "/auth/login/verify" and exchange["response"]["code"] == 0:
-            body["code"] = mail.outbox[-1].subject.rsplit(" ", 1)[-1]
+            body["code"] = mailed_login_code(mail.outbox[-1])
         client = live_compat(tokens.get(exchange["actor"]) if exchange["actor"] else None)
         headers = {"X-Client-Host": exchange["client_host"]} if exchange["client_host"] else {}
         status, answer, _ = client.call(exchange["method"], substitute_path(exchange["path"], mapping), body, **headers)

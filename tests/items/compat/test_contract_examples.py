@@ -15,7 +15,7 @@ from django.utils import timezone
 from items.models import ItemStats, ItemStatus, Message, ProcessedItem, PublicReason
 from items.services.agents import agent_create
 from pipeline.official import official_agent
-from tests.factories import make_agent, make_completed_item, make_item
+from tests.factories import mailed_login_code, make_agent, make_completed_item, make_item
 from tests.items.compat.shapes import assert_same_shape
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -189,7 +189,7 @@ def test_e1_login_with_a_code_then_verify(live_compat, settings):
     status, body, _ = live_compat().post("/auth/login", {"email": "ops@example.com", "login_method": "email"})
     assert status == 200
     assert_same_shape(body, E1_LOGIN)
-    code = mail.outbox[-1].subject.rsplit(" ", 1)[-1]
+    code = mailed_login_code(mail.outbox[-1])
     challenge = body["data"]["challenge_id"]
     status, body, _ = live_compat().post(
         "/auth/login/verify", {"challenge_id": challenge, "code": code, "login_method": "email"}

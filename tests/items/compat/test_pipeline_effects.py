@@ -4,7 +4,7 @@ once in the author's `consumed` statistic."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -13,8 +13,10 @@ from tests.factories import make_agent
 from tests.pipeline.runtime.fixtures import pipeline_env, run_pipeline  # noqa: F401 - fixtures
 
 MODULES = "pipeline.consumers.item_publish,pipeline.consumers.item_stats"
+EXPIRY = (datetime.now(UTC) + timedelta(days=40)).replace(hour=0, minute=0, second=0, microsecond=0)
 NOTES = (
-    '{"type":"demand","domains":["tech","hr"],"summary":"Hiring Go reviewer","expire_time":"2099-01-05T00:00:00Z",'
+    '{"type":"demand","domains":["tech","hr"],"summary":"Hiring Go reviewer",'
+    f'"expire_time":"{EXPIRY:%Y-%m-%dT%H:%M:%SZ}",'
     '"source_type":"original","expected_response":"Go experience, rate","keywords":["pgvector"]}'
 )
 
@@ -39,13 +41,13 @@ def test_published_notes_become_hints_and_deliveries_are_counted(compat, burst):
     burst("item-publish")
     item = ProcessedItem.objects.get(pk=item_id)
     assert item.status == ItemStatus.COMPLETED
-    assert item.expire_time == datetime(2099, 1, 5, tzinfo=UTC)
+    assert item.expire_time == EXPIRY
     assert (item.broadcast_type, item.summary, item.keywords[0]) == ("demand", "Hiring Go reviewer", "pgvector")
     assert not {"type", "domains", "summary", "expire_time", "source_type"} & set(item.keywords)
 
     refresh = compat(reader_token).get("/items/feed?action=refresh&limit=5")[1]["data"]
     assert [i["item_id"] for i in refresh["items"]] == [str(item_id)]
-    assert refresh["items"][0]["expire_time"] == "2099-01-05T00:00:00Z"
+    assert refresh["items"][0]["expire_time"] == f"{EXPIRY:%Y-%m-%dT%H:%M:%SZ}"
     assert compat(reader_token).get("/items/feed?action=refresh&limit=5")[1]["data"]["items"] == []
     burst("item-stats")
     assert ItemStats.objects.get(item_id=item_id).consumed == 1

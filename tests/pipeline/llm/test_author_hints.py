@@ -9,12 +9,15 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.utils import timezone
 
+from items.services.enrichment_state import parse_expire_time
 from pipeline.llm import local
 from pipeline.llm.author_hints import parse_author_hints
 from pipeline.llm.tasks import extract_item
 from tests.fakes.openai_server import DEFAULT_REPLIES
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
+# A declared expiry well inside ITEM_EXPIRY_MAX_DAYS from the real clock (extract_item reads it).
+SOON = (datetime.now(UTC) + timedelta(days=30)).strftime("%Y-%m-%dT00:00:00")
 JSON_KEYS = {"type", "domains", "summary", "expire_time", "source_type", "expected_response", "keywords", "original"}
 
 
@@ -57,6 +60,22 @@ def test_only_a_valid_future_expire_time_counts(declared, expected):
     assert ("ignore it" in hints.prompt_lines()) == (expected is None)
 
 
+@pytest.mark.parametrize("declared", ["9999-12-31T00:00:00Z", "9999-12-31", "2030-01-01T00:00:00+14:00"])
+def test_a_declared_expiry_beyond_the_horizon_is_cut_to_it(declared, settings):
+    assert settings.ITEM_EXPIRY_MAX_DAYS == 365  # the documented default
+    assert parse_author_hints(notes(expire_time=declared), now=NOW).expire_time == NOW + timedelta(days=365)
+    settings.ITEM_EXPIRY_MAX_DAYS = 30
+    assert parse_author_hints(notes(expire_time=declared), now=NOW).expire_time == NOW + timedelta(days=30)
+    inside = parse_author_hints(notes(expire_time="2026-06-20T00:00:00Z"), now=NOW).expire_time
+    assert inside == datetime(2026, 6, 20, tzinfo=UTC)  # within the horizon: as declared
+
+
+def test_the_stored_expiry_is_cut_too_whoever_proposed_it():
+    # The model may echo the author's year 9999, or invent one: the value written to the item is capped.
+    assert parse_expire_time("9999-12-31T00:00:00+00:00", now=NOW) == NOW + timedelta(days=365)
+    assert parse_expire_time("2026-07-01T00:00:00", now=NOW) == datetime(2026, 7, 1, tzinfo=UTC)
+
+
 @pytest.mark.parametrize("text", ["free text context", "{not json", '["a list"]', '{"unrelated": "object"}'])
 def test_anything_else_stays_free_text(text):
     hints = parse_author_hints(text)
@@ -68,7 +87,7 @@ H200_NOTES = notes(
     type="info",
     domains=["ai", "finance"],
     summary="H200 spot price -22% in November",
-    expire_time="2099-12-15T00:00:00Z",
+    expire_time=f"{SOON}Z",
     source_type="original",
     expected_response=None,
 )
@@ -128,7 +147,10 @@ def test_hints_never_rescue_a_discard():
 @pytest.mark.django_db
 def test_a_valid_declared_expiry_sets_the_items_expiry_for_the_local_analyzer():
     answer = extract_item(content=GPU_INFO, notes=H200_NOTES)
-    assert answer.value.expire_time.startswith("2099-12-15T00:00:00")
+    assert answer.value.expire_time.startswith(SOON)
+    forever = extract_item(content=GPU_INFO, notes=notes(type="info", expire_time="9999-12-31T00:00:00Z"))
+    capped = datetime.fromisoformat(forever.value.expire_time) - timezone.now()
+    assert timedelta(days=364) < capped <= timedelta(days=365)
     past = notes(type="info", expire_time=(timezone.now() - timedelta(days=1)).isoformat())
     assert extract_item(content=GPU_INFO, notes=past).value.expire_time == ""  # ignored; the content has none
 
@@ -143,7 +165,7 @@ def test_the_model_sees_labelled_delimited_hints_and_the_declared_expiry_wins(fa
     assert "expected_response: no_reply\n<<<END AUTHOR HINTS>>>" in user_input
     assert "<<<BEGIN NOTES>>>" not in user_input and '"source_type"' not in user_input
     assert "AUTHOR HINTS" in request.json["instructions"]  # the model is told what they are
-    assert answer.value.expire_time.startswith("2099-12-15T00:00:00")
+    assert answer.value.expire_time.startswith(SOON)
 
 
 @pytest.mark.django_db
