@@ -27,7 +27,7 @@ PROMPT_NAMES: tuple[str, ...] = ("process_item", "safety", "suggest_action", "ex
 # What the code (pipeline.llm.tasks) passes to each template. render() refuses any other set, and the start-up
 # check refuses a template that names a variable outside it (Django would render it as empty text).
 PROMPT_VARIABLES: dict[str, frozenset[str]] = {
-    "process_item": frozenset({"content", "notes", "hints", "url", "accept_reply", "today"}),
+    "process_item": frozenset({"content", "hints", "url", "accept_reply", "today"}),
     "safety": frozenset({"content", "notes", "url"}),
     "suggest_action": frozenset({"content", "summary", "broadcast_type"}),
     "extract_keywords": frozenset({"name", "bio", "offers", "seeks"}),

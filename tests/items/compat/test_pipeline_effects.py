@@ -14,8 +14,9 @@ from tests.pipeline.runtime.fixtures import pipeline_env, run_pipeline  # noqa: 
 
 MODULES = "pipeline.consumers.item_publish,pipeline.consumers.item_stats"
 NOTES = (
-    '{"type":"demand","domains":["tech","hr"],"summary":"Hiring Go reviewer","expire_time":"2099-01-05T00:00:00Z",'
-    '"source_type":"original","expected_response":"Go experience, rate","keywords":["pgvector"]}'
+    '{"type":"demand","domains":["tech","hr"],"summary":"Go developer to review pgvector client",'
+    '"expire_time":"2099-01-05T00:00:00Z","source_type":"original",'
+    '"expected_response":"Go experience, rate","keywords":["pgvector"]}'
 )
 
 
@@ -40,7 +41,11 @@ def test_published_notes_become_hints_and_deliveries_are_counted(compat, burst):
     item = ProcessedItem.objects.get(pk=item_id)
     assert item.status == ItemStatus.COMPLETED
     assert item.expire_time == datetime(2099, 1, 5, tzinfo=UTC)
-    assert (item.broadcast_type, item.summary, item.keywords[0]) == ("demand", "Hiring Go reviewer", "pgvector")
+    assert (item.broadcast_type, item.summary, item.keywords[0]) == (
+        "demand",
+        "Go developer to review pgvector client",
+        "pgvector",
+    )
     assert not {"type", "domains", "summary", "expire_time", "source_type"} & set(item.keywords)
 
     refresh = compat(reader_token).get("/items/feed?action=refresh&limit=5")[1]["data"]
