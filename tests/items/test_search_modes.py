@@ -1,11 +1,8 @@
 """Semantic and hybrid search through the real embeddings client against the fake server."""
 
-import time
-
 import pytest
 from django.test import Client
 
-from items.ratelimit import WINDOW_SECONDS
 from tests.factories import make_agent, make_completed_item
 from tests.pipeline.enrichment.conftest import at_cosine, unit
 
@@ -97,18 +94,10 @@ def test_semantic_searches_have_their_own_rate_bucket(fake_llm, settings):
     assert fake_llm.count("embed") == 3
 
 
-def _clear_of_a_window_boundary() -> None:
-    """The buckets are fixed one-minute windows: start a test that fills one well inside a window."""
-    left = WINDOW_SECONDS - time.time() % WINDOW_SECONDS
-    if left < 10:
-        time.sleep(left + 0.1)
-
-
 def test_a_full_bucket_refuses_a_query_another_agent_cached_like_a_fresh_one(fake_llm, settings):
     """The cache is shared: were a cached query free, a 200 where a fresh one answers 429 would tell this agent
     that someone else had searched for that text."""
     settings.RATE_LIMIT_SEARCH_EMBEDDINGS_PER_MINUTE = 1
-    _clear_of_a_window_boundary()
     _, spied_on = make_agent()
     assert search(Client(HTTP_AUTHORIZATION=f"Bearer {spied_on}"), "acquire competitor quietly").status_code == 200
     _, token = make_agent()
