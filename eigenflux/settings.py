@@ -269,8 +269,8 @@ REQUEST_BODY_TIMEOUT_SECONDS = env_float("REQUEST_BODY_TIMEOUT_SECONDS", 15.0, m
 # An open agent WebSocket re-checks its token this often (a revocation also closes it at once by a push).
 WS_AUTH_RECHECK_SECONDS = env_float("WS_AUTH_RECHECK_SECONDS", 30.0, minimum=0.1)
 
-# Semantic/hybrid search: embeddings of new query text per agent per minute (each is a model call); cached
-# query text costs nothing. Cached vectors live this long.
+# Semantic/hybrid search: searches per agent per minute, cached query text or not (charging only new text
+# would tell an agent what others searched for). Cached vectors live this long.
 RATE_LIMIT_SEARCH_EMBEDDINGS_PER_MINUTE = env_int("RATE_LIMIT_SEARCH_EMBEDDINGS_PER_MINUTE", 60, minimum=0)
 SEARCH_EMBEDDING_CACHE_SECONDS = env_int("SEARCH_EMBEDDING_CACHE_SECONDS", 24 * 3600, minimum=1)
 

@@ -2,9 +2,10 @@
 
 Vectors are cached in Redis by query text (for SEARCH_EMBEDDING_CACHE_SECONDS, keyed with the provider,
 model and dimensions, and stored with the similarity floor of the model that made them), and every
-embedding that is not in the cache counts in its own per-agent rate bucket
-(RATE_LIMIT_SEARCH_EMBEDDINGS_PER_MINUTE). Repeating a query, or searching in keyword mode, costs nothing
-against that bucket."""
+semantic or hybrid search counts in its own per-agent rate bucket (RATE_LIMIT_SEARCH_EMBEDDINGS_PER_MINUTE),
+whether its vector is cached or not. The cache is shared by all agents, so charging only misses would let one
+agent tell from a 200 where a fresh query answers 429 that another agent had searched for the same text.
+Keyword mode costs nothing against that bucket."""
 
 from __future__ import annotations
 
@@ -75,18 +76,19 @@ def _remember(key: str, vector: QueryVector) -> None:
 
 
 def query_embedding(*, text: str, agent_id: int) -> QueryVector:
-    """The query's embedding: from the cache, or one model call counted against the agent's embedding bucket
-    (EmbeddingRateLimited when it is full; items.search.SemanticSearchUnavailable when the model fails)."""
-    text = normalise_query(text)
-    key = cache_key(text)
-    vector = _cached(key)
-    if vector is not None:
-        return vector
+    """The query's embedding, counted against the agent's embedding bucket before the cache is looked at
+    (EmbeddingRateLimited when it is full, hit or miss), then from the cache or one model call
+    (items.search.SemanticSearchUnavailable when the model fails)."""
     verdict = rate_limit_hit(
         agent_id=agent_id, bucket=EMBEDDING_BUCKET, per_minute=settings.RATE_LIMIT_SEARCH_EMBEDDINGS_PER_MINUTE
     )
     if not verdict.allowed:
         raise EmbeddingRateLimited(verdict.retry_after)
+    text = normalise_query(text)
+    key = cache_key(text)
+    vector = _cached(key)
+    if vector is not None:
+        return vector
     vector = embed_query(text)
     _remember(key, vector)
     return vector

@@ -34,7 +34,6 @@ from items.services.enrichment_state import (
 )
 from pipeline import llm, metrics
 from pipeline.llm.accounting import write_deferred
-from pipeline.llm.author_hints import parse_author_hints
 from pipeline.runtime import Event, LeaseLost, NothingToDo, RetryLater, dependencies
 from pipeline.runtime.dependencies import is_postgres_outage
 
@@ -187,11 +186,9 @@ class Enrichment:
     def _embedding(self) -> list[float]:
         if self.item.embedding is not None:
             return list(self.item.embedding)
-        # Free-text notes add context; a hints object (the client's JSON notes) would make every client's
-        # items look alike through the shared keys, so it is left out.
-        notes = parse_author_hints(self.raw.notes).free_text
-        text = self.raw.content if not notes else f"{self.raw.content}\n\n{notes}"
-        answer = self._call(DecisionStage.EMBEDDING, "unavailable", llm.embed, [text])
+        # The content alone: notes are the author's, and a vector holding them would let other agents find the
+        # item by words only the notes contain (semantic search) and group it by them.
+        answer = self._call(DecisionStage.EMBEDDING, "unavailable", llm.embed, [self.raw.content])
         vector = answer.value[0]
         self._checkpoint(embedding=vector)
         return vector

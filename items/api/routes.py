@@ -289,7 +289,7 @@ class SearchQueryIn(ItemFilters):
         "rest; `semantic`: nearest items by embedding, only those above a similarity floor; `hybrid` (default): "
         "both, merged by reciprocal rank fusion. A query that matches nothing returns no items. Each result "
         "carries its `score` and which searches `matched` it; page with `cursor`. Query embeddings are cached by "
-        "text; embedding new query text has its own per-agent rate limit (429)."
+        "text; semantic and hybrid searches have their own per-agent rate limit (429), cached text or not."
     ),
 )
 def search(request: HttpRequest, params: Query[SearchQueryIn]):
@@ -316,10 +316,7 @@ def _search(request: HttpRequest, params: SearchQueryIn):
             **filters,
         )
     except EmbeddingRateLimited as exc:
-        message = (
-            f"too many semantic searches with new query text; retry in {exc.retry_after} s "
-            "(repeated queries and keyword mode are not limited by this)"
-        )
+        message = f"too many semantic searches; retry in {exc.retry_after} s (keyword mode is not limited by this)"
         raise RateLimited(exc.retry_after, message) from exc
     except SemanticSearchUnavailable as exc:
         raise ApiError(503, "unavailable", f"semantic search is unavailable: {exc}") from exc

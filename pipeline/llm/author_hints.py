@@ -1,17 +1,25 @@
 """The author's hints in `notes`: the EigenFlux client sends a JSON object there (type, domains, summary,
 expire_time, source_type, keywords, expected_response). They are the author's claims about the broadcast,
-never trusted over its content: the extraction prompt shows them labelled inside a delimited block, the
-local analyzer takes them where the content agrees (pipeline.llm.local.hints), and a valid declared
-expire_time (a date-time in the future, cut to ITEM_EXPIRY_MAX_DAYS ahead) becomes the item's expiry.
-Notes that are not such an object stay free text, as before.
+never trusted over its content, and notes are the author's alone: no text of them may reach a field other
+agents read or search unless the content already holds it (docs/enrichment.md#notes-stay-private).
+
+So the extraction prompt shows only supported_hints() - closed-vocabulary values (type, source_type, a reply
+wanted or not, a valid expiry, known domain tags) and text the content contains (keywords, tags, a summary
+every word of which it has) - labelled inside a delimited block; the local analyzer takes them under the
+same rules (pipeline.llm.local.hints); a valid declared expire_time (in the future, cut to
+ITEM_EXPIRY_MAX_DAYS ahead) becomes the item's expiry. Notes that are not such an object are free text,
+which reaches no model but the safety gate.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
+import regex
 from django.utils import timezone
 
 from items.expiry import expiry_capped
@@ -24,6 +32,86 @@ MAX_KEYWORDS = 8
 TAG_LENGTH = 64
 SUMMARY_LENGTH = 300
 RESPONSE_LENGTH = 200
+# Domain tags a hint may name without the content naming them: the prompt's list and the client's common tags.
+KNOWN_DOMAINS = frozenset(
+    [
+        "ai",
+        "software",
+        "compute",
+        "finance",
+        "crypto",
+        "jobs",
+        "research",
+        "security",
+        "health",
+        "energy",
+        "logistics",
+        "real_estate",
+        "education",
+        "legal",
+        "marketing",
+        "travel",
+        "food",
+        "climate",
+        "media",
+        "government",
+        "tech",
+        "technology",
+        "devops",
+        "dev",
+        "hr",
+        "hiring",
+        "recruiting",
+        "healthcare",
+        "medical",
+        "ml",
+        "llm",
+        "gpu",
+        "cloud",
+        "infra",
+        "infrastructure",
+        "fintech",
+        "markets",
+        "blockchain",
+        "web3",
+        "defi",
+        "cybersecurity",
+        "infosec",
+    ]
+)
+_WORD = regex.compile(r"[\p{L}\p{N}]+")
+_CJK = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]")
+_STOP = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "for",
+        "from",
+        "has",
+        "have",
+        "in",
+        "is",
+        "it",
+        "of",
+        "on",
+        "or",
+        "our",
+        "the",
+        "this",
+        "to",
+        "we",
+        "with",
+        "you",
+        "your",
+    ]
+)
+INFLECTION = 3  # a summary word matches a content word it extends, or that extends it, by this many letters
 
 
 @dataclass(frozen=True)
@@ -69,6 +157,55 @@ class AuthorHints:
         if self.expected_response is not None:
             lines.append(f"expected_response: {self.expected_response}")
         return "\n".join(lines)
+
+
+def contains(text: str, term: str) -> bool:
+    """`term` occurs in `text` as whole words (CJK terms: as a substring), case-insensitive."""
+    if _CJK.search(term):
+        return term in text
+    return re.search(rf"(?<!\w){re.escape(term)}(?!\w)", text, re.IGNORECASE) is not None
+
+
+def _units(text: str) -> set[str]:
+    """Words (or, for CJK text, character pairs) to compare a summary with the content."""
+    if _CJK.search(text):
+        chars = _CJK.findall(text)
+        return {a + b for a, b in itertools.pairwise(chars)}
+    return {word for word in (w.lower() for w in _WORD.findall(text)) if word not in _STOP}
+
+
+def summary_agrees(summary: str, content: str) -> bool:
+    """Every word of the summary (stop words aside) is in the content, give or take an inflection ("price" /
+    "prices", "review" / "reviewer"): a rewording of the content, never words only the notes hold."""
+    claimed, present = _units(summary), _units(content)
+    if len(claimed) < 2:
+        return False
+
+    def found(unit: str) -> bool:
+        return unit in present or any(
+            min(len(unit), len(word)) >= 4
+            and abs(len(unit) - len(word)) <= INFLECTION
+            and (word.startswith(unit) or unit.startswith(word))
+            for word in present
+        )
+
+    return all(found(unit) for unit in claimed)
+
+
+def supported_hints(hints: AuthorHints, *, content: str, url: str = "") -> AuthorHints:
+    """The hints a model may see: closed-vocabulary values and text the content (or url) already holds. What is
+    left out could only reach the item's public fields by the model echoing the author's private notes."""
+    text = f"{content}\n{url}"
+    response = hints.expected_response
+    return replace(
+        hints,
+        domains=tuple(tag for tag in hints.domains if tag in KNOWN_DOMAINS or contains(text, tag)),
+        keywords=tuple(term for term in hints.keywords if contains(content, term)),
+        summary=hints.summary if summary_agrees(hints.summary, content) else "",
+        declared_expire_time=hints.expire_time.isoformat() if hints.expire_time else "",
+        expected_response=None if response is None else "no_reply" if response == "no_reply" else "replies wanted",
+        free_text="",
+    )
 
 
 def _line(value: str, limit: int) -> str:

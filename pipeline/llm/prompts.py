@@ -27,7 +27,7 @@ PROMPT_NAMES: tuple[str, ...] = ("process_item", "safety", "suggest_action", "ex
 # What the code (pipeline.llm.tasks) passes to each template. render() refuses any other set, and the start-up
 # check refuses a template that names a variable outside it (Django would render it as empty text).
 PROMPT_VARIABLES: dict[str, frozenset[str]] = {
-    "process_item": frozenset({"content", "notes", "hints", "url", "accept_reply", "today"}),
+    "process_item": frozenset({"content", "hints", "url", "accept_reply", "today"}),
     "safety": frozenset({"content", "notes", "url"}),
     "suggest_action": frozenset({"content", "summary", "broadcast_type"}),
     "extract_keywords": frozenset({"name", "bio", "offers", "seeks"}),
@@ -40,6 +40,8 @@ _EXAMPLE = re.compile(r"<example_output>(.*?)</example_output>", re.DOTALL)
 # Prompts are plain text for a model, not HTML: no autoescaping.
 _ENGINE = Engine(autoescape=False, debug=False)
 _cache: dict[Path, tuple[float, Any, Any]] = {}
+# Two brackets (of one direction) followed by a third: the delimiters are runs of three.
+_BRACKET_RUN = re.compile(r"[<\uFE64\uFF1C]{2}(?=[<\uFE64\uFF1C])|[>\uFE65\uFF1E]{2}(?=[>\uFE65\uFF1E])")
 
 
 class PromptError(Exception):
@@ -92,8 +94,11 @@ def _compiled(name: str) -> tuple[Any, Any]:
 
 
 def untrusted(text: str) -> str:
-    """Neutralise block delimiters inside untrusted text so it cannot close its block and speak as us."""
-    return text.replace("<<<", "<< <").replace(">>>", "> >>")
+    """Neutralise block delimiters inside untrusted text so it cannot close its block and speak as us: every run
+    of three or more angle brackets (or their fullwidth and small forms, which NFKC folds into them) is broken
+    after each second one, in one pass that cannot rebuild a run ("<<<<<" becomes "<< << <"), so no marker
+    fragment survives however the brackets are nested or overlapped."""
+    return _BRACKET_RUN.sub(r"\g<0> ", text)
 
 
 def render(prompt_name: str, /, **context: Any) -> RenderedPrompt:

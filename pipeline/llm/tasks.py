@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from pipeline.llm import local
 from pipeline.llm.accounting import LOCAL_MODEL, Outcome, record_call
-from pipeline.llm.author_hints import parse_author_hints
+from pipeline.llm.author_hints import parse_author_hints, supported_hints
 from pipeline.llm.calls import complete, embed_remote
 from pipeline.llm.clients import ClientKind, client_config, provider
 from pipeline.llm.errors import CallCancelled, ModelOutputInvalid
@@ -103,6 +103,8 @@ def extract_item(
     cancel: threading.Event | None = None,
 ) -> ModelAnswer[Extraction]:
     hints = parse_author_hints(notes)
+    # Notes are the author's alone, and whatever the model is shown may come back in the public fields: it sees
+    # neither free-text notes nor hint text the content lacks, only supported_hints() (docs/enrichment.md).
     answer = _ask(
         "process_item",
         client="main",
@@ -111,8 +113,7 @@ def extract_item(
         item_id=item_id,
         cancel=cancel,
         content=content,
-        notes=hints.free_text,
-        hints=hints.prompt_lines(),
+        hints=supported_hints(hints, content=content, url=url).prompt_lines(),
         url=url,
         accept_reply=accept_reply,
         today=timezone.now().date().isoformat(),

@@ -74,21 +74,40 @@ def test_query_embeddings_are_cached_by_text(fake_llm, settings):
     assert [r.model for r in fake_llm.requests_for("embed")] == ["fake-embedding", "fake-embedding-2"]
 
 
-def test_new_query_embeddings_have_their_own_rate_bucket(fake_llm, settings):
-    settings.RATE_LIMIT_SEARCH_EMBEDDINGS_PER_MINUTE = 2
+def test_semantic_searches_have_their_own_rate_bucket(fake_llm, settings):
+    settings.RATE_LIMIT_SEARCH_EMBEDDINGS_PER_MINUTE = 3
     _, token = make_agent()
     client = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
     assert search(client, "first").status_code == 200
     assert search(client, "second", mode="hybrid").status_code == 200
+    assert search(client, "first").status_code == 200  # cached, but counted all the same
     limited = search(client, "third")
     assert limited.status_code == 429
     assert int(limited["Retry-After"]) >= 1
     assert limited.json()["error"]["code"] == "rate_limited"
-    assert "new query text" in limited.json()["error"]["message"]
+    assert "too many semantic searches" in limited.json()["error"]["message"]
     assert fake_llm.count("embed") == 2  # the refused search made no model call
-    # Cached text, keyword mode and other agents are not limited by this bucket.
-    assert search(client, "first").status_code == 200
+    # Keyword mode and other agents are not limited by this bucket.
     assert search(client, "third", mode="keyword").status_code == 200
     _, other = make_agent()
     assert search(Client(HTTP_AUTHORIZATION=f"Bearer {other}"), "third").status_code == 200
     assert fake_llm.count("embed") == 3
+
+
+def test_a_full_bucket_refuses_a_query_another_agent_cached_like_a_fresh_one(fake_llm, settings):
+    """The cache is shared: were a cached query free, a 200 where a fresh one answers 429 would tell this agent
+    that someone else had searched for that text."""
+    settings.RATE_LIMIT_SEARCH_EMBEDDINGS_PER_MINUTE = 1
+    _, spied_on = make_agent()
+    assert search(Client(HTTP_AUTHORIZATION=f"Bearer {spied_on}"), "acquire competitor quietly").status_code == 200
+    _, token = make_agent()
+    prober = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert search(prober, "anything at all").status_code == 200  # the prober's one search this minute
+    cached = search(prober, "acquire competitor quietly")
+    fresh = search(prober, "never searched before")
+    assert (cached.status_code, fresh.status_code) == (429, 429)
+    assert cached.json()["error"]["code"] == fresh.json()["error"]["code"] == "rate_limited"
+    assert abs(int(cached["Retry-After"]) - int(fresh["Retry-After"])) <= 1  # the same window's TTL
+    for mode in ("semantic", "hybrid"):
+        assert search(prober, "acquire competitor quietly", mode=mode).status_code == 429
+    assert fake_llm.count("embed") == 2

@@ -291,12 +291,13 @@ def expire_time(text: str) -> str:
 
 @with_author_hints  # the author's JSON notes: taken where the content agrees (pipeline.llm.local.hints)
 def extract(*, content: str, notes: str = "", url: str = "") -> Extraction:
-    full = "\n".join(part for part in (content, notes) if part)
+    # Notes are the author's alone: they may get an item discarded (an injection hidden there), but no word of
+    # them may reach a field other agents read or search (docs/enrichment.md#notes-stay-private).
     lang = detect_language(content)
     reason = discard_reason(content, notes, url)
     kind = broadcast_type(content)
-    found_domains = domains("\n".join((full, url)))
-    terms = [] if reason in {"gibberish", "runtime_log"} else keywords(full, lang)
+    found_domains = domains("\n".join((content, url)))
+    terms = [] if reason in {"gibberish", "runtime_log"} else keywords(content, lang)
     if not reason:
         for filler in (*found_domains, kind):  # a kept item needs at least three keywords
             if len(terms) >= 3:
@@ -318,7 +319,7 @@ def extract(*, content: str, notes: str = "", url: str = "") -> Extraction:
             "lang": lang,
             "quality": 0.05 if reason else quality(content, url, len(found_domains)),
             "timeliness": timeliness(content, kind),
-            "geo": geo(full),
+            "geo": geo(content),
             "source_type": source_type(content, url),
             "expected_response": expected_response(content, kind),
             "expire_time": expiry,

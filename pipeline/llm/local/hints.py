@@ -6,27 +6,25 @@ the content agrees with it, and never rescues a discard.
 - domains: a declared tag is kept when the analysis found it (or what it stands for, e.g. "tech" for
   "software") or the content names it; declared tags come first.
 - keywords: kept when the content contains them; declared ones come first.
-- summary: used when most of its words occur in the content (a paraphrase, not a new claim).
+- summary: used when every word of it occurs in the content, give or take an inflection (a rewording, never
+  words only the notes hold: pipeline.llm.author_hints.summary_agrees).
 - source_type: taken unless the content reads as forwarded and the hint says otherwise.
 - expected_response: a declared "no reply" wins; a declared reply on an item analysed as needing none
   becomes the type's usual reply.
 
 The analyzer itself never sees the hints object: JSON notes reach it as no notes at all, so their keys
-("type", "summary", "expire_time" ...) can no longer turn into keywords. (The expiry is applied for every
+("type", "summary", "expire_time" ...) can no longer turn into keywords; free-text notes reach only its
+discard check, never a public field. (The expiry is applied for every
 analyzer by pipeline.llm.tasks.extract_item.)
 """
 
 from __future__ import annotations
 
 import functools
-import itertools
-import re
 from collections.abc import Callable
 from typing import Any
 
-import regex
-
-from pipeline.llm.author_hints import AuthorHints, parse_author_hints
+from pipeline.llm.author_hints import AuthorHints, contains, parse_author_hints, summary_agrees
 from pipeline.llm.local.lexicon import hits
 from pipeline.llm.schemas import Extraction
 
@@ -57,40 +55,6 @@ DOMAIN_ALIASES = {
     "infosec": "security",
 }
 TYPE_RESPONSE = {"demand": "offer", "supply": "contact", "info": "feedback", "alert": "answer"}
-SUMMARY_AGREEMENT = 0.6
-_WORD = regex.compile(r"[\p{L}\p{N}]+")
-_CJK = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]")
-_STOP = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "by",
-        "for",
-        "from",
-        "has",
-        "have",
-        "in",
-        "is",
-        "it",
-        "of",
-        "on",
-        "or",
-        "our",
-        "the",
-        "this",
-        "to",
-        "we",
-        "with",
-        "you",
-        "your",
-    ]
-)
-
 Extractor = Callable[..., Extraction]
 
 
@@ -106,46 +70,20 @@ def with_author_hints(extract: Extractor) -> Extractor:
     return extract_with_hints
 
 
-def _contains(text: str, term: str) -> bool:
-    if _CJK.search(term):
-        return term in text
-    return re.search(rf"(?<!\w){re.escape(term)}(?!\w)", text, re.IGNORECASE) is not None
-
-
 def _type_agrees(kind: str, analysed: str, content: str) -> bool:
     return kind == analysed or analysed == "info" or bool(hits("type_cues", content, kind))
 
 
 def _domains(hints: AuthorHints, analysed: list[str], text: str) -> list[str]:
     kept = [
-        tag for tag in hints.domains if tag in analysed or DOMAIN_ALIASES.get(tag) in analysed or _contains(text, tag)
+        tag for tag in hints.domains if tag in analysed or DOMAIN_ALIASES.get(tag) in analysed or contains(text, tag)
     ]
     return (kept + [tag for tag in analysed if tag not in kept])[:10]
 
 
 def _keywords(hints: AuthorHints, analysed: list[str], content: str) -> list[str]:
-    kept = [term for term in hints.keywords if _contains(content, term)]
+    kept = [term for term in hints.keywords if contains(content, term)]
     return (kept + [term for term in analysed if term not in kept])[:8]
-
-
-def _units(text: str) -> set[str]:
-    """Words (or, for CJK text, character pairs) to compare a summary with the content."""
-    if _CJK.search(text):
-        chars = _CJK.findall(text)
-        return {a + b for a, b in itertools.pairwise(chars)}
-    return {word for word in (w.lower() for w in _WORD.findall(text)) if word not in _STOP}
-
-
-def summary_agrees(summary: str, content: str) -> bool:
-    claimed, present = _units(summary), _units(content)
-    if len(claimed) < 2:
-        return False
-
-    def found(unit: str) -> bool:
-        # "price" in the summary matches "prices" in the content, and the reverse.
-        return unit in present or (len(unit) >= 4 and any(word.startswith(unit[:4]) for word in present))
-
-    return sum(found(unit) for unit in claimed) / len(claimed) >= SUMMARY_AGREEMENT
 
 
 def reconcile(result: Extraction, hints: AuthorHints, *, content: str, url: str = "") -> Extraction:

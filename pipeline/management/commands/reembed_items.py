@@ -2,7 +2,8 @@
 
 Run it after changing LOCAL_EMBEDDING, EMBEDDING_MODEL or the local model: vectors from two models are not
 comparable, so semantic search and similarity grouping need all items in the new model's space. Items are
-embedded in batches from their content and notes, as the pipeline embeds them; groups already assigned stay.
+embedded in batches from their content alone, as the pipeline embeds them (notes are the author's and stay out
+of every vector); groups already assigned stay.
 """
 
 from __future__ import annotations
@@ -12,11 +13,6 @@ from django.core.management.base import BaseCommand, CommandError
 from items.models import ProcessedItem
 from items.services.enrichment_state import item_embeddings_store
 from pipeline import llm
-
-
-def embedding_text(content: str, notes: str) -> str:
-    """The text the pipeline embeds (pipeline.enrichment_steps), so re-embedded vectors match new ones."""
-    return content if not notes else f"{content}\n\n{notes}"
 
 
 class Command(BaseCommand):
@@ -32,14 +28,15 @@ class Command(BaseCommand):
         total = rows.count()
         done, last = 0, 0
         while True:
-            batch = list(rows.filter(pk__gt=last).values_list("pk", "raw__content", "raw__notes")[: options["batch"]])
+            batch = list(rows.filter(pk__gt=last).values_list("pk", "raw__content")[: options["batch"]])
             if not batch:
                 break
             try:
-                vectors = llm.embed([embedding_text(content, notes) for _, content, notes in batch]).value
+                # The text the pipeline embeds (pipeline.enrichment_steps), so re-embedded vectors match new ones.
+                vectors = llm.embed([content for _, content in batch]).value
             except llm.ModelError as exc:
                 raise CommandError(f"embedding failed after {done} of {total} items: {exc}") from exc
-            by_item = {pk: vector for (pk, _, _), vector in zip(batch, vectors, strict=True)}
+            by_item = {pk: vector for (pk, _), vector in zip(batch, vectors, strict=True)}
             done += item_embeddings_store(vectors=by_item)
             last = batch[-1][0]
             self.stdout.write(f"{done}/{total}")

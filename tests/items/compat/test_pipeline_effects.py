@@ -15,7 +15,7 @@ from tests.pipeline.runtime.fixtures import pipeline_env, run_pipeline  # noqa: 
 MODULES = "pipeline.consumers.item_publish,pipeline.consumers.item_stats"
 EXPIRY = (datetime.now(UTC) + timedelta(days=40)).replace(hour=0, minute=0, second=0, microsecond=0)
 NOTES = (
-    '{"type":"demand","domains":["tech","hr"],"summary":"Hiring Go reviewer",'
+    '{"type":"demand","domains":["tech","hr"],"summary":"Go developer to review pgvector client",'
     f'"expire_time":"{EXPIRY:%Y-%m-%dT%H:%M:%SZ}",'
     '"source_type":"original","expected_response":"Go experience, rate","keywords":["pgvector"]}'
 )
@@ -42,7 +42,11 @@ def test_published_notes_become_hints_and_deliveries_are_counted(compat, burst):
     item = ProcessedItem.objects.get(pk=item_id)
     assert item.status == ItemStatus.COMPLETED
     assert item.expire_time == EXPIRY
-    assert (item.broadcast_type, item.summary, item.keywords[0]) == ("demand", "Hiring Go reviewer", "pgvector")
+    assert (item.broadcast_type, item.summary, item.keywords[0]) == (
+        "demand",
+        "Go developer to review pgvector client",
+        "pgvector",
+    )
     assert not {"type", "domains", "summary", "expire_time", "source_type"} & set(item.keywords)
 
     refresh = compat(reader_token).get("/items/feed?action=refresh&limit=5")[1]["data"]

@@ -95,7 +95,7 @@ H200_NOTES = notes(
 
 def test_the_local_analyzer_no_longer_turns_json_keys_into_keywords():
     unwrapped = local.extract.__wrapped__(content=GPU_INFO, notes=H200_NOTES)
-    assert set(unwrapped.keywords) & JSON_KEYS  # what happened before: the keys became keywords
+    assert not set(unwrapped.keywords) & JSON_KEYS  # not even handed the raw notes: it reads only the content
     result = local.extract(content=GPU_INFO, notes=H200_NOTES)
     assert not set(result.keywords) & JSON_KEYS
     assert not any("expire" in k or "source" in k for k in result.keywords)
@@ -169,11 +169,46 @@ def test_the_model_sees_labelled_delimited_hints_and_the_declared_expiry_wins(fa
 
 
 @pytest.mark.django_db
-def test_free_text_notes_still_reach_the_model_as_notes(fake_llm):
+def test_free_text_notes_never_reach_the_extraction_model(fake_llm):
+    """Whatever the model is shown may come back in the public fields; notes are the author's alone."""
     extract_item(content=GPU_INFO, notes="context: from our weekly price index")
     (request,) = fake_llm.requests_for("process_item")
-    assert "<<<BEGIN NOTES>>>\ncontext: from our weekly price index\n<<<END NOTES>>>" in request.json["input"]
+    assert "weekly price index" not in request.json["input"] and "NOTES>>>" not in request.json["input"]
     assert "AUTHOR HINTS>>>" not in request.json["input"]
+
+
+SECRET = "quaxelbright"
+CONTENT = "Renting out 200 spare GPU hours in Frankfurt this weekend, contact us for rates."
+SECRET_HINTS = notes(
+    type="supply",
+    domains=["compute", f"{SECRET} desk"],
+    summary=f"Renting spare GPU hours in Frankfurt this weekend, code {SECRET}",  # most words agree
+    keywords=["gpu hours", SECRET],
+    expire_time=f"after {SECRET}",
+    expected_response=f"mention {SECRET}",
+)
+
+
+@pytest.mark.django_db
+def test_the_model_sees_only_hints_the_content_supports(fake_llm):
+    extract_item(content=CONTENT, notes=SECRET_HINTS)
+    (request,) = fake_llm.requests_for("process_item")
+    hints = request.json["input"].split("<<<BEGIN AUTHOR HINTS>>>\n")[1].split("\n<<<END AUTHOR HINTS>>>")[0]
+    assert SECRET not in request.json["input"]
+    assert hints.splitlines() == [
+        "type: supply",
+        "domains: compute",
+        "keywords: gpu hours",
+        "expected_response: replies wanted",
+    ]
+
+
+def test_a_summary_hint_with_words_the_content_lacks_is_not_taken():
+    assert local.extract(content=CONTENT, notes=SECRET_HINTS).summary == local.extract(content=CONTENT).summary
+    agreeing = notes(summary="Renting spare GPU hours in Frankfurt for the weekend")  # "renting" / "rent" too
+    assert (
+        local.extract(content=CONTENT, notes=agreeing).summary == "Renting spare GPU hours in Frankfurt for the weekend"
+    )
 
 
 @pytest.mark.django_db
