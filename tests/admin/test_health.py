@@ -246,8 +246,16 @@ def test_socket_refuses_a_foreign_origin():
 
 @pytest.mark.parametrize(
     ("milliseconds", "shown"),
-    [(0, "0 ms"), (850, "850 ms"), (3210, "3.2 s"), (42_400, "42 s"), (240_000, "4 min"), (9_000_000, "2.5 h")]
-    + [(50_000_000, "14 h"), (3 * 86_400_000, "3 d")],
+    [
+        (0, "0 ms"),
+        (850, "850 ms"),
+        (3210, "3.2 s"),
+        (42_400, "42 s"),
+        (240_000, "4 min"),
+        (9_000_000, "2.5 h"),
+        (50_000_000, "14 h"),
+        (3 * 86_400_000, "3 d"),
+    ],
 )
 def test_durations_read_in_human_units(milliseconds, shown):
     assert human_duration(milliseconds) == shown
