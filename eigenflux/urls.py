@@ -1,14 +1,13 @@
 from django.conf import settings
 from django.contrib import admin
-from django.http import JsonResponse
 from django.urls import include, path
 from django.views.defaults import page_not_found
 
 from eigenflux import health
 from eigenflux.metrics import metrics
 from items.api.api import api
+from items.api.json_errors import api_error_response
 from items.compat.api import compat_api
-from items.compat.paths import is_compat_path, unsupported_feature
 
 project_patterns = [
     path("admin/rq/", include("eigenflux.rq_urls")),
@@ -30,14 +29,8 @@ urlpatterns = [*compat_patterns(settings.EIGENFLUX_COMPAT_PREFIX), *project_patt
 
 def not_found(request, exception):
     """JSON for API paths (agents parse errors), Django's page for everything else."""
-    if is_compat_path(request.path):
-        feature = unsupported_feature(request.path)
-        message = f"not supported by this server: {feature}" if feature else f"no such endpoint: {request.path}"
-        return JsonResponse({"code": 404, "msg": message}, status=404)
-    if request.path.startswith("/api/"):
-        message = f"no such endpoint: {request.path}"
-        return JsonResponse({"error": {"code": "not_found", "message": message}}, status=404)
-    return page_not_found(request, exception)
+    response = page_not_found(request, exception)
+    return api_error_response(request, response) or response
 
 
 handler404 = not_found

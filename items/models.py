@@ -242,6 +242,10 @@ class DecisionStage(models.TextChoices):
     """The stream runtime gave up on the item's entry (retries or deliveries exhausted)."""
 
 
+# The verdict of a moderator's take-down (items.services.moderation.item_takedown); the admin shows it.
+VERDICT_TAKEN_DOWN = "taken_down"
+
+
 class ModerationDecision(models.Model):
     """Append-only log of every decision about an item; the admin shows it as the item's history."""
 

@@ -7,18 +7,21 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import BigIntegerField, Count, Exists, OuterRef, Q, QuerySet, Sum
+from django.db.models import BigIntegerField, Count, Exists, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 from pgvector.django import CosineDistance
 
 from items.models import (
+    VERDICT_TAKEN_DOWN,
     Agent,
     AgentToken,
+    DecisionStage,
     FeedDelivery,
     ItemFeedback,
     ItemStats,
     ItemStatus,
+    ModerationDecision,
     ProcessedItem,
     RawItem,
 )
@@ -212,3 +215,23 @@ def agent_influence(agent: Agent) -> dict[str, int]:
         )
     )
     return {key: int(value) for key, value in totals.items()}
+
+
+def last_moderator_verdict() -> Subquery:
+    """For annotating items: the verdict of the latest moderator decision on each (None when there is none)."""
+    latest = ModerationDecision.objects.filter(item=OuterRef("pk"), stage=DecisionStage.MODERATOR)
+    return Subquery(latest.order_by("-created_at", "-pk").values("verdict")[:1])
+
+
+def item_takedown_decision(item: ProcessedItem) -> ModerationDecision | None:
+    """The moderator's take-down behind `item`'s discard (who, when, why); None when it is not discarded or a
+    later moderator decision (requeue, approve) replaced the take-down."""
+    if item.status != ItemStatus.DISCARDED:
+        return None
+    latest = (
+        item.decisions.filter(stage=DecisionStage.MODERATOR)
+        .select_related("moderator")
+        .order_by("-created_at", "-pk")
+        .first()
+    )
+    return latest if latest is not None and latest.verdict == VERDICT_TAKEN_DOWN else None

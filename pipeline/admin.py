@@ -9,9 +9,13 @@ import json
 from functools import partial
 
 from django.contrib import admin
+from django.db.models.functions import Substr
 from django.template.loader import render_to_string
 from django.urls import path, reverse
+from django.utils import timezone
+from django.utils.dateformat import format as date_format
 from django.utils.html import format_html
+from django.utils.text import Truncator
 
 from items.admin import ITEM_DETAIL_PANELS
 from items.admin.actions import apply_each, badge, confirm_with_form, note_form
@@ -22,6 +26,8 @@ from pipeline.models import DeadLetter, DeadLetterState, ErrorClass, LLMCall, LL
 
 STATE_TONES = {DeadLetterState.OPEN: "bad", DeadLetterState.REQUEUED: "processing", DeadLetterState.RESOLVED: "ok"}
 ERROR_TONES = {ErrorClass.TRANSIENT: "warn", ErrorClass.PERMANENT: "bad"}
+SUBJECT_CHARS = 24
+ERROR_HEAD_CHARS = 80
 
 
 ResolveForm = note_form("note", max_length=4000, help_text="What was done about it (kept on the letter).")
@@ -42,17 +48,9 @@ class MachineRecordsAdmin(admin.ModelAdmin):
 
 @admin.register(DeadLetter)
 class DeadLetterAdmin(admin.ModelAdmin):
-    list_display = (
-        "id",
-        "origin",
-        "subject_link",
-        "short_event_type",
-        "error_class_badge",
-        "state_badge",
-        "delivery_count",
-        "auto_requeues",
-        "failed_at",
-    )
+    # Fits a 1400 px window beside the filters: what failed and how in one column, the start of the error cut
+    # short (the whole error and the payload are on the letter's page).
+    list_display = ("id", "origin", "failure", "state_badge", "attempts", "failed")
     list_filter = ("state", "error_class", "stream", "group")
     list_select_related = ("resolved_by",)
     search_fields = ("message_id", "event_id", "subject", "error")
@@ -72,7 +70,7 @@ class DeadLetterAdmin(admin.ModelAdmin):
         return [field for fieldset in self.fieldsets for field in fieldset[1]["fields"]]
 
     def get_queryset(self, request):
-        return super().get_queryset(request).defer("payload", "error")
+        return super().get_queryset(request).defer("payload", "error").annotate(error_head=Substr("error", 1, 200))
 
     def has_add_permission(self, request):
         return False  # machine-made: the cg:dlq:archive consumer writes them
@@ -100,7 +98,27 @@ class DeadLetterAdmin(admin.ModelAdmin):
         if obj.subject.isdigit() and obj.stream.startswith("stream:item:"):
             url = reverse("admin:items_processeditem_change", args=[obj.subject])
             return format_html('<a href="{}">item {}</a>', url, obj.subject)
-        return obj.subject or "-"
+        return Truncator(obj.subject).chars(SUBJECT_CHARS) or "-"
+
+    @admin.display(description="failure", ordering="error_class")
+    def failure(self, obj):
+        """The error class, the subject and event type, and the first line of the error, cut short."""
+        head = (getattr(obj, "error_head", None) or "").strip().splitlines()
+        return format_html(
+            '{} {} <small>{}</small><br><small class="ef-error-head">{}</small>',
+            self.error_class_badge(obj),
+            self.subject_link(obj),
+            self.short_event_type(obj),
+            Truncator(head[0] if head else "-").chars(ERROR_HEAD_CHARS),
+        )
+
+    @admin.display(description="deliveries / requeues", ordering="delivery_count")
+    def attempts(self, obj):
+        return f"{obj.delivery_count} / {obj.auto_requeues}"
+
+    @admin.display(description="failed at", ordering="failed_at")
+    def failed(self, obj):
+        return date_format(timezone.localtime(obj.failed_at), "Y-m-d H:i:s")
 
     @admin.display(description="error class", ordering="error_class")
     def error_class_badge(self, obj):

@@ -70,6 +70,8 @@ class LLMCall(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name = "LLM call"
+        verbose_name_plural = "LLM calls"
         indexes = [
             models.Index(fields=["item", "created_at"], name="llmcall_item_time"),
             models.Index(fields=["prompt", "-created_at"], name="llmcall_prompt_time"),

@@ -15,7 +15,15 @@ from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
 from items.admin.actions import apply_each, badge, confirm_with_form, note_form
-from items.models import EXTRACTED_FIELDS, DecisionStage, ItemStatus, ModerationDecision, ProcessedItem
+from items.models import (
+    EXTRACTED_FIELDS,
+    VERDICT_TAKEN_DOWN,
+    DecisionStage,
+    ItemStatus,
+    ModerationDecision,
+    ProcessedItem,
+)
+from items.selectors import item_takedown_decision, last_moderator_verdict
 from items.services.moderation import (
     APPROVE_FROM,
     TAKEDOWN_FROM,
@@ -31,6 +39,7 @@ from items.services.moderation import (
 ITEM_DETAIL_PANELS: list[Callable[[ProcessedItem], SafeString]] = []
 
 # Changelist columns are cut to this many characters (an ellipsis marks the cut) so the list fits 1600 px.
+TAKEN_DOWN_LABEL = "taken down by a moderator"
 EXCERPT_CHARS = 60
 AUTHOR_CHARS = 24
 
@@ -139,7 +148,8 @@ class ProcessedItemAdmin(admin.ModelAdmin):
         """Never write the row from a form: it would overwrite what the pipeline did meanwhile."""
 
     def get_queryset(self, request):
-        return super().get_queryset(request).defer("embedding", "search_vector", "extraction", "raw__notes")
+        fields = super().get_queryset(request).defer("embedding", "search_vector", "extraction", "raw__notes")
+        return fields.annotate(moderator_verdict=last_moderator_verdict())
 
     def get_search_results(self, request, queryset, search_term):
         term = search_term.strip()
@@ -157,16 +167,34 @@ class ProcessedItemAdmin(admin.ModelAdmin):
 
     @admin.display(description="reason", ordering="reason")
     def reason_badge(self, obj):
+        """On the item's page: for a moderator's take-down, who took it down, when and why."""
+        takedown = item_takedown_decision(obj) if self._taken_down(obj) else None
+        if takedown is not None:
+            who = takedown.moderator.get_username() if takedown.moderator else takedown.actor
+            when = date_format(timezone.localtime(takedown.created_at), "Y-m-d H:i:s T")
+            return format_html(
+                "{}<br>by {} at {}: {}<br><small>The author sees 'content evaluation'.</small>",
+                badge("taken_down", TAKEN_DOWN_LABEL, "bad"),
+                who,
+                when,
+                takedown.reason or "-",
+            )
         if not obj.reason:
             return "-"
         return badge(obj.reason, obj.get_reason_display(), "warn")
 
+    @staticmethod
+    def _taken_down(obj) -> bool:
+        return obj.status == ItemStatus.DISCARDED and getattr(obj, "moderator_verdict", None) == VERDICT_TAKEN_DOWN
+
     @admin.display(description="outcome", ordering="status")
     def outcome(self, obj):
-        """The status, and under it the public reason when there is one."""
+        """The status, and under it the public reason when there is one (or that a moderator took it down)."""
+        if self._taken_down(obj):
+            return format_html("{}<br>{}", self.status_badge(obj), badge("taken_down", TAKEN_DOWN_LABEL, "bad"))
         if not obj.reason:
             return self.status_badge(obj)
-        return format_html("{}<br>{}", self.status_badge(obj), self.reason_badge(obj))
+        return format_html("{}<br>{}", self.status_badge(obj), badge(obj.reason, obj.get_reason_display(), "warn"))
 
     @admin.display(description="broadcast")
     def excerpt(self, obj):

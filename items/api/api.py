@@ -8,6 +8,7 @@ from ninja import NinjaAPI, Swagger
 from items.api import errors
 from items.api.agents import router as agents_router
 from items.api.auth import AgentBearer
+from items.api.request_body import StrictJsonParser
 from items.api.routes import router as items_router
 
 ERROR_DESCRIPTIONS = {
@@ -52,6 +53,7 @@ api = EigenFluxAPI(
         "for every status, including 405 (with `Allow`) and 404 for unknown paths."
     ),
     auth=AgentBearer(),
+    parser=StrictJsonParser(),
     urls_namespace="api_v1",
     # Swagger UI's files are served by this server (`ninja` is an installed app), and the online validator
     # badge is off: the page loads nothing from another host.

@@ -11,6 +11,7 @@ from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
 from eigenflux.dbpool import pool_exhausted
+from items.api.request_body import BODY, NOT_JSON, describe_validation, parse_failure
 
 log = logging.getLogger(__name__)
 
@@ -51,16 +52,10 @@ _HTTP_CODES = {
 def install(api: NinjaAPI) -> None:
     @api.exception_handler(ValidationError)
     def validation_error(request: HttpRequest, exc: ValidationError) -> HttpResponse:
-        first = exc.errors[0] if exc.errors else {}
-        loc = [str(part) for part in first.get("loc", ()) if part not in ("body", "payload", "query", "path", "header")]
-        message = str(first.get("msg", "invalid input"))
-        if message.startswith("Value error, "):
-            message = message.removeprefix("Value error, ")
-        field = ".".join(loc) or None
-        if first.get("type") == "json_invalid":
-            return api.create_response(request, error_body("bad_request", "request body is not valid JSON"), status=400)
-        text = f"{field}: {message}" if field else message
-        return api.create_response(request, error_body("invalid", text, field), status=422)
+        if exc.errors and exc.errors[0].get("type") == "json_invalid":
+            return api.create_response(request, error_body("bad_request", NOT_JSON, BODY), status=400)
+        message, field = describe_validation(exc.errors)
+        return api.create_response(request, error_body("invalid", message, field), status=422)
 
     @api.exception_handler(AuthenticationError)
     def unauthorized(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
@@ -75,7 +70,8 @@ def install(api: NinjaAPI) -> None:
     @api.exception_handler(HttpError)
     def http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
         code = getattr(exc, "code", None) or _HTTP_CODES.get(exc.status_code, "error")
-        body = error_body(code, str(exc), getattr(exc, "field", None))
+        message, field = parse_failure(exc) or (str(exc), getattr(exc, "field", None))
+        body = error_body(code, message, field)
         response = api.create_response(request, body, status=exc.status_code)
         if exc.status_code == 429 and getattr(exc, "retry_after", None):
             response["Retry-After"] = str(exc.retry_after)

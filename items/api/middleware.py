@@ -1,5 +1,6 @@
 """Refuses oversized agent-API bodies with 413 before anything reads them, for the native API (/api/) and the
-EigenFlux client's API (/<prefix>/api/, in its envelope, where a wrong method is an envelope 405 too)."""
+EigenFlux client's API (/<prefix>/api/, in its envelope). Other non-JSON errors of both (a wrong method's 405,
+an unknown path's 404) are converted by items.api.json_errors."""
 
 from __future__ import annotations
 
@@ -32,14 +33,4 @@ class BodySizeLimitMiddleware:
                 if compat:
                     return failure_response(413, message)
                 return error_response(413, "payload_too_large", message)
-        response = self.get_response(request)
-        if (
-            compat
-            and response.status_code == 405
-            and not response.get("Content-Type", "").startswith("application/json")
-        ):
-            allowed = response.get("Allow", "")
-            replacement = failure_response(405, f"method {request.method} not allowed here (allowed: {allowed})")
-            replacement["Allow"] = allowed
-            return replacement
-        return response
+        return self.get_response(request)

@@ -12,6 +12,7 @@ from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
 from items.api.auth import AgentBearer
+from items.api.request_body import NOT_JSON, StrictJsonParser, describe_validation, parse_failure
 from items.authentication import bearer_token
 from items.compat.agents import router as agents_router
 from items.compat.auth import router as auth_router
@@ -33,6 +34,7 @@ compat_api = NinjaAPI(
         '`{"code", "msg", "data"}` envelope; ids are decimal strings and times epoch milliseconds.'
     ),
     auth=CompatBearer(),
+    parser=StrictJsonParser(),
     urls_namespace="eigenflux_client_v1",
     docs_url=None,
     openapi_url="/openapi.json",
@@ -41,13 +43,10 @@ compat_api = NinjaAPI(
 
 @compat_api.exception_handler(ValidationError)
 def _validation_error(request: HttpRequest, exc: ValidationError) -> HttpResponse:
-    first = exc.errors[0] if exc.errors else {}
-    if first.get("type") == "json_invalid":
-        return compat_api.create_response(request, failure_body(400, "request body is not valid JSON"), status=400)
-    loc = [str(part) for part in first.get("loc", ()) if part not in ("body", "payload", "query", "path")]
-    message = str(first.get("msg", "invalid input")).removeprefix("Value error, ")
-    text = f"{'.'.join(loc)}: {message}" if loc else message
-    return compat_api.create_response(request, failure_body(400, text), status=400)
+    if exc.errors and exc.errors[0].get("type") == "json_invalid":
+        return compat_api.create_response(request, failure_body(400, NOT_JSON), status=400)
+    message, _ = describe_validation(exc.errors)
+    return compat_api.create_response(request, failure_body(400, message), status=400)
 
 
 @compat_api.exception_handler(AuthenticationError)
@@ -61,7 +60,8 @@ def _unauthorized(request: HttpRequest, exc: AuthenticationError) -> HttpRespons
 @compat_api.exception_handler(HttpError)
 def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
     code = getattr(exc, "code", None)
-    body = failure_body(code if isinstance(code, int) else exc.status_code, str(exc))
+    message, _ = parse_failure(exc) or (str(exc), None)
+    body = failure_body(code if isinstance(code, int) else exc.status_code, message)
     response = compat_api.create_response(request, body, status=exc.status_code)
     retry_after = getattr(exc, "retry_after", None)
     if retry_after:

@@ -35,5 +35,5 @@ class ClientBody(Schema):
     def _json_object(cls, data: Any, handler: ModelWrapValidatorHandler) -> Any:
         # A wrap validator of the subclass runs outside ninja's own, so `data` is still the parsed JSON here.
         if not isinstance(data, dict):
-            raise ValueError("the request body must be a JSON object")
+            raise ValueError("must be a JSON object")
         return handler(data)

@@ -21,7 +21,14 @@ from items.events import (
     STREAM_ITEM_PUBLISH,
 )
 from items.feed import feed_invalidate_on_commit
-from items.models import DecisionStage, ItemStatus, ModerationDecision, ProcessedItem, PublicReason
+from items.models import (
+    VERDICT_TAKEN_DOWN,
+    DecisionStage,
+    ItemStatus,
+    ModerationDecision,
+    ProcessedItem,
+    PublicReason,
+)
 from items.outbox import outbox_event_create
 from items.services.item_states import back_to_pending, new_run, outcome, run_of, unclaimed, without_judgements
 from items.textsearch import search_vector
@@ -185,7 +192,7 @@ def item_takedown(*, item: ProcessedItem, moderator: AbstractBaseUser, reason: s
         )
         if not updated:
             raise _refuse("take down", item.pk, TAKEDOWN_FROM)
-        _decide(item, moderator, "taken_down", reason=reason, category="takedown")
+        _decide(item, moderator, VERDICT_TAKEN_DOWN, reason=reason, category="takedown")
         _outcome(item, ITEM_DISCARDED, ItemStatus.DISCARDED, PublicReason.CONTENT_EVALUATION)
     item.refresh_from_db()
     return item

@@ -4,6 +4,7 @@ page, and the WebSocket that pushes fresh snapshots to allowed staff users only.
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -17,9 +18,11 @@ from django.utils import timezone
 
 from items.events import ITEM_PUBLISHED, STREAM_ITEM_PUBLISH, build_envelope
 from items.models import ItemStatus, ProcessedItem
-from pipeline.health import health_snapshot, prompt_statuses
+from pipeline.health import health_snapshot, human_duration, prompt_statuses
 from pipeline.models import DeadLetter, LLMCall
 from pipeline.runtime import liveness
+from pipeline.runtime.deadletter import ARCHIVE_GROUP
+from pipeline.streams import dlq_stream
 from tests.factories import make_item
 
 pytestmark = pytest.mark.django_db
@@ -239,3 +242,46 @@ def test_socket_refuses_a_foreign_origin():
 
     connected, _, _ = async_to_sync(_talk)(headers)
     assert not connected
+
+
+@pytest.mark.parametrize(
+    ("milliseconds", "shown"),
+    [
+        (0, "0 ms"),
+        (850, "850 ms"),
+        (3210, "3.2 s"),
+        (42_400, "42 s"),
+        (240_000, "4 min"),
+        (9_000_000, "2.5 h"),
+        (50_000_000, "14 h"),
+        (3 * 86_400_000, "3 d"),
+    ],
+)
+def test_durations_read_in_human_units(milliseconds, shown):
+    assert human_duration(milliseconds) == shown
+
+
+def test_health_page_shows_idle_times_in_human_units_and_the_time_to_the_second(mod_client, redis_client):
+    stream_with_work(redis_client, entries=1, delivered=1)
+
+    html = mod_client.get(reverse("admin:pipeline_health")).content.decode()
+
+    assert re.search(r"worker-a</code> — 1 pending, idle \d+ ms", html)
+    stamp = re.search(r'<time id="health-generated">([^<]*)</time>', html).group(1)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", stamp), stamp
+
+
+def test_a_quiet_group_lists_the_live_consumer_waiting_on_it(mod_client, redis_client):
+    """Redis lists a consumer in a group only once it was handed an entry: the dead-letter archive groups are
+    quiet most of the time, and their live consumers are shown from what run_pipeline reports."""
+    archive = dlq_stream(STREAM_ITEM_PUBLISH)
+    redis_client.xgroup_create(archive, ARCHIVE_GROUP, id="0", mkstream=True)
+    name = "dlq-archive-item-publish-h-1-abc"
+    liveness.publish(redis_client, [{"consumer": name, "stream": archive, "group": ARCHIVE_GROUP, "loops": []}])
+
+    snapshot = health_snapshot(redis_client)
+
+    group = next(s for s in snapshot["streams"] if s["stream"] == archive)["groups"][0]
+    assert (group["consumers"], group["waiting"]) == ([], [name])
+    html = mod_client.get(reverse("admin:pipeline_health")).content.decode()
+    assert f"<code>{name}</code> — alive, nothing handed to it yet" in html

@@ -297,6 +297,8 @@ def check_uvicorn(where: str, argv: list[str]) -> None:
     assert hasattr(__import__(module, fromlist=[attribute]), attribute), f"{where}: no ASGI app {context.params['app']}"
     assert context.params["host"] == "0.0.0.0"  # noqa: S104 - reachable from outside the container
     assert context.params["access_log"] is False, f"{where}: access lines would carry WebSocket tokens"
+    # The request-head timeout and the JSON 400 for requests h11 refuses (README, "Serving").
+    assert context.params["http"] == "eigenflux.httpserver:H11Protocol", f"{where}: uvicorn's own HTTP protocol"
 
 
 def test_every_command_exists_with_its_options():

@@ -64,7 +64,7 @@ def test_malformed_json_is_a_400_envelope(agent_and_token):
     response = Client(HTTP_AUTHORIZATION=f"Bearer {agent_and_token[1]}").post(
         "/eigenflux/api/v1/items/publish", data="{nope", content_type="application/json"
     )
-    assert response.status_code == 400 and response.json() == {"code": 400, "msg": "Cannot parse request body"}
+    assert response.status_code == 400 and response.json() == {"code": 400, "msg": "request body is not valid JSON"}
 
 
 def test_oversized_bodies_are_a_413_envelope(agent_and_token, settings):
@@ -257,7 +257,7 @@ def test_profile_update_refuses_a_name_it_cannot_use_with_a_named_error(
 def test_a_body_that_is_not_a_json_object_is_a_named_400(compat, agent_and_token, method, path, body):
     agent, token = agent_and_token
     status, answer, _ = getattr(compat(token), method)(path, body)
-    assert (status, answer) == (400, {"code": 400, "msg": "the request body must be a JSON object"})
+    assert (status, answer) == (400, {"code": 400, "msg": "body: must be a JSON object"})
     assert not AgentClientSettings.objects.filter(agent=agent).exists()  # settings: nothing stored either
 
 
