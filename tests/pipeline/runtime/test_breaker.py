@@ -12,7 +12,7 @@ from django.db import utils as db_utils
 from pipeline.llm.errors import ModelOutputInvalid, ModelUnavailable
 from pipeline.runtime import RetryLater
 from pipeline.runtime.breaker import Admission, Admit, Breakers, CircuitBreaker, State, Verdict
-from pipeline.runtime.dependencies import MODEL, POSTGRESQL, REDIS, dependency_of, is_up, observing, report
+from pipeline.runtime.dependencies import MODEL, POSTGRESQL, REDIS, dependency_of, is_up, observing, probe, report
 from tests.fakes.openai_server import Fault
 
 
@@ -201,7 +201,6 @@ class TestBreakers:
         breakers.settle(admission, entry="b", ok={}, failed_dependency=None)  # never reached the model
         assert breakers.by_name[MODEL].state is State.HALF_OPEN and breakers.ready()
 
-
     @pytest.mark.parametrize(("verdict", "outage"), [(Verdict.DOWN, True), (Verdict.UNKNOWN, False)])
     def test_a_failed_trial_is_an_outage_only_when_the_probe_said_down(self, verdict, outage):
         clock = Clock()
@@ -215,6 +214,7 @@ class TestBreakers:
         assert breakers.settle(admission, entry="a", ok={}, failed_dependency=MODEL) is outage
         assert breakers.open_ages() == {MODEL: 1.0}
         assert [b.trial for b in breakers.by_name.values()] == [True, True, False]
+
 
 class TestDependencyOf:
     @staticmethod
@@ -280,6 +280,29 @@ class TestIsUp:
             fake_llm.url.removesuffix("/v1") + "/other"
         )
         assert is_up(MODEL) is True  # it answered (404): reachable
+
+    @pytest.mark.parametrize(
+        ("status", "verdict"),
+        [
+            (200, Verdict.UP),
+            (404, Verdict.UNKNOWN),  # no such route
+            (405, Verdict.UNKNOWN),  # the gateway routes only POST
+            (501, Verdict.UNKNOWN),  # not implemented
+            (401, Verdict.UNKNOWN),  # about the probe request, not the model calls
+            (503, Verdict.DOWN),
+            (429, Verdict.DOWN),
+        ],
+    )
+    def test_what_get_models_answers_is_a_hint_that_may_not_tell(self, fake_llm, status, verdict):
+        fake_llm.server.models_status = status
+        assert probe(MODEL) is verdict
+        assert is_up(MODEL) is (verdict is not Verdict.DOWN)  # cannot tell: a failure is the entry's own
+        assert {r.status for r in fake_llm.requests_for("models")} == {status}
+
+    def test_one_endpoint_down_makes_the_verdict_down(self, fake_llm, settings):
+        fake_llm.server.models_status = 501
+        settings.SAFETY_LLM_BASE_URL = "http://127.0.0.1:1/v1"  # nothing listens there
+        assert probe(MODEL) is Verdict.DOWN
 
     def test_the_local_analyzer_is_always_up(self, settings):
         settings.LLM_PROVIDER = "local"
