@@ -55,6 +55,9 @@ __all__ = ["ConsumerRunner"]
 def _breakers() -> Breakers:
     return Breakers(
         dependencies.DEPENDENCIES,
+        # Redis is the runtime's own path (reads, ACKs, leases): PING is the truth, and no entry could prove
+        # more while it is away.
+        no_trial=(dependencies.REDIS,),
         threshold=settings.PIPELINE_BREAKER_THRESHOLD,
         open_seconds=settings.PIPELINE_BREAKER_OPEN_SECONDS,
         max_open_seconds=max(settings.PIPELINE_BREAKER_MAX_OPEN_SECONDS, settings.PIPELINE_BREAKER_OPEN_SECONDS),
