@@ -8,12 +8,18 @@ chance, so only the breaker's own trial can end a pause.
 
 from __future__ import annotations
 
+import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from items.models import ItemStatus, ProcessedItem
+from pipeline.health import health_snapshot
 from pipeline.models import DeadLetter
 from tests.factories import make_agent, make_item
 from tests.fakes.openai_server import DEFAULT_REPLIES, Fault
+from tests.pipeline.enrichment.conftest import ENRICHMENT_MODULES
+from tests.pipeline.runtime.fixtures import wait_for
+from tests.pipeline.runtime.test_guarantees import free_port, get_json
 
 pytestmark = pytest.mark.slow
 ITEMS = 6
@@ -22,10 +28,10 @@ ATTEMPTS_PER_CALL = 3  # LLM_MAX_RETRIES=2 in the fake_llm settings
 DEFAULT_SUGGESTION = DEFAULT_REPLIES["suggest_action"]["suggestion"]
 
 
-def publish() -> list[int]:
+def publish(n: int = ITEMS) -> list[int]:
     author, _ = make_agent()
     return [
-        make_item(author, f"Probe test broadcast marker-{i}-end: spare GPU hours this weekend").pk for i in range(ITEMS)
+        make_item(author, f"Probe test broadcast marker-{i}-end: spare GPU hours this weekend").pk for i in range(n)
     ]
 
 
@@ -85,3 +91,58 @@ def test_an_item_whose_extraction_always_fails_while_the_probe_cannot_tell_ends_
     assert result[pks[FAILING]][0] == ItemStatus.FAILED, output[-3000:]
     others = {pk: result[pk][0] for pk in pks if pk != pks[FAILING]}
     assert set(others.values()) == {ItemStatus.COMPLETED}, result
+
+
+def breaker_gauges(port: int) -> dict[str, float]:
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    return {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name.startswith("eigenflux_pipeline_breaker_open") and sample.labels.get("dependency") == "model"
+    }
+
+
+def test_a_breaker_open_past_its_bound_shows_on_readyz_the_health_page_and_the_metrics(
+    fake_llm, run_pipeline, client, redis_client
+):
+    fake_llm.server.outage = Fault.server_error(503)  # the calls and GET /models alike: really down
+    [pk] = publish(1)
+    port = free_port()
+    env = {
+        **fake_llm.env(),
+        "PIPELINE_EXTRA_CONSUMER_MODULES": ENRICHMENT_MODULES,
+        "PIPELINE_BREAKER_STUCK_SECONDS": "3",
+        "PIPELINE_BLOCK_MS": "200",
+    }
+    proc = run_pipeline("--consumer", "item-publish", "--no-housekeeping", "--metrics-port", str(port), env=env)
+
+    def readyz() -> tuple[int, dict]:
+        return get_json(f"http://127.0.0.1:{port}/readyz")
+
+    _, body = wait_for(lambda: (r := readyz())[0] == 503 and r, 60, message="the pipeline's /readyz fails")
+    [problem] = body["consumers"][0]["problems"]
+    assert problem.startswith("model breaker open "), body
+    # The gauges follow at the lease keeper's next turn.
+    gauges = wait_for(
+        lambda: (g := breaker_gauges(port))["eigenflux_pipeline_breaker_open_seconds"] >= 3.0 and g, 10, message="gauge"
+    )
+    assert gauges["eigenflux_pipeline_breaker_open_limit_seconds"] == 3.0
+
+    def reported_problems() -> list[str]:
+        return [p for c in health_snapshot(redis_client)["consumers"] for p in c["problems"]]
+
+    wait_for(lambda: any(p.startswith("model breaker open") for p in reported_problems()), 10, message="health")
+    web = client.get("/readyz")
+    assert web.status_code == 200  # the web process itself is ready
+    [stuck] = web.json()["pipeline"]["breakers_open_too_long"]
+    assert (stuck["dependency"], stuck["group"]) == ("model", "cg:item:publish") and stuck["open_seconds"] >= 3
+    assert "model breaker open for" in proc.output()
+
+    fake_llm.server.outage = None
+    wait_for(lambda: readyz()[0] == 200, 60, message="ready again once the model is back")
+    wait_for(lambda: outcome([pk]).get(pk, ("",))[0] == ItemStatus.COMPLETED, 60, message="the item completed")
+    wait_for(lambda: breaker_gauges(port)["eigenflux_pipeline_breaker_open_seconds"] == 0.0, 10, message="gauge 0")
+    assert client.get("/readyz").json()["pipeline"]["breakers_open_too_long"] == []
+    proc.terminate()
+    assert proc.wait(30) == 0, proc.output()[-3000:]
