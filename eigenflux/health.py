@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import redis
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
@@ -36,4 +39,24 @@ def readyz(request: HttpRequest) -> JsonResponse:
     for name, value in checks.items():
         READINESS.labels(name).set(1 if value == "ok" else 0)
     ready = all(value == "ok" for value in checks.values())
-    return JsonResponse({"status": "ok" if ready else "unavailable", "checks": checks}, status=200 if ready else 503)
+    body: dict[str, Any] = {"status": "ok" if ready else "unavailable", "checks": checks}
+    if checks["redis"] == "ok":
+        body["pipeline"] = {"breakers_open_too_long": pipeline_breakers_open_too_long()}
+    return JsonResponse(body, status=200 if ready else 503)
+
+
+def pipeline_breakers_open_too_long() -> list[dict[str, Any]]:
+    """The running pipeline consumers' circuit breakers open past PIPELINE_BREAKER_STUCK_SECONDS, as they report
+    themselves. Shown, never failed on: this process is ready, and taking it out of service would close no
+    pipeline breaker (EigenfluxBreakerStuckOpen pages; the pipeline's own /readyz answers 503)."""
+    from pipeline.runtime import liveness
+
+    try:
+        statuses = liveness.live_consumers(get_redis())
+    except redis.RedisError:
+        return []
+    return [
+        {"consumer": status.get("consumer"), "group": status.get("group"), "dependency": name, "open_seconds": age}
+        for status in statuses
+        for name, age in liveness.stuck_breakers(status).items()
+    ]

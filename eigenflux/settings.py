@@ -478,6 +478,9 @@ PIPELINE_RELAY_POLL_MIN_MS = env_float("PIPELINE_RELAY_POLL_MIN_MS", 5.0, minimu
 PIPELINE_BREAKER_THRESHOLD = env_int("PIPELINE_BREAKER_THRESHOLD", 3, minimum=1)
 PIPELINE_BREAKER_OPEN_SECONDS = env_float("PIPELINE_BREAKER_OPEN_SECONDS", 1.0, minimum=0.01)
 PIPELINE_BREAKER_MAX_OPEN_SECONDS = env_float("PIPELINE_BREAKER_MAX_OPEN_SECONDS", 4.0, minimum=0.01)
+# A breaker not closed for this long is a problem, not a pause: logged, shown on the health page and /readyz, and
+# exported as eigenflux_pipeline_breaker_open_limit_seconds for the alert (EigenfluxBreakerStuckOpen).
+PIPELINE_BREAKER_STUCK_SECONDS = env_float("PIPELINE_BREAKER_STUCK_SECONDS", 300.0, minimum=0.01)
 # Entries waiting in memory for a retry, per consumer; past it a failed entry is left for reclaim instead.
 PIPELINE_MAX_WAITING_RETRIES = env_int("PIPELINE_MAX_WAITING_RETRIES", 1000, minimum=1)
 # Housekeeping: items pending/processing past the deadline whose stream entry is gone are re-published (replay

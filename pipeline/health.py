@@ -196,6 +196,7 @@ def consumer_figures(client: redis.Redis) -> list[dict]:
                 state = "stalled"
             loops.append({"name": loop.get("name", "?"), "state": state, "errors": loop.get("errors", 0)})
         problems = [f"{loop['name']} {loop['state']}" for loop in loops if loop["state"] != "alive"]
+        problems += liveness.stuck_problems(status)
         breakers = {name: state for name, state in (status.get("breakers") or {}).items() if state != "closed"}
         out.append(
             {

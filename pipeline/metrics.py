@@ -50,6 +50,16 @@ BREAKER_OPENED = Counter(
     "Times a consumer's circuit breaker opened (a dependency outage paused the consumer).",
     ["stream", "group", "dependency"],
 )
+BREAKER_OPEN_SECONDS = Gauge(
+    "eigenflux_pipeline_breaker_open_seconds",
+    "How long a consumer's circuit breaker has not been closed (open or half-open), in seconds; 0 while closed.",
+    ["stream", "group", "dependency"],
+)
+BREAKER_OPEN_LIMIT = Gauge(
+    "eigenflux_pipeline_breaker_open_limit_seconds",
+    "PIPELINE_BREAKER_STUCK_SECONDS: a breaker open this long is a problem (the EigenfluxBreakerStuckOpen alert).",
+    ["stream", "group", "dependency"],
+)
 PENDING = Gauge("eigenflux_stream_pending", "Entries delivered but not acknowledged.", ["stream", "group"])
 LAG = Gauge("eigenflux_stream_lag", "Entries not yet delivered to the group.", ["stream", "group"])
 LENGTH = Gauge("eigenflux_stream_length", "Entries in the stream.", ["stream"])

@@ -21,6 +21,8 @@ import redis
 from django.db import connection
 from django.db import utils as db_utils
 
+from pipeline.runtime.breaker import Verdict
+
 POSTGRESQL = "postgresql"
 MODEL = "model"
 REDIS = "redis"
@@ -110,25 +112,31 @@ def dependency_of(exc: BaseException | None) -> str | None:
     return None
 
 
-def is_up(dependency: str) -> bool:
+def probe(dependency: str) -> Verdict:
     """Ask the dependency directly, independently of any entry: PostgreSQL a SELECT 1 on a fresh connection
-    outside the pool, Redis a PING, the model endpoint a GET /models. The breaker uses it to tell an outage
-    from one entry's own failure (even with a single entry in flight) and, once half-open, to probe without
-    risking an entry."""
+    outside the pool, Redis a PING, the model endpoint a GET /models (which may say it cannot tell:
+    pipeline.llm.reachability). The breaker uses it to tell an outage from one entry's own failure (even with
+    a single entry in flight) and, once half-open, as the hint that decides whether a trial entry counts."""
     try:
         if dependency == POSTGRESQL:
-            return _postgres_up()
+            return Verdict.UP if _postgres_up() else Verdict.DOWN
         if dependency == REDIS:
             from eigenflux.redis import get_redis
 
-            return bool(get_redis().ping())
+            return Verdict.UP if get_redis().ping() else Verdict.DOWN
         if dependency == MODEL:
-            from pipeline.llm.reachability import endpoints_reachable
+            from pipeline.llm.reachability import endpoints_verdict
 
-            return endpoints_reachable()
+            return endpoints_verdict()
     except (redis.RedisError, OSError):
-        return False
-    return True
+        return Verdict.DOWN
+    return Verdict.UP
+
+
+def is_up(dependency: str) -> bool:
+    """Not down for everyone, as far as a probe can tell: a failure while the probe cannot tell is the entry's
+    own (it counts), never an outage that would pause every entry on a guess."""
+    return probe(dependency) is not Verdict.DOWN
 
 
 def _postgres_up() -> bool:

@@ -23,7 +23,7 @@ from eigenflux import tracing
 from eigenflux.dbpool import pool_exhausted, release_connection
 from pipeline import metrics
 from pipeline.runtime import dependencies
-from pipeline.runtime.breaker import Admission
+from pipeline.runtime.breaker import Admission, State
 from pipeline.runtime.deadletter import dead_letter
 from pipeline.runtime.deliveries import Delivery
 from pipeline.runtime.errors import DeadLetterNow, LeaseLost, NothingToDo, RetryLater
@@ -51,6 +51,7 @@ class Handling:
         self.scheduler, self.acker, self.counts = shared.scheduler, shared.acker, shared.counts
         self.max_waiting_retries = max_waiting_retries
         self._stopping = shared.stopping
+        self._wake_keeper = shared.wake_keeper
         self._on_error = on_error  # a runtime fault on one entry, counted per loop
         labels = (self.member.stream, self.member.group)
         self._m = {outcome: metrics.MESSAGES.labels(*labels, outcome) for outcome in OUTCOMES}
@@ -138,8 +139,30 @@ class Handling:
         failed = dependencies.dependency_of(attempt.error) if attempt.outcome == "transient" else None
         breakers = self.member.breakers
         outage = breakers.settle(admission, entry=delivery.message_id, ok=attempt.ok, failed_dependency=failed)
-        outage = self.confirm_outage(failed, outage)
+        if failed not in admission.probes:  # a trial's verdict was asked before it started
+            outage = self.confirm_outage(failed, outage)
+        if admission.probes:
+            self._report_trial(delivery, admission, failed, outage)
         self._settle(delivery, attempt, failed if outage else None)
+
+    def _report_trial(self, delivery: Delivery, admission: Admission, failed: str | None, outage: bool) -> None:
+        """Say what a half-open breaker's trial entry came to; a breaker it closed resumes the paused entries."""
+        for name in sorted(admission.probes):
+            breaker = self.member.breakers.by_name[name]
+            if breaker.state is State.CLOSED:
+                log.info(
+                    "%s: %s is back (trial entry %s succeeded); resuming", self.member.name, name, delivery.message_id
+                )
+                self._wake_keeper.set()
+            elif name == failed:
+                log.warning(
+                    "%s: %s still failing (trial entry %s, open %.0fs); the attempt %s",
+                    self.member.name,
+                    name,
+                    delivery.message_id,
+                    breaker.open_age(),
+                    "does not count (the probe says down)" if outage else "counts (the probe did not say down)",
+                )
 
     def _attempt(self, delivery: Delivery) -> Attempt:
         """Run the handler once; every exception it raises becomes an outcome."""
@@ -304,7 +327,8 @@ class Handling:
                 outage = breakers.settle(
                     admission or Admission(), entry=delivery.message_id, ok=uses.ok, failed_dependency=failed
                 )
-                outage = self.confirm_outage(failed, outage)
+                if failed not in (admission or Admission()).probes:
+                    outage = self.confirm_outage(failed, outage)
                 delivery.hook_failures += 1
                 log.warning(
                     "%s: final hook failed for %s (%s); the entry stays pending: %s",

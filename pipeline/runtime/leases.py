@@ -5,7 +5,8 @@ Each turn it:
 - renews the lease of every held entry (the HEARTBEAT script: XCLAIM … JUSTID resets the idle time without
   counting a delivery, only while this consumer still owns the entry); an entry it no longer owns has its
   `Lease` marked lost, so its handler stops before committing;
-- resumes entries paused by an open circuit breaker once every breaker is closed again;
+- resumes entries paused by an open circuit breaker once every breaker is closed again; while one is half-open
+  with the probe's verdict, starts one entry for real as its trial (the oldest paused, else a due retry);
 - redelivers retries whose delay has passed (the REDELIVER script: an owner-checked XCLAIM that counts the
   attempt about to start);
 - every half lease (sooner while a scan is unfinished: no worker was free, or more entries are left to look
@@ -95,10 +96,15 @@ class Keeper:
         if self._stopping.is_set():
             # Only heartbeats for handlers still running during the grace period.
             return next_beat - time.monotonic()
-        wake = min(next_beat, self.scheduler.next_retry_at(), next_reclaim)
-        if self.scheduler.has_paused():
-            wake = min(wake, time.monotonic() + max(self.member.breakers.retry_in(), 0.05))
-        return wake - time.monotonic()
+        now, breakers, scheduler = time.monotonic(), self.member.breakers, self.scheduler
+        wake = min(next_beat, next_reclaim)
+        if breakers.all_closed():
+            wake = min(wake, scheduler.next_retry_at())
+        elif scheduler.has_paused() or scheduler.next_retry_at() <= now:
+            # Waiting for a breaker: look again when it may let a trial through (the reader's probe and the
+            # end of a trial wake the keeper sooner).
+            wake = min(wake, now + max(breakers.retry_in(), 0.05 if breakers.ready() else 0.5))
+        return wake - now
 
     def heartbeat(self) -> None:
         """Renew the lease of every held entry; mark lost those this consumer no longer owns."""
@@ -121,16 +127,23 @@ class Keeper:
         member.redis_up()
 
     def resume_paused(self) -> None:
-        """Resume the paused entries once every breaker is closed again."""
-        if self.member.breakers.all_closed():
+        """Resume the paused entries once every breaker is closed again. While a half-open breaker lets one
+        trial through, start one: the oldest paused entry, else a retry that is due."""
+        breakers = self.member.breakers
+        if breakers.all_closed():
             self.scheduler.resume_paused()
+        elif breakers.ready() and not self.scheduler.resume_one() and self.scheduler.quiet():
+            self.redeliver_due(time.monotonic(), limit=1)
 
-    def redeliver_due(self, now: float) -> None:
-        """Start the retries whose delay has passed (owner-checked XCLAIM, counting the attempt)."""
-        if not self.member.breakers.all_closed():
-            return  # retries wait for the outage to end (paused entries go first, as probes)
+    def redeliver_due(self, now: float, *, limit: int | None = None) -> None:
+        """Start the retries whose delay has passed (owner-checked XCLAIM, counting the attempt); with `limit`
+        (a trial), that many even while a breaker is not closed."""
+        if limit is None and not self.member.breakers.all_closed():
+            return  # retries wait for the outage to end (paused entries go first, as trials)
         member = self.member
-        while (delivery := self.scheduler.take_due(now)) is not None:
+        started = 0
+        while (limit is None or started < limit) and (delivery := self.scheduler.take_due(now)) is not None:
+            started += 1
             if delivery.verdict is not None:
                 self.scheduler.dispatch(delivery)  # the final hook or the dead letter is tried again
                 continue

@@ -69,6 +69,21 @@ def live_names(client: redis.Redis) -> set[str]:
     return {text(name) for name in names}
 
 
+def stuck_breakers(status: dict[str, Any]) -> dict[str, float]:
+    """The breakers of a reported consumer that have not closed for its PIPELINE_BREAKER_STUCK_SECONDS:
+    dependency -> seconds."""
+    limit = status.get("breaker_stuck_seconds")
+    ages = status.get("breakers_open_seconds")
+    if not isinstance(limit, int | float) or not isinstance(ages, dict):
+        return {}
+    return {name: float(age) for name, age in ages.items() if isinstance(age, int | float) and age >= limit}
+
+
+def stuck_problems(status: dict[str, Any]) -> list[str]:
+    """The same, as the problems the health page and the readiness probes name."""
+    return [f"{name} breaker open {age:.0f}s" for name, age in sorted(stuck_breakers(status).items())]
+
+
 def consumer_alive(client: redis.Redis, name: str) -> bool:
     expiry = client.zscore(REGISTRY, name)
     return expiry is not None and expiry > time.time()

@@ -19,7 +19,7 @@ import redis
 from django.db import connection
 
 from pipeline.runtime import dependencies
-from pipeline.runtime.breaker import Admit
+from pipeline.runtime.breaker import State
 from pipeline.runtime.deliveries import Delivery
 from pipeline.runtime.entries import RawFields, UndecodableEntry, decode_fields
 from pipeline.runtime.event import Lease, MalformedEntry
@@ -81,24 +81,35 @@ class Reader:
         self.counts.give_back(parked)
 
     def _room(self) -> int:
-        """How many entries a read may take now. While a breaker is not closed, none: the reader, idle anyway,
-        probes the dependency instead."""
+        """How many entries a read may take now. While a breaker is not closed, the reader, idle anyway, probes
+        the dependency, and reads at most one entry, to be the half-open breaker's trial, when no entry it
+        holds can be (none paused, none under way)."""
         breakers = self.member.breakers
-        if not breakers.all_closed():
-            self._probe_dependencies()
-        return self.scheduler.room_for_reading(batch_size=self.batch_size, allowed=breakers.all_closed())
+        if breakers.all_closed():
+            return self.scheduler.room_for_reading(batch_size=self.batch_size, allowed=True)
+        self._probe_dependencies()
+        allowed = breakers.ready() and self.scheduler.quiet()
+        return self.scheduler.room_for_reading(batch_size=1, allowed=allowed)
 
     def _probe_dependencies(self) -> None:
-        """Half-open breakers are probed directly (SELECT 1, PING, GET /models), not with an entry."""
+        """Half-open breakers are probed directly (SELECT 1, PING, GET /models). Up closes the breaker; down or
+        "cannot tell" is a hint: one real entry is tried next (pipeline.runtime.breaker)."""
         for name, breaker in self.member.breakers.by_name.items():
-            if breaker.admit() is not Admit.PROBE:
+            if not breaker.needs_probe():
                 continue
-            if dependencies.is_up(name):
+            verdict = dependencies.probe(name)
+            breaker.probed(verdict)
+            if breaker.state is State.CLOSED:
                 log.info("%s: %s is back; resuming", self.member.name, name)
-                breaker.success()
-                self._wake_keeper.set()
-            else:
-                breaker.failure("probe", probe=True)
+            elif breaker.trial:
+                log.info(
+                    "%s: %s probe says %s (open %.0fs); trying one entry for real",
+                    self.member.name,
+                    name,
+                    verdict,
+                    breaker.open_age(),
+                )
+            self._wake_keeper.set()
 
     def _recreate_group(self) -> None:
         try:

@@ -55,6 +55,9 @@ __all__ = ["ConsumerRunner"]
 def _breakers() -> Breakers:
     return Breakers(
         dependencies.DEPENDENCIES,
+        # Redis is the runtime's own path (reads, ACKs, leases): PING is the truth, and no entry could prove
+        # more while it is away.
+        no_trial=(dependencies.REDIS,),
         threshold=settings.PIPELINE_BREAKER_THRESHOLD,
         open_seconds=settings.PIPELINE_BREAKER_OPEN_SECONDS,
         max_open_seconds=max(settings.PIPELINE_BREAKER_MAX_OPEN_SECONDS, settings.PIPELINE_BREAKER_OPEN_SECONDS),
@@ -87,6 +90,8 @@ class ConsumerRunner:
         self.stall_seconds = max(30.0, 3 * self.block_ms / 1000, self.lease_seconds)
         self.client = client or get_redis(raw=True)
         self.breakers = _breakers()
+        self.breaker_stuck_seconds = settings.PIPELINE_BREAKER_STUCK_SECONDS
+        self._stuck_logged: set[str] = set()
         self.loops = Loops(self.name, on_error=self._loop_error)
         self._stopping = threading.Event()  # stop reading and starting handlers
         self._keeper_wake = threading.Event()
@@ -222,15 +227,38 @@ class ConsumerRunner:
             "loops": [asdict(loop) for loop in loops],
             "stall_seconds": self.stall_seconds,
             "breakers": self.breakers.states(),
+            "breakers_open_seconds": self.breakers.open_ages(),
+            "breaker_stuck_seconds": self.breaker_stuck_seconds,
             **self.scheduler.counts(),
         }
+
+    def _log_stuck(self, name: str, age: float) -> None:
+        """Once per opening: the breaker has stayed open past the bound (then the health page, /readyz and the
+        alert say so too)."""
+        if age < self.breaker_stuck_seconds:
+            self._stuck_logged.discard(name)
+        elif name not in self._stuck_logged:
+            self._stuck_logged.add(name)
+            log.warning(
+                "%s: %s breaker open for %.0fs (PIPELINE_BREAKER_STUCK_SECONDS %.0f); probe says %s",
+                self.name,
+                name,
+                age,
+                self.breaker_stuck_seconds,
+                self.breakers.by_name[name].hint or "nothing yet",
+            )
 
     def _loop_error(self, loop: str) -> None:
         metrics.LOOP_ERRORS.labels(self.stream, self.group, "worker" if loop.startswith("worker") else loop).inc()
 
     def _export_breakers(self) -> None:
         for name, breaker in self.breakers.by_name.items():
-            metrics.BREAKER_STATE.labels(self.stream, self.group, name).set(_BREAKER_LEVEL[str(breaker.state)])
+            labels = (self.stream, self.group, name)
+            metrics.BREAKER_STATE.labels(*labels).set(_BREAKER_LEVEL[str(breaker.state)])
+            age = breaker.open_age()
+            metrics.BREAKER_OPEN_SECONDS.labels(*labels).set(age)
+            metrics.BREAKER_OPEN_LIMIT.labels(*labels).set(self.breaker_stuck_seconds)
+            self._log_stuck(name, age)
             opened = breaker.opened - self._opened_seen.get(name, 0)
             if opened:
                 metrics.BREAKER_OPENED.labels(self.stream, self.group, name).inc(opened)

@@ -191,6 +191,23 @@ class Scheduler:
         for delivery in resumed:
             self.dispatch(delivery)
 
+    def resume_one(self) -> bool:
+        """Hand the oldest paused entry to the workers (a half-open breaker's trial), unless any entry is on its
+        way to a worker or in one already. False: none was paused."""
+        with self.lock:
+            if not self.paused:
+                return False
+            if self.dispatched:
+                return True  # one already under way decides first
+            delivery = self.paused.popleft()
+        self.dispatch(delivery)
+        return True
+
+    def quiet(self) -> bool:
+        """Nothing paused and nothing on its way to a worker or in one: a new entry may be a trial."""
+        with self.lock:
+            return not self.paused and not self.dispatched
+
     def has_paused(self) -> bool:
         with self.lock:
             return bool(self.paused)

@@ -111,7 +111,8 @@ class Supervisor:
         return [runner.status() for runner in self.runners]
 
     def probe(self) -> tuple[bool, dict[str, Any]]:
-        """Readiness of this process: every loop of every consumer alive and turning, every service alive."""
+        """Readiness of this process: every loop of every consumer alive and turning, every service alive, no
+        breaker open past PIPELINE_BREAKER_STUCK_SECONDS."""
         consumers = []
         for status in self.statuses():
             problems = [
@@ -119,6 +120,7 @@ class Supervisor:
                 for loop in status["loops"]
                 if not loop["alive"] or (loop["watched"] and loop["idle_seconds"] > status["stall_seconds"])
             ]
+            problems += liveness.stuck_problems(status)
             consumers.append({"consumer": status["consumer"], "problems": problems, "breakers": status["breakers"]})
         services = {name: thread.is_alive() for name, thread in self._named_threads().items()}
         ready = not self.failure and all(services.values()) and not any(c["problems"] for c in consumers)

@@ -134,6 +134,29 @@ def test_health_page_shows_each_consumer_process_and_a_loop_that_is_not_alive(mo
     assert "reader dead" in html and "1 unhealthy" in html and "postgresql open" in html
 
 
+def test_health_page_shows_a_breaker_open_past_its_bound_as_a_problem(mod_client, redis_client):
+    def status(name: str, model_open: float) -> dict:
+        loop = {"name": "reader", "alive": True, "idle_seconds": 0.1, "errors": 0, "watched": True}
+        return {
+            "consumer": name,
+            "stream": STREAM_ITEM_PUBLISH,
+            "group": "cg:item:publish",
+            "loops": [loop],
+            "stall_seconds": 30,
+            "breakers": {"postgresql": "closed", "model": "half_open", "redis": "closed"},
+            "breakers_open_seconds": {"model": model_open},
+            "breaker_stuck_seconds": 300.0,
+        }
+
+    liveness.publish(redis_client, [status("c-paused", 12.0), status("c-stuck", 312.4)])
+
+    by_name = {c["consumer"]: c for c in health_snapshot(redis_client)["consumers"]}
+    assert by_name["c-paused"]["healthy"] and by_name["c-paused"]["problems"] == []  # a pause, not a problem
+    assert by_name["c-stuck"]["problems"] == ["model breaker open 312s"]
+    html = mod_client.get(reverse("admin:pipeline_health")).content.decode()
+    assert 'data-consumer="c-stuck" data-healthy="no"' in html and "model breaker open 312s" in html
+
+
 def test_prompts_page_lists_each_prompt_with_its_validation_status(mod_client):
     statuses = {p["name"]: p for p in prompt_statuses()}
     assert set(statuses) >= {"safety", "process_item"}

@@ -487,6 +487,7 @@ def test_every_alert_has_a_severity_a_summary_and_a_runbook_line_and_the_readme_
         "EigenfluxDeadLetters",
         "EigenfluxModelErrorRate",
         "EigenfluxNoLiveConsumer",
+        "EigenfluxBreakerStuckOpen",
         "EigenfluxNotReady",
     }
     for rule in rules:

@@ -81,6 +81,11 @@ def test_every_alert_has_a_firing_and_a_silent_unit_test():
             "(eigenflux_pipeline_running_consumers) > 5",
         ),
         ("EigenfluxModelErrorRate", 'outcome=~"unavailable|rejected|invalid_output"', 'outcome=~"rejected"'),
+        (
+            "EigenfluxBreakerStuckOpen",
+            "eigenflux_pipeline_breaker_open_seconds >= eigenflux_pipeline_breaker_open_limit_seconds",
+            "eigenflux_pipeline_breaker_open_seconds >= 2 * eigenflux_pipeline_breaker_open_limit_seconds",
+        ),
     ],
 )
 def test_the_unit_tests_catch_a_broken_rule(promtool, tmp_path, alert, original, broken):

@@ -4,10 +4,12 @@
 Requests are told apart by the `TASK: <name>` marker every prompt carries (embeddings are task "embed";
 a request naming the safety model with no marker counts as "safety"; GET /v1/models is task "models").
 Each task answers a valid default reply unless a test scripted replies for it: `server.script("safety",
-reply, ...)` queues replies (consumed in order, then back to the default). A reply is a dict (sent as JSON
-text), a str (sent verbatim, e.g. prose-wrapped or truncated JSON) or a Fault. Every request is recorded in
-`server.requests`, with the status it got. `server.outage = Fault...` answers every request with that fault
-until it is set back to None.
+reply, ...)` queues replies (consumed in order, then back to the default); with `matching="text"` they go only to
+requests of that task whose prompt contains the text (one item's call, whatever the order). A reply is a dict
+(sent as JSON text), a str (sent verbatim, e.g. prose-wrapped or truncated JSON) or a Fault. Every request is
+recorded in `server.requests`, with the status it got. `server.outage = Fault...` answers every request with
+that fault until it is set back to None. `server.models_status` makes GET /v1/models answer that status, as a
+gateway that serves no such route does (404; 405 with `Allow: POST`; 501), or one whose listing is down (503).
 
 Tokens are counted as whitespace-separated words. Like a real server, a reply longer than the request's
 output-token cap (Responses `max_output_tokens`, Chat `max_completion_tokens` / `max_tokens`) is cut there
@@ -171,8 +173,10 @@ class FakeOpenAIServer:
         self.latency = 0.0  # added to every reply
         self.outage: Fault | None = None  # while set, every request gets this fault (scripts are kept)
         self.reasoning_tokens = 0  # reported in every reply's usage unless a Reply says otherwise
+        self.models_status = 200  # what GET /v1/models answers (200: the list)
         self.requests: list[RecordedRequest] = []
         self._scripts: dict[str, deque[Any]] = defaultdict(deque)
+        self._matching: dict[str, list[tuple[str, deque[Any]]]] = defaultdict(list)
         self._defaults: dict[str, Any] = {task: dict(reply) for task, reply in DEFAULT_REPLIES.items()}
         self._embeddings: dict[str, list[float]] = {}
         self._lock = threading.Lock()
@@ -206,11 +210,14 @@ class FakeOpenAIServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def script(self, task: str, *replies: Any) -> None:
+    def script(self, task: str, *replies: Any, matching: str | None = None) -> None:
         if task not in TASKS:
             raise ValueError(f"unknown task {task!r}; one of {TASKS}")
         with self._lock:
-            self._scripts[task].extend(replies)
+            if matching is None:
+                self._scripts[task].extend(replies)
+            else:
+                self._matching[task].append((matching, deque(replies)))
 
     def set_default(self, task: str, reply: Any) -> None:
         with self._lock:
@@ -237,7 +244,9 @@ class FakeOpenAIServer:
         with self._lock:
             self.requests.clear()
             self._scripts.clear()
+            self._matching.clear()
             self._embeddings.clear()
+            self.models_status = 200
             self._defaults = {task: dict(reply) for task, reply in DEFAULT_REPLIES.items()}
             self.latency = 0.0
             self.reasoning_tokens = 0
@@ -258,8 +267,13 @@ class FakeOpenAIServer:
             return "safety"
         return "unknown"
 
-    def _next_reply(self, task: str) -> Any:
+    def _next_reply(self, task: str, body: dict[str, Any]) -> Any:
         with self._lock:
+            if self._matching.get(task):
+                prompt = "\n".join(_texts(body))
+                for text, replies in self._matching[task]:
+                    if replies and text in prompt:
+                        return replies.popleft()
             queue = self._scripts.get(task)
             if queue:
                 return queue.popleft()
@@ -275,7 +289,7 @@ class FakeOpenAIServer:
                 return
 
             def do_GET(self) -> None:
-                """GET /v1/models (a reachability probe): answered, or the outage's fault while one is set."""
+                """GET /v1/models (a reachability probe): answered (with `models_status`), or the outage's fault."""
                 path = self.path.split("?", 1)[0]
                 record = RecordedRequest(path, {k.lower(): v for k, v in self.headers.items()}, {}, "models")
                 self._record = record
@@ -284,12 +298,14 @@ class FakeOpenAIServer:
                 outage = server.outage
                 if outage is not None:
                     self._answer(path, {}, "models", outage, 0)
-                elif path.endswith("/models"):
+                elif path.endswith("/models") and server.models_status == 200:
                     models = [server.safety_model, "fake-main", "fake-embedding"]
                     data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in models]
                     self._json(200, {"object": "list", "data": data})
                 else:
-                    self._json(404, {"error": {"message": f"no route {path}", "type": "fake"}})
+                    status = server.models_status if path.endswith("/models") else 404
+                    headers = {"allow": "POST"} if status == 405 else None
+                    self._json(status, {"error": {"message": f"no GET {path} here", "type": "fake"}}, headers)
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
@@ -320,7 +336,7 @@ class FakeOpenAIServer:
 
             def _reply(self, path: str, body: dict[str, Any], task: str) -> None:
                 outage = server.outage
-                reply = outage if outage is not None else server._next_reply(task)
+                reply = outage if outage is not None else server._next_reply(task, body)
                 delay, reasoning = server.latency, server.reasoning_tokens
                 if isinstance(reply, Reply):
                     delay, reasoning, reply = delay + reply.delay, reply.reasoning_tokens, reply.body

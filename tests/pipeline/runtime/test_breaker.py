@@ -11,8 +11,8 @@ from django.db import utils as db_utils
 
 from pipeline.llm.errors import ModelOutputInvalid, ModelUnavailable
 from pipeline.runtime import RetryLater
-from pipeline.runtime.breaker import Admission, Admit, Breakers, CircuitBreaker, State
-from pipeline.runtime.dependencies import MODEL, POSTGRESQL, REDIS, dependency_of, is_up, observing, report
+from pipeline.runtime.breaker import Admission, Admit, Breakers, CircuitBreaker, State, Verdict
+from pipeline.runtime.dependencies import MODEL, POSTGRESQL, REDIS, dependency_of, is_up, observing, probe, report
 from tests.fakes.openai_server import Fault
 
 
@@ -54,39 +54,100 @@ class TestCircuitBreaker:
         assert b.failure("c") is False
         assert b.state is State.CLOSED
 
-    def test_half_open_lets_exactly_one_probe_through_and_its_success_closes(self):
-        clock = Clock()
-        b = breaker(clock)
+    @staticmethod
+    def opened(clock, **knobs) -> CircuitBreaker:
+        b = breaker(clock, **knobs)
         for entry in "abc":
             b.failure(entry)
+        return b
+
+    def test_half_open_waits_for_the_probe_then_lets_exactly_one_trial_through_and_its_success_closes(self):
+        clock = Clock()
+        b = self.opened(clock)
         clock.now += 0.99
-        assert b.admit() is Admit.DENY and b.retry_in() == pytest.approx(0.01)
+        assert b.admit() is Admit.DENY and b.retry_in() == pytest.approx(0.01) and not b.needs_probe()
         clock.now += 0.01
-        assert b.state is State.HALF_OPEN and b.ready()
+        assert b.state is State.HALF_OPEN and b.needs_probe()
+        assert b.admit() is Admit.DENY and not b.ready()  # the probe's verdict first
+        b.probed(Verdict.UNKNOWN)
+        assert b.ready() and not b.needs_probe()
         assert b.admit() is Admit.PROBE
-        assert b.admit() is Admit.DENY and not b.ready()  # one probe at a time
+        assert b.admit() is Admit.DENY and not b.ready()  # exactly one trial at a time
         b.success(at=clock.now)
         assert b.state is State.CLOSED and b.admit() is Admit.ALLOW
 
-    def test_a_failed_probe_reopens_for_twice_as_long_up_to_the_cap(self):
+    def test_a_probe_saying_up_closes_it_without_a_trial_and_failures_count_again(self):
         clock = Clock()
-        b = breaker(clock)
-        for entry in "abc":
-            b.failure(entry)
+        b = self.opened(clock)
+        clock.now += 1
+        b.probed(Verdict.UP)
+        assert b.state is State.CLOSED and b.admit() is Admit.ALLOW
+        assert b.failure("d") is False  # the entry's own failure: it counts
+
+    @pytest.mark.parametrize(
+        ("verdict", "outage"),
+        [(Verdict.DOWN, True), (Verdict.UNKNOWN, False)],
+        ids=["probe-down-spends-nothing", "probe-cannot-tell-counts"],
+    )
+    def test_a_failed_trial_reopens_and_counts_only_if_the_probe_did_not_say_down(self, verdict, outage):
+        clock = Clock()
+        b = self.opened(clock)
+        clock.now += 1
+        b.probed(verdict)
+        assert b.admit() is Admit.PROBE
+        assert b.failure("a", probe=True) is outage
+        assert b.state is State.OPEN and b.retry_in() == 2.0 and b.hint is None
+        assert b.failure("late", probe=False) is True  # an entry that started before the outage: not its fault
+
+    def test_a_failed_trial_reopens_for_twice_as_long_up_to_the_cap(self):
+        clock = Clock()
+        b = self.opened(clock)
         waits = []
         for _ in range(4):
             clock.now += 100
+            b.probed(Verdict.DOWN)
             assert b.admit() is Admit.PROBE
             assert b.failure("probe", probe=True) is True
             waits.append(b.retry_in())
         assert waits == [2.0, 4.0, 4.0, 4.0]
 
-    def test_a_probe_that_never_used_the_dependency_gives_the_slot_back(self):
+    def test_a_breaker_without_trials_reopens_when_its_probe_says_down(self):
+        clock = Clock()
+        b = self.opened(clock, trial=False)
+        clock.now += 1
+        b.probed(Verdict.DOWN)
+        assert b.state is State.OPEN and b.retry_in() == 2.0 and b.admit() is Admit.DENY
+
+    def test_a_verdict_older_than_the_open_interval_is_asked_again(self):
+        clock = Clock()
+        b = self.opened(clock)
+        clock.now += 1
+        b.probed(Verdict.DOWN)
+        clock.now += 0.5
+        assert not b.needs_probe()
+        clock.now += 0.5
+        assert b.needs_probe()  # idle half-open: nothing came to be the trial
+        assert b.admit() is Admit.PROBE and not b.needs_probe()  # never while a trial is under way
+
+    def test_open_age_runs_from_leaving_closed_through_every_reopening(self):
         clock = Clock()
         b = breaker(clock)
-        for entry in "abc":
-            b.failure(entry)
+        assert b.open_age() == 0.0
+        b.trip()
+        for _ in range(3):
+            clock.now += 10
+            b.probed(Verdict.DOWN)
+            b.admit()
+            b.failure("t", probe=True)
+        assert b.open_age() == 30.0
+        b.success()
+        assert b.open_age() == 0.0
+
+    def test_a_trial_that_never_used_the_dependency_gives_the_slot_back(self):
+        clock = Clock()
+        b = self.opened(clock)
         clock.now += 1
+        b.probed(Verdict.UNKNOWN)
         assert b.admit() is Admit.PROBE
         b.abandon_probe()
         assert b.state is State.HALF_OPEN and b.admit() is Admit.PROBE
@@ -121,9 +182,11 @@ class TestBreakers:
         assert breakers.settle(Admission(), entry="a", ok={}, failed_dependency=MODEL) is True
         assert breakers.admit() is None and not breakers.ready()
         clock.now += 1
+        assert breakers.admit() is None  # half-open, waiting for the probe's verdict
+        breakers.by_name[MODEL].probed(Verdict.DOWN)
         admission = breakers.admit()
         assert admission == Admission(frozenset({MODEL}))
-        assert breakers.admit() is None  # the probe slot is taken
+        assert breakers.admit() is None  # the trial slot is taken
         # The probe used the model successfully: closed again.
         assert breakers.settle(admission, entry="b", ok={MODEL: clock.now}, failed_dependency=None) is False
         assert breakers.all_closed()
@@ -133,9 +196,24 @@ class TestBreakers:
         breakers = Breakers((POSTGRESQL, MODEL), threshold=1, open_seconds=1.0, max_open_seconds=2.0, clock=clock)
         breakers.settle(Admission(), entry="a", ok={}, failed_dependency=MODEL)
         clock.now += 1
+        breakers.by_name[MODEL].probed(Verdict.UNKNOWN)
         admission = breakers.admit()
         breakers.settle(admission, entry="b", ok={}, failed_dependency=None)  # never reached the model
         assert breakers.by_name[MODEL].state is State.HALF_OPEN and breakers.ready()
+
+    @pytest.mark.parametrize(("verdict", "outage"), [(Verdict.DOWN, True), (Verdict.UNKNOWN, False)])
+    def test_a_failed_trial_is_an_outage_only_when_the_probe_said_down(self, verdict, outage):
+        clock = Clock()
+        knobs = {"threshold": 1, "open_seconds": 1.0, "max_open_seconds": 2.0, "clock": clock}
+        breakers = Breakers((POSTGRESQL, MODEL, REDIS), no_trial=(REDIS,), **knobs)
+        breakers.settle(Admission(), entry="a", ok={}, failed_dependency=MODEL)
+        clock.now += 1
+        breakers.by_name[MODEL].probed(verdict)
+        admission = breakers.admit()
+        assert admission == Admission(frozenset({MODEL}))
+        assert breakers.settle(admission, entry="a", ok={}, failed_dependency=MODEL) is outage
+        assert breakers.open_ages() == {MODEL: 1.0}
+        assert [b.trial for b in breakers.by_name.values()] == [True, True, False]
 
 
 class TestDependencyOf:
@@ -202,6 +280,29 @@ class TestIsUp:
             fake_llm.url.removesuffix("/v1") + "/other"
         )
         assert is_up(MODEL) is True  # it answered (404): reachable
+
+    @pytest.mark.parametrize(
+        ("status", "verdict"),
+        [
+            (200, Verdict.UP),
+            (404, Verdict.UNKNOWN),  # no such route
+            (405, Verdict.UNKNOWN),  # the gateway routes only POST
+            (501, Verdict.UNKNOWN),  # not implemented
+            (401, Verdict.UNKNOWN),  # about the probe request, not the model calls
+            (503, Verdict.DOWN),
+            (429, Verdict.DOWN),
+        ],
+    )
+    def test_what_get_models_answers_is_a_hint_that_may_not_tell(self, fake_llm, status, verdict):
+        fake_llm.server.models_status = status
+        assert probe(MODEL) is verdict
+        assert is_up(MODEL) is (verdict is not Verdict.DOWN)  # cannot tell: a failure is the entry's own
+        assert {r.status for r in fake_llm.requests_for("models")} == {status}
+
+    def test_one_endpoint_down_makes_the_verdict_down(self, fake_llm, settings):
+        fake_llm.server.models_status = 501
+        settings.SAFETY_LLM_BASE_URL = "http://127.0.0.1:1/v1"  # nothing listens there
+        assert probe(MODEL) is Verdict.DOWN
 
     def test_the_local_analyzer_is_always_up(self, settings):
         settings.LLM_PROVIDER = "local"
