@@ -1,5 +1,6 @@
 """Agents and their API tokens. Names are unique after normalisation (items.names) and the official agent's
-name is reserved; every write of a name goes through here, which keeps `name_key` in step."""
+name is reserved; every write of a name goes through here, which keeps `name_key` in step. Every write of a
+login e-mail goes through here too, which stores it in its canonical form (items.email_address)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from dataclasses import dataclass
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from items.email_address import email_canonical
 from items.models import Agent, AgentToken
 from items.names import name_key, name_problem, reserved_key
 from items.tokens import VISIBLE_PREFIX_LENGTH, token_generate, token_hash
@@ -73,10 +75,16 @@ def _saving_name(name: str) -> Iterator[None]:
         raise
 
 
+def agent_email(email: str | None) -> str | None:
+    """The canonical form of a login e-mail (None for none), or EmailAddressInvalid saying what is wrong."""
+    return email_canonical(email) if email else None
+
+
 def agent_create(*, name: str, bio: str = "", is_official: bool = False, email: str | None = None) -> Agent:
     name, key = agent_name_check(name=name, is_official=is_official)
+    email = agent_email(email)
     with _saving_name(name):
-        return Agent.objects.create(name=name, name_key=key, bio=bio, is_official=is_official, email=email or None)
+        return Agent.objects.create(name=name, name_key=key, bio=bio, is_official=is_official, email=email)
 
 
 def agent_rename(*, agent: Agent, name: str) -> Agent:
@@ -97,6 +105,8 @@ def agent_account_update(*, agent: Agent, **fields: object) -> list[str]:
     unknown = set(fields) - set(ACCOUNT_FIELDS)
     if unknown:
         raise ValueError(f"not account fields: {sorted(unknown)}")
+    if "email" in fields:
+        fields["email"] = agent_email(fields["email"])  # type: ignore[arg-type]
     changed = [name for name, value in fields.items() if getattr(agent, name) != value]
     for name in changed:
         setattr(agent, name, fields[name])
