@@ -125,8 +125,13 @@ def _limit(limits: list[Limit]) -> None:
 
 def login_limits_clear(*, email: str | None = None, client_ip: str | None = None) -> int:
     """Lift the e-mail login limits of an address (its own and those of every client for it: their keys are
-    found by their shared hash tag) and/or of a client IP (an operator's `clear_login_throttle`)."""
-    keys = [limit.key for limit in _ip_limits(client_ip)] if client_ip else []
+    found by their shared hash tag) and/or of a client IP (its own and its buckets for every address), as an
+    operator's `clear_login_throttle` asks."""
+    keys: list[str] = []
+    if client_ip:
+        keys += [limit.key for limit in _ip_limits(client_ip)]
+        match = f"ratelimit:{{login:*}}:*:{_digest(client_network(client_ip))}"
+        keys += list(get_redis().scan_iter(match=match, count=1000))
     if email:
         tag = f"ratelimit:{{login:{_digest(normalise_email(email))}}}"
         keys += list(get_redis().scan_iter(match=f"{tag}:*", count=1000))

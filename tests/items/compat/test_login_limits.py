@@ -4,7 +4,10 @@ address alone; the buckets slide, and Retry-After is the real wait, not the end 
 
 from __future__ import annotations
 
+from io import StringIO
+
 import pytest
+from django.core.management import CommandError, call_command
 
 from items.services.agents import agent_create
 from tests.items.compat.test_login import login
@@ -63,3 +66,18 @@ def test_no_address_appears_in_a_rate_limit_key(compat, alice, redis_client):
     login(compat(), "alice@gmail.com", REMOTE_ADDR="203.0.113.9")
     keys = redis_client.keys("ratelimit:*")
     assert keys and not any("alice" in key or "gmail" in key or "203.0.113" in key for key in keys)
+
+
+def test_clear_login_throttle_lifts_an_address_and_a_client(compat, alice, settings):
+    settings.LOGIN_CODES_PER_ADDRESS_PER_HOUR = 1
+    settings.LOGIN_REQUESTS_PER_IP_PER_HOUR = 2
+    assert login(compat(), "alice@gmail.com", REMOTE_ADDR="203.0.113.9")[0] == 200
+    assert login(compat(), "alice@gmail.com", REMOTE_ADDR="198.51.100.4")[0] == 429  # the address's ceiling
+    call_command("clear_login_throttle", email="ALICE@gmail.com", stdout=StringIO())  # any form of it
+    assert login(compat(), "alice@gmail.com", REMOTE_ADDR="198.51.100.4")[0] == 200
+    assert login(compat(), "bob@example.com", REMOTE_ADDR="203.0.113.9")[0] == 200  # the client's 2nd of 2
+    assert login(compat(), "carol@example.com", REMOTE_ADDR="203.0.113.9")[1]["msg"].startswith("too many login")
+    call_command("clear_login_throttle", ip="203.0.113.9", stdout=StringIO())
+    assert login(compat(), "carol@example.com", REMOTE_ADDR="203.0.113.9")[0] == 200
+    with pytest.raises(CommandError, match="--email: invalid email format"):
+        call_command("clear_login_throttle", email="not-an-address")
