@@ -1,6 +1,6 @@
 """The canonical form of an e-mail address: the one form that is stored, compared, rate-limited and mailed.
 
-Two addresses are one when their canonical forms are equal (docs/architecture.md#e-mail-addresses):
+Two addresses are one when their canonical forms are equal (docs/login.md#canonical-e-mail-addresses):
 - the whole address is NFKC-normalised first, so full-width letters (an IME's full-width mode), the Kelvin
   sign U+212A and other compatibility characters become the ASCII they stand for;
 - the local part must then be ASCII and is lowercased. No SMTPUTF8: Django's SMTP backend cannot deliver to

@@ -106,7 +106,7 @@ def agent_account_update(*, agent: Agent, **fields: object) -> list[str]:
     if unknown:
         raise ValueError(f"not account fields: {sorted(unknown)}")
     if "email" in fields:
-        fields["email"] = agent_email(fields["email"])  # type: ignore[arg-type]
+        fields["email"] = agent_email(fields["email"])
     changed = [name for name, value in fields.items() if getattr(agent, name) != value]
     for name in changed:
         setattr(agent, name, fields[name])
