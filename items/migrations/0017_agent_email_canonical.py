@@ -39,8 +39,8 @@ def canonicalise_agent_emails(apps, schema_editor) -> None:
         if canonical is not None and canonical in holders:
             keeper = holders[canonical]
             _report(
-                f"{who}: e-mail {agent.email!r} cleared: it is {canonical!r}, as agent #{keeper.pk} "
-                f"({keeper.name!r}, older) has it, which keeps it"
+                f"{who}: e-mail {agent.email!r} cleared: its canonical form {canonical!r} is also that of the "
+                f"older agent #{keeper.pk} ({keeper.name!r}), which keeps it"
             )
             canonical = None
         if canonical is not None:

@@ -59,7 +59,10 @@ def test_collisions_keep_the_oldest_and_every_clearing_is_reported(capsys, caplo
         carol.pk: "carol@x.org",
     }
     printed = capsys.readouterr().out
-    assert f"agent #{fullwidth.pk} ('old-1')" in printed and f"as agent #{alice.pk} ('old-0', older) has it" in printed
+    assert (
+        f"agent #{fullwidth.pk} ('old-1')" in printed
+        and f"older agent #{alice.pk} ('old-0'), which keeps it" in printed
+    )
     assert f"agent #{dotless_local.pk} ('old-3')" in printed and "Internationalized characters" in printed
     assert printed.count("cleared") == 2
     assert [r.getMessage() for r in caplog.records] == [line.strip() for line in printed.strip().splitlines()]
