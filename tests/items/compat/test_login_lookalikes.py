@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 from django.core import mail
+from django.db import IntegrityError, transaction
 
 from items.models import Agent, LoginChallenge
 from items.services.agents import agent_account_update, agent_create
@@ -104,3 +105,12 @@ def test_a_code_stops_working_when_the_agent_no_longer_holds_the_address_it_went
     agent_account_update(agent=alice, email="alice@example.org")
     _status, body, _ = verify(compat(), body["data"]["challenge_id"], last_code())
     assert body["code"] == 400 and "invalid or expired code" in body["msg"]
+
+
+def test_the_database_holds_only_canonical_unique_addresses(alice):
+    with pytest.raises(IntegrityError, match="agent_email_canonical"), transaction.atomic():
+        Agent.objects.filter(pk=alice.pk).update(email="Alice@gmail.com")  # a writer that forgot the rule
+    with pytest.raises(IntegrityError, match="agent_email_unique"), transaction.atomic():
+        Agent.objects.create(name="copy", name_key="copy", email="alice@gmail.com")
+    with pytest.raises(ValueError, match="invalid email format"):
+        agent_account_update(agent=alice, email="al\u0131ce@gmail.com")  # the services refuse with the reason
