@@ -176,3 +176,10 @@ def test_zero_switches_the_throttle_off(moderator_with_password, settings):
     for _ in range(8):
         sign_in(moderator_with_password.username, "wrong")
     assert sign_in(moderator_with_password.username, "correct horse battery").status_code == 302
+
+
+def test_without_redis_sign_in_still_works_and_the_log_says_why(moderator_with_password, settings, caplog):
+    settings.REDIS_URL = "redis://127.0.0.1:1/0"  # nothing listens there
+    assert sign_in(moderator_with_password.username, "wrong").status_code == 200
+    assert sign_in(moderator_with_password.username, "correct horse battery").status_code == 302
+    assert "rate limit not applied (Redis unavailable" in caplog.text
