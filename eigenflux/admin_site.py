@@ -11,7 +11,7 @@ from django.contrib.admin.forms import AdminAuthenticationForm
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 
 from eigenflux.clientaddr import request_client_address
-from eigenflux.login_throttle import login_failed, login_lockout, login_succeeded
+from eigenflux.login_throttle import CLEAR_COMMAND, login_failed, login_lockout, login_succeeded
 
 THROTTLED = "throttled"
 
@@ -23,8 +23,8 @@ def client_address(request) -> str:
 
 
 class ThrottledAuthenticationForm(AdminAuthenticationForm):
-    """Refuses, without checking the password, while the username or the address is locked out; counts
-    every refused sign-in (wrong password, unknown user, not staff)."""
+    """Refuses, without checking the password, while the attempt is locked out (eigenflux.login_throttle);
+    counts every refused sign-in (wrong password, unknown user, not staff)."""
 
     def clean(self):
         username = self.cleaned_data.get("username") or ""
@@ -34,7 +34,8 @@ class ThrottledAuthenticationForm(AdminAuthenticationForm):
             minutes = max(1, -(-lockout.seconds // 60))
             self.retry_after = lockout.seconds
             raise ValidationError(
-                f"Too many failed sign-ins for this account or from this address. Try again in {minutes} minutes.",
+                f"Too many failed sign-ins {lockout.scope}. Try again in {minutes} minutes, or ask an "
+                f"operator to lift the lock with `{CLEAR_COMMAND}`.",
                 code=THROTTLED,
             )
         try:
@@ -42,7 +43,7 @@ class ThrottledAuthenticationForm(AdminAuthenticationForm):
         except ValidationError:
             login_failed(username=username, address=address)
             raise
-        login_succeeded(username=username)
+        login_succeeded(username=username, address=address)
         return cleaned
 
 

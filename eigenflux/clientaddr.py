@@ -64,3 +64,17 @@ def scope_client_address(scope: dict) -> str:
         if name == b"x-forwarded-for":
             forwarded = value.decode("latin-1")
     return client_address(peer, forwarded)
+
+
+def client_network(address: str | None) -> str:
+    """The unit a per-client limit counts: an IPv4 address, or the /64 an IPv6 address is in (one host
+    usually holds a whole /64, so counting single IPv6 addresses would give it 2**64 budgets)."""
+    try:
+        ip = ipaddress.ip_address((address or "").strip())
+    except ValueError:
+        return (address or "").strip() or "unknown"
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
+    return str(ip)

@@ -287,8 +287,11 @@ EIGENFLUX_OPEN_SIGNUP = env_bool("EIGENFLUX_OPEN_SIGNUP", False)
 LOGIN_CODE_TTL_SECONDS = env_int("LOGIN_CODE_TTL_SECONDS", 600, minimum=60)
 LOGIN_CODE_MAX_ATTEMPTS = env_int("LOGIN_CODE_MAX_ATTEMPTS", 5, minimum=1)
 LOGIN_RESEND_SECONDS = env_int("LOGIN_RESEND_SECONDS", 60, minimum=0)
-# Login and verify calls per hour: codes sent to one address, and requests from one client IP (0 = off).
-LOGIN_CODES_PER_ADDRESS_PER_HOUR = env_int("LOGIN_CODES_PER_ADDRESS_PER_HOUR", 5, minimum=0)
+# Login limits, sliding token buckets (that many at once, refilled at that many per hour; 0 = off): codes for
+# one address asked from one client (an IPv4 address or IPv6 /64), codes for one address from all clients
+# together (a higher ceiling, so one client cannot lock an address out), and login + verify calls per client.
+LOGIN_CODES_PER_ADDRESS_PER_CLIENT_PER_HOUR = env_int("LOGIN_CODES_PER_ADDRESS_PER_CLIENT_PER_HOUR", 5, minimum=0)
+LOGIN_CODES_PER_ADDRESS_PER_HOUR = env_int("LOGIN_CODES_PER_ADDRESS_PER_HOUR", 20, minimum=0)
 LOGIN_REQUESTS_PER_IP_PER_HOUR = env_int("LOGIN_REQUESTS_PER_IP_PER_HOUR", 30, minimum=0)
 # Outgoing mail (login codes). The console backend prints mails on the web process's stdout.
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
@@ -388,9 +391,12 @@ OFFICIAL_MODEL_CALLS_PER_HOUR = env_int("OFFICIAL_MODEL_CALLS_PER_HOUR", 600, mi
 OFFICIAL_MODEL_CALLS_PER_AGENT_PER_DAY = env_int("OFFICIAL_MODEL_CALLS_PER_AGENT_PER_DAY", 4, minimum=0)
 
 # --- Moderation (docs/admin.md) ---------------------------------------------------------------
-# Admin sign-in: this many failures per username or per client address within the window lock both out
-# until the window ends (0 disables).
+# Admin sign-in, sliding token buckets of failures (that many at once, refilled at that many per window;
+# 0 = off): per (username, client address), and higher ceilings per username (from everywhere) and per
+# client address (for every username). `manage.py clear_login_throttle` lifts a lockout.
 ADMIN_LOGIN_MAX_FAILURES = env_int("ADMIN_LOGIN_MAX_FAILURES", 5, minimum=0)
+ADMIN_LOGIN_MAX_FAILURES_PER_USERNAME = env_int("ADMIN_LOGIN_MAX_FAILURES_PER_USERNAME", 50, minimum=0)
+ADMIN_LOGIN_MAX_FAILURES_PER_ADDRESS = env_int("ADMIN_LOGIN_MAX_FAILURES_PER_ADDRESS", 20, minimum=0)
 ADMIN_LOGIN_WINDOW_SECONDS = env_int("ADMIN_LOGIN_WINDOW_SECONDS", 900, minimum=1)
 # Transient dead letters are requeued automatically at most this many times per chain (0 = never), and
 # only once they are this old (a passing outage is over); permanent ones always wait for a person.

@@ -25,7 +25,8 @@ class Agent(models.Model):
         editable=False,
         help_text="The name as written (items.names.name_shape_key: its look-alike skeleton, then caseless): unique.",
     )
-    # Optional; set when the agent logs in by e-mail (the EigenFlux client's one-time-code login).
+    # Optional; set when the agent logs in by e-mail (the EigenFlux client's one-time-code login). Always the
+    # canonical form (items.email_address): stored, compared and mailed as it is here.
     email = models.EmailField(max_length=254, null=True, blank=True)
     is_official = models.BooleanField(default=False)
     is_active = models.BooleanField(default=True)
@@ -57,9 +58,15 @@ class Agent(models.Model):
             models.CheckConstraint(condition=~models.Q(name_key=""), name="agent_name_key_set"),
             models.CheckConstraint(condition=~models.Q(name_shape_key=""), name="agent_name_shape_key_set"),
             models.UniqueConstraint(
-                Lower("email"),
-                name="agent_email_ci_unique",
+                fields=["email"],
+                name="agent_email_unique",
                 violation_error_message="Another agent already has this email address.",
+            ),
+            # Every writer canonicalises (items.email_address); one that forgets fails loudly here.
+            models.CheckConstraint(
+                condition=models.Q(email__isnull=True)
+                | (models.Q(email=Lower("email")) & models.Q(email__regex=r"^[!-~]+@[a-z0-9.-]+$")),
+                name="agent_email_canonical",
             ),
         ]
 

@@ -1,5 +1,6 @@
-"""Rate limits in Redis: a fixed window per (bucket, subject), one atomic round trip. Per-agent API limits use
-one-minute windows; login limits (per address, per client IP) use hours. Failed authentications are counted
+"""Rate limits in Redis, one atomic round trip each. Per-agent API limits count fixed one-minute windows. Login
+limits are token buckets (GCRA: `limit` hits at once, refilled at `limit` per window, on Redis's clock), so
+they slide and their Retry-After is the exact wait for the next hit. Failed authentications are counted
 per client address and remembered in-process once over the limit, so that a blocked address costs no Redis or
 database round trip for the rest of its window."""
 
@@ -9,6 +10,7 @@ import hashlib
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import redis
@@ -40,6 +42,7 @@ def _script(client: redis.Redis) -> Script:
 class Verdict:
     allowed: bool
     retry_after: int
+    refused_by: str = ""  # the name of the Limit that refused (token buckets)
 
 
 class RateLimitUnavailable(Exception):
@@ -76,6 +79,67 @@ def rate_limit_window(*, bucket: str, subject: str, limit: int, window_seconds: 
     if int(count) <= limit:
         return Verdict(True, 0)
     return Verdict(False, max(1, int(ttl)))
+
+
+# KEYS: one bucket each; ARGV: each bucket's interval and burst in ms, then the mode. A bucket's value is its
+# theoretical arrival time (TAT): a hit is allowed once TAT + interval - burst <= now. "take" spends one hit
+# in every bucket only if all allow it, "peek" spends nothing, "add" spends one whatever they say.
+_BUCKETS = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local mode = ARGV[#ARGV]
+local tats, wait, refused = {}, 0, 0
+for i, key in ipairs(KEYS) do
+  local interval, burst = tonumber(ARGV[2 * i - 1]), tonumber(ARGV[2 * i])
+  local tat = math.max(tonumber(redis.call('GET', key) or now), now)
+  tats[i] = tat + interval
+  if tats[i] - burst - now > wait then wait, refused = tats[i] - burst - now, i end
+end
+if mode == 'add' or (mode == 'take' and refused == 0) then
+  for i, key in ipairs(KEYS) do redis.call('SET', key, tats[i], 'PX', tats[i] - now) end
+end
+return {refused, wait}
+"""
+
+
+@dataclass(frozen=True)
+class Limit:
+    """A token bucket: `limit` hits at once, refilled at `limit` per `window_seconds`; `limit` <= 0 disables it.
+    `key` is the whole Redis key; the keys of one call must share a Redis Cluster slot (a `{…}` hash tag)."""
+
+    name: str
+    key: str
+    limit: int
+    window_seconds: int
+
+
+def buckets_hit(limits: Sequence[Limit], *, mode: str = "take", fail_open: bool) -> Verdict:
+    """Ask (and in "take" or "add" mode spend one hit of) every enabled bucket in `limits`, atomically; the
+    verdict names the bucket that makes the caller wait longest, and how long. Redis unavailable: allowed
+    (fail_open) or RateLimitUnavailable."""
+    enabled = [limit for limit in limits if limit.limit > 0]
+    if not enabled:
+        return Verdict(True, 0)
+    args: list[int | str] = []
+    for limit in enabled:
+        burst = limit.window_seconds * 1000
+        args += [max(1, burst // limit.limit), burst]
+    try:
+        client = get_redis()
+        refused, wait = client.eval(_BUCKETS, len(enabled), *(limit.key for limit in enabled), *args, mode)
+    except redis.RedisError as exc:
+        if not fail_open:
+            raise RateLimitUnavailable(str(exc)) from exc
+        log.warning("rate limit not applied (Redis unavailable: %s)", exc.__class__.__name__)
+        return Verdict(True, 0)
+    if int(refused) == 0:
+        return Verdict(True, 0)
+    return Verdict(False, max(1, -(-int(wait) // 1000)), enabled[int(refused) - 1].name)
+
+
+def buckets_clear(keys: Sequence[str]) -> int:
+    """Empty these buckets (an operator lifting a lockout); returns how many existed."""
+    return sum(get_redis().delete(key) for key in keys)
 
 
 _blocked: dict[str, float] = {}  # client address -> monotonic time its window ends (this process's view)

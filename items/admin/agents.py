@@ -12,6 +12,7 @@ from django.db.models import Count, Q
 from django.template.response import TemplateResponse
 
 from items.admin.actions import report
+from items.email_address import EmailAddressInvalid
 from items.models import Agent, AgentToken
 from items.services.agent_identity import IdentityChangeRefused, identity_fields, may_change_identity
 from items.services.agents import (
@@ -21,6 +22,7 @@ from items.services.agents import (
     agent_account_update,
     agent_create,
     agent_deactivate,
+    agent_email,
     agent_name_check,
     agent_token_create,
     agent_token_revoke,
@@ -58,12 +60,25 @@ class AgentTokenInline(admin.TabularInline):
 
 class AgentForm(forms.ModelForm):
     """Checks the name as the services will (unique after normalisation and look-alike folding, the official
-    name and its look-alikes reserved, invisible characters refused), so the
-    moderator sees the reason on the form instead of an error page."""
+    name and its look-alikes reserved, invisible characters refused), and puts the e-mail in its canonical form
+    before the uniqueness check, so the moderator sees the reason on the form instead of an error page."""
+
+    # A plain text field: the canonical rule (which folds full-width letters) is the only judge of an address.
+    email = forms.CharField(
+        required=False,
+        max_length=320,
+        help_text="Stored in its canonical form: lowercase, the domain in IDNA (xn--) form.",
+    )
 
     class Meta:
         model = Agent
         fields = ("name", "is_official", "is_active", "bio", "offers", "seeks")
+
+    def clean_email(self):
+        try:
+            return agent_email(self.cleaned_data.get("email"))
+        except EmailAddressInvalid as exc:
+            raise forms.ValidationError(str(exc)) from None
 
     def clean(self):
         cleaned = super().clean()

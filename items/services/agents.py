@@ -1,6 +1,7 @@
 """Agents and their API tokens. Names are unique after normalisation and look-alike folding (items.names) and
 the official agent's name and its look-alikes are reserved; every write of a name goes through here, which keeps
-`name_key` and `name_shape_key` in step."""
+`name_key` and `name_shape_key` in step. Every write of a login e-mail goes through here too, which stores it in
+its canonical form (items.email_address)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from items.email_address import email_canonical
 from items.models import Agent, AgentToken
 from items.names import NameKeys, is_official_name, looks_reserved, name_glyph_problem, name_keys, name_problem
 from items.services.agent_identity import Actor, agent_identity_audit, agent_identity_authorize
@@ -91,8 +93,14 @@ def _saving_name(name: str) -> Iterator[None]:
         raise
 
 
+def agent_email(email: str | None) -> str | None:
+    """The canonical form of a login e-mail (None for none), or EmailAddressInvalid saying what is wrong."""
+    return email_canonical(email) if email else None
+
+
 def agent_create(*, name: str, bio: str = "", is_official: bool = False, email: str | None = None) -> Agent:
     name, keys = agent_name_check(name=name, is_official=is_official)
+    email = agent_email(email)
     with _saving_name(name):
         return Agent.objects.create(
             name=name,
@@ -100,7 +108,7 @@ def agent_create(*, name: str, bio: str = "", is_official: bool = False, email: 
             name_shape_key=keys.shape,
             bio=bio,
             is_official=is_official,
-            email=email or None,
+            email=email,
         )
 
 
@@ -125,6 +133,8 @@ def agent_account_update(*, agent: Agent, actor: Actor, **fields: object) -> lis
     unknown = set(fields) - set(ACCOUNT_FIELDS)
     if unknown:
         raise ValueError(f"not account fields: {sorted(unknown)}")
+    if "email" in fields:
+        fields["email"] = agent_email(fields["email"])
     changed = [name for name, value in fields.items() if getattr(agent, name) != value]
     identity = agent_identity_authorize(actor=actor, agent=agent, changed=changed)
     for name in changed:

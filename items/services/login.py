@@ -3,10 +3,13 @@
 A login request sends a 6-digit code to the address and answers with a challenge id; verifying the code
 issues an ordinary agent token (items.tokens). Codes are random, stored only as an HMAC keyed with
 SECRET_KEY and salted with the challenge id, expire after LOGIN_CODE_TTL_SECONDS and allow
-LOGIN_CODE_MAX_ATTEMPTS tries. Requests are limited per address and per client IP (fail closed: without
-Redis there is no login). An address with no agent gets the same answer as a registered one (a challenge
-that can never be verified, and a notice mail instead of a code), so the API does not reveal who is
-registered; with EIGENFLUX_OPEN_SIGNUP the code is sent and verifying it creates the agent.
+LOGIN_CODE_MAX_ATTEMPTS tries. Addresses are taken in their canonical form (items.email_address): agents are
+found by equality with it, and a code goes only to the matched agent's stored address (for a sign-up, to the
+canonical form, which is what the new agent will hold), never to the text the caller sent. Requests are
+limited per client IP, per (address, client) and, with a higher ceiling, per address, in sliding token
+buckets (fail closed: without Redis there is no login). An address with no agent gets the same answer as a
+registered one (a challenge that can never be verified, and a notice mail instead of a code), so the API does
+not reveal who is registered; with EIGENFLUX_OPEN_SIGNUP the code is sent and verifying it creates the agent.
 """
 
 from __future__ import annotations
@@ -20,17 +23,18 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.core.mail import send_mail
-from django.core.validators import validate_email
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.template.loader import render_to_string
 from django.utils import timezone
 from django.utils.crypto import salted_hmac
 
+from eigenflux.clientaddr import client_network
+from eigenflux.redis import get_redis
+from items.email_address import EmailAddressInvalid, email_canonical
 from items.models import Agent, LoginChallenge
-from items.ratelimit import RateLimitUnavailable, rate_limit_window
+from items.ratelimit import Limit, RateLimitUnavailable, buckets_clear, buckets_hit
 from items.services.agents import AgentNameRefused, IssuedToken, agent_create, agent_token_create
 
 log = logging.getLogger(__name__)
@@ -68,60 +72,87 @@ class Session:
 
 
 def normalise_email(raw: object) -> str:
-    email = raw.strip() if isinstance(raw, str) else ""
+    """The canonical form of the address the caller sent, or LoginError naming what is wrong with it."""
     try:
-        validate_email(email)
-    except ValidationError:
-        raise LoginError("invalid email format") from None
-    if len(email) > 254:
-        raise LoginError("invalid email format")
-    return email
+        return email_canonical(raw)
+    except EmailAddressInvalid as exc:
+        raise LoginError(str(exc)) from None
 
 
 def code_hash(challenge_id: str, code: str) -> str:
     return salted_hmac("eigenflux.login-code", f"{challenge_id}:{code}", algorithm="sha256").hexdigest()
 
 
-def _address_key(email: str) -> str:
-    # Rate-limit keys carry a digest, not the address itself.
-    return hashlib.sha256(email.casefold().encode("utf-8")).hexdigest()[:32]
+def _digest(text: str) -> str:
+    # Rate-limit keys carry a digest, never an address (e-mail or IP) itself.
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
-def _limit(bucket: str, subject: str, limit: int, window_seconds: int, message: str) -> None:
+_REFUSALS = {
+    "ip": "too many login requests",
+    "resend": "a code was sent to this address just now",
+    "client": "too many codes for this address from this client",
+    "address": "too many codes for this address",
+}
+
+
+def _ip_limits(client_ip: str | None) -> list[Limit]:
+    key = f"ratelimit:login-ip:{_digest(client_network(client_ip))}"
+    return [Limit("ip", key, settings.LOGIN_REQUESTS_PER_IP_PER_HOUR, _HOUR)]
+
+
+def _address_limits(address: str, client_ip: str | None) -> list[Limit]:
+    """The resend wait and the code budget per (address, client), and the address's own, higher, ceiling: one
+    client alone cannot lock an address out. One hash tag, so the three are checked and spent atomically."""
+    tag, client = f"ratelimit:{{login:{_digest(address)}}}", _digest(client_network(client_ip))
+    resend = settings.LOGIN_RESEND_SECONDS
+    return [
+        Limit("resend", f"{tag}:resend:{client}", 1 if resend else 0, max(1, resend)),
+        Limit("client", f"{tag}:client:{client}", settings.LOGIN_CODES_PER_ADDRESS_PER_CLIENT_PER_HOUR, _HOUR),
+        Limit("address", f"{tag}:all", settings.LOGIN_CODES_PER_ADDRESS_PER_HOUR, _HOUR),
+    ]
+
+
+def _limit(limits: list[Limit]) -> None:
     try:
-        verdict = rate_limit_window(
-            bucket=bucket, subject=subject, limit=limit, window_seconds=window_seconds, fail_open=False
-        )
+        verdict = buckets_hit(limits, fail_open=False)
     except RateLimitUnavailable as exc:
         raise LoginUnavailable("login is temporarily unavailable; retry later") from exc
     if not verdict.allowed:
+        message = _REFUSALS[verdict.refused_by]
         raise LoginRateLimited(f"{message}; retry in {verdict.retry_after} s", verdict.retry_after)
 
 
-def _limit_ip(client_ip: str | None) -> None:
-    _limit(
-        "login-ip", client_ip or "unknown", settings.LOGIN_REQUESTS_PER_IP_PER_HOUR, _HOUR, "too many login requests"
-    )
+def login_limits_clear(*, email: str | None = None, client_ip: str | None = None) -> int:
+    """Lift the e-mail login limits of an address (its own and those of every client for it: their keys are
+    found by their shared hash tag) and/or of a client IP (its own and its buckets for every address), as an
+    operator's `clear_login_throttle` asks."""
+    keys: list[str] = []
+    if client_ip:
+        keys += [limit.key for limit in _ip_limits(client_ip)]
+        match = f"ratelimit:{{login:*}}:*:{_digest(client_network(client_ip))}"
+        keys += list(get_redis().scan_iter(match=match, count=1000))
+    if email:
+        tag = f"ratelimit:{{login:{_digest(normalise_email(email))}}}"
+        keys += list(get_redis().scan_iter(match=f"{tag}:*", count=1000))
+    return buckets_clear(keys)
 
 
 def login_start(*, email: object, client_ip: str | None) -> Challenge:
-    _limit_ip(client_ip)
-    email = normalise_email(email)
-    address = _address_key(email)
-    if settings.LOGIN_RESEND_SECONDS:
-        _limit("login-resend", address, 1, settings.LOGIN_RESEND_SECONDS, "a code was sent to this address just now")
-    _limit(
-        "login-address", address, settings.LOGIN_CODES_PER_ADDRESS_PER_HOUR, _HOUR, "too many codes for this address"
-    )
-
-    agent = Agent.objects.filter(email__iexact=email, is_active=True).first()
+    _limit(_ip_limits(client_ip))
+    address = normalise_email(email)
+    _limit(_address_limits(address, client_ip))
+    agent = Agent.objects.filter(email=address, is_active=True).first()
     may_sign_up = agent is None and settings.EIGENFLUX_OPEN_SIGNUP
+    # Mail goes to the address the agent holds, never to the caller's text; the challenge records it, and
+    # verifying holds the agent to it still.
+    mail_to = agent.email if agent is not None else address
     code = f"{secrets.randbelow(10**CODE_DIGITS):0{CODE_DIGITS}d}"
     challenge_id = f"ch_{uuid.uuid4()}"
     ttl = settings.LOGIN_CODE_TTL_SECONDS
     LoginChallenge.objects.create(
         challenge_id=challenge_id,
-        email=email,
+        email=mail_to,
         agent=agent,
         may_sign_up=may_sign_up,
         code_hash=code_hash(challenge_id, code),
@@ -135,10 +166,10 @@ def login_start(*, email: object, client_ip: str | None) -> Challenge:
             "minutes": ttl // 60,
             "attempts": settings.LOGIN_CODE_MAX_ATTEMPTS,
         }
-        _mail(email, "login/code", context)
+        _mail(mail_to, "login/code", context)
     else:
         # Mail either way, so neither the answer nor its timing tells whether the address is registered.
-        _mail(email, "login/no_account", {})
+        _mail(mail_to, "login/no_account", {})
     return Challenge(challenge_id=challenge_id, expires_in=ttl, resend_after=settings.LOGIN_RESEND_SECONDS)
 
 
@@ -153,7 +184,7 @@ def _mail(email: str, template: str, context: dict) -> None:
 
 
 def login_verify(*, challenge_id: object, code: object, client_ip: str | None) -> Session:
-    _limit_ip(client_ip)
+    _limit(_ip_limits(client_ip))
     if not isinstance(challenge_id, str) or not challenge_id or len(challenge_id) > 64:
         raise LoginError("invalid or expired code")
     if not isinstance(code, str) or not (code.isascii() and code.isdigit() and len(code) == CODE_DIGITS):
@@ -183,10 +214,11 @@ def login_verify(*, challenge_id: object, code: object, client_ip: str | None) -
 
 def _agent_for(challenge: LoginChallenge) -> tuple[Agent, bool]:
     if challenge.agent is not None:
-        if not Agent.objects.filter(pk=challenge.agent_id, is_active=True).exists():
+        # The code went to challenge.email: it proves that mailbox, so the agent must still hold it.
+        if not Agent.objects.filter(pk=challenge.agent_id, is_active=True, email=challenge.email).exists():
             raise LoginError("invalid or expired code; run `eigenflux auth login` again for a new code")
         return challenge.agent, False
-    existing = Agent.objects.filter(email__iexact=challenge.email).first()
+    existing = Agent.objects.filter(email=challenge.email).first()
     if existing is not None:  # signed up meanwhile (another challenge for the same address)
         if not existing.is_active:
             raise LoginError("invalid or expired code; run `eigenflux auth login` again for a new code")
@@ -195,7 +227,7 @@ def _agent_for(challenge: LoginChallenge) -> tuple[Agent, bool]:
         with transaction.atomic():
             agent = _agent_create_for_address(challenge.email)
     except IntegrityError:  # a parallel verify for the same address created it first
-        return Agent.objects.get(email__iexact=challenge.email), False
+        return Agent.objects.get(email=challenge.email), False
     return agent, True
 
 

@@ -166,11 +166,20 @@ def test_moderators_cannot_make_or_impersonate_the_official_agent(mod_client):
 def test_an_agent_gets_an_optional_unique_email_for_the_clients_login(mod_client):
     mod_client.post(reverse("admin:items_agent_add"), {"name": "Mail bot", "email": "Bot@Example.com"})
     mod_client.post(reverse("admin:items_agent_add"), {"name": "No mail"})
-    assert Agent.objects.get(name="Mail bot").email == "Bot@Example.com"
+    assert Agent.objects.get(name="Mail bot").email == "bot@example.com"  # its canonical form
     assert Agent.objects.get(name="No mail").email is None  # several agents may have none
-    response = mod_client.post(reverse("admin:items_agent_add"), {"name": "Copy", "email": "bot@example.COM"})
-    assert response.status_code == 200 and not Agent.objects.filter(name="Copy").exists()
-    assert "Another agent already has this email address." in response.content.decode()
+    # In another case, or in full-width letters (U+FF42 ...), it is the same address.
+    for copy in ("bot@example.COM", "\uff42\uff4f\uff54@example.com"):
+        response = mod_client.post(reverse("admin:items_agent_add"), {"name": "Copy", "email": copy})
+        assert response.status_code == 200 and not Agent.objects.filter(name="Copy").exists()
+        assert "Another agent already has this email address." in response.content.decode()
+
+
+def test_the_agent_form_names_what_is_wrong_with_an_address(mod_client):
+    # A dotless i (U+0131) before the @ is not folded into an "i": refused, with the reason.
+    response = mod_client.post(reverse("admin:items_agent_add"), {"name": "Dotless", "email": "b\u0131t@example.com"})
+    assert response.status_code == 200 and not Agent.objects.filter(name="Dotless").exists()
+    assert "Internationalized characters before the @-sign are not supported" in response.content.decode()
 
 
 def _agent_form(agent: Agent, **changes) -> dict:
