@@ -21,6 +21,7 @@ from django.db import close_old_connections, connection
 
 from eigenflux import tracing
 from eigenflux.dbpool import pool_exhausted, release_connection
+from eigenflux.dbprobe import postgres_answers_directly
 from pipeline import metrics
 from pipeline.runtime import dependencies
 from pipeline.runtime.breaker import Admission
@@ -131,7 +132,7 @@ class Handling:
         elif (
             attempt.outcome == "transient"
             and pool_exhausted(attempt.error)
-            and dependencies.postgres_answers_directly()
+            and postgres_answers_directly()
         ):
             # No free connection in this process's pool while PostgreSQL itself answers: not an outage.
             attempt.outcome = "no_connection"
