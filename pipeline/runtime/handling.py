@@ -129,11 +129,7 @@ class Handling:
         attempt = self._attempt(delivery)
         if delivery.lease.lost:
             attempt.outcome = "lease_lost"
-        elif (
-            attempt.outcome == "transient"
-            and pool_exhausted(attempt.error)
-            and postgres_answers_directly()
-        ):
+        elif attempt.outcome == "transient" and pool_exhausted(attempt.error) and postgres_answers_directly():
             # No free connection in this process's pool while PostgreSQL itself answers: not an outage.
             attempt.outcome = "no_connection"
         failed = dependencies.dependency_of(attempt.error) if attempt.outcome == "transient" else None
