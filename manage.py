@@ -6,6 +6,9 @@ import sys
 
 
 def main() -> None:
+    from eigenflux.parentwatch import watch_parent_from_environment
+
+    watch_parent_from_environment()  # a child of `make run` stops when it is gone
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "eigenflux.settings")
     from django.core.management import execute_from_command_line
 

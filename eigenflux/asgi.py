@@ -9,6 +9,9 @@ from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "eigenflux.settings")
 from eigenflux import tracing
+from eigenflux.parentwatch import watch_parent_from_environment
+
+watch_parent_from_environment()  # under `make run`: stop when it is gone
 
 tracing.setup("web")  # before the application loads its middleware (the Django instrumentation adds one)
 # Django must be set up before anything below imports models.

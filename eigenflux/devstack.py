@@ -5,7 +5,11 @@ is stopped.
 The children run in a session of their own, so the terminal's Ctrl-C (SIGINT to the foreground process group)
 reaches only this process, which then sends each child exactly one SIGTERM: the pipeline drains its in-flight
 work instead of reading a second signal as "exit now". A second Ctrl-C forwards a second SIGTERM (the pipeline
-then exits at once, leaving unfinished entries pending for reclaim)."""
+then exits at once, leaving unfinished entries pending for reclaim).
+
+Only one stack runs per data directory (eigenflux.devlock: a second `make run` refuses before it starts anything).
+The children stop when this process is gone, even SIGKILLed (eigenflux.parentwatch); a stack that fails stops
+no server it did not start itself."""
 
 from __future__ import annotations
 
@@ -20,15 +24,37 @@ from pathlib import Path
 import django
 from django.core.management import call_command
 
+from eigenflux import embedded
+from eigenflux.devlock import DevstackLock, StackRunning, devstack_lock
+from eigenflux.environ import env_path
+
 HOST = os.environ.get("HOST", "127.0.0.1")
 PORT = os.environ.get("PORT", "8000")
 
 
 def main() -> int:
+    # Before anything starts (embedded servers, migrations, children): is this checkout's stack already running?
+    data_dir = embedded.private_dir(env_path("EIGENFLUX_DATA_DIR", Path(__file__).resolve().parent.parent / ".data"))
+    try:
+        lock = devstack_lock(data_dir, host=HOST, port=PORT)
+    except StackRunning as exc:
+        print(f"make run: {exc}", file=sys.stderr)
+        return 1
+    exit_code = 1
+    try:
+        exit_code = _run(lock)
+    finally:
+        if exit_code:
+            # Failed: servers that something else started stay up (it may still use them); ours stop as usual.
+            embedded.leave_running()
+        lock.release()
+    return exit_code
+
+
+def _run(lock: DevstackLock) -> int:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "eigenflux.settings")
     django.setup()  # starts the embedded PostgreSQL / Redis when their URLs are unset
     from django.conf import settings
-    from django.db import connection, connections
 
     call_command("migrate", interactive=False, verbosity=0)
     call_command("collectstatic", interactive=False, verbosity=0)
@@ -36,14 +62,23 @@ def main() -> int:
     metrics_token, metrics_auth = _metrics_token(settings)
     token = _demo_agent_token()
     call_command("schedule_jobs", verbosity=0)
+    children = _start_children(settings, lock, metrics_token)
+    _banner(settings, password, token, metrics_auth)
+    return _supervise(children, settings)
 
-    # Children get explicit URLs, so they use the servers this process owns and stops.
+
+def _start_children(settings, lock: DevstackLock, metrics_token: str) -> dict[str, subprocess.Popen]:
+    from django.db import connection, connections
+
+    # Children get explicit URLs, so they use the servers this process uses; they are listed as the servers'
+    # users, and each stops when this process is gone (EIGENFLUX_PARENT_PID, eigenflux.parentwatch).
     env = os.environ | {
         "DATABASE_URL": settings.DATABASE_URL,
         "REDIS_URL": settings.REDIS_URL,
         "SECRET_KEY": settings.SECRET_KEY,
         "METRICS_TOKEN": metrics_token,
         "PYTHONUNBUFFERED": "1",
+        "EIGENFLUX_PARENT_PID": str(os.getpid()),
     }
     base = Path(settings.BASE_DIR)
     commands = {
@@ -57,12 +92,18 @@ def main() -> int:
     # This process is done with the database: its pool's connections are not kept while the children run.
     connections.close_all()
     connection.close_pool()
+    # Started from the main thread: Linux's parent-death signal follows the thread that forked.
     children = {
         name: subprocess.Popen(cmd, env=envs.get(name, env), cwd=base, start_new_session=True)
         for name, cmd in commands.items()
     }
-    _banner(settings, password, token, metrics_auth)
+    embedded.add_users([proc.pid for proc in children.values()])
+    lock.record(host=HOST, port=PORT, children={name: (children[name].pid, cmd) for name, cmd in commands.items()})
+    return children
 
+
+def _supervise(children: dict[str, subprocess.Popen], settings) -> int:
+    """Until a signal (or a child's exit), then stop every child: 0 when all of them stopped cleanly."""
     signals = 0
 
     def stop(signum, frame):

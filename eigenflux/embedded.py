@@ -3,7 +3,9 @@
 Used only when DATABASE_URL / REDIS_URL are unset. Every process that needs a server calls the
 function below: the first one starts the server, the others find it running and share it. Each
 user process is recorded in a pid list; the last one to exit stops the server, and pids of
-processes that died without cleaning up are pruned, so a crash never blocks the next start.
+processes that died without cleaning up are pruned, so a crash never blocks the next start. A process
+can list others as users (`make run` lists its children) and can leave without stopping servers it did
+not start (a failed `make run`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ from urllib.parse import quote
 
 # Unix socket paths are limited to 107 bytes; deep checkouts fall back to a short path in /tmp.
 _MAX_SOCKET_PATH = 100
+
+# The servers this process uses: name -> (its directory, whether this process started it rather than joined it).
+_used: dict[str, tuple[Path, bool]] = {}
 
 
 def postgres_runs_as_other_user() -> bool:
@@ -80,7 +85,9 @@ def postgres_url(data_dir: Path) -> str:
     # for ever: dead pids are pruned when a user joins and again just before a user's own exit hook runs.
     if pgdata.exists():
         _prune_postgres_users(pgdata)
+    running = _postgres_running(pgdata)
     server = pgserver.get_server(pgdata, cleanup_mode="stop")
+    _used["postgresql"] = (pgdata, not running)
     atexit.register(_prune_postgres_users, pgdata)  # registered after pgserver's hook, so it runs before it
     # Started as root, pgserver opens every parent of its data directory to everyone (o+rx); close .data again.
     private_dir(data_dir)
@@ -111,13 +118,60 @@ def redis_url(data_dir: Path) -> str:
     root.mkdir(parents=True, exist_ok=True)
     socket_path = _socket_path(root / "redis.sock")
     with _locked(root / ".lock"):
-        if not _redis_answers(socket_path):
+        started = not _redis_answers(socket_path)
+        if started:
             _start_redis(root, socket_path)
+        _used["redis"] = (root, started)
         users = _read_users(root)
         users.add(os.getpid())
         _write_users(root, users)
     atexit.register(_release_redis, root, socket_path)
     return f"unix://{socket_path}"
+
+
+def _postgres_running(pgdata: Path) -> bool:
+    from pgserver.utils import PostmasterInfo
+
+    info = PostmasterInfo.read_from_pgdata(pgdata) if (pgdata / "PG_VERSION").exists() else None
+    return info is not None and info.is_running()
+
+
+def add_users(pids: list[int]) -> None:
+    """Count these processes (given the servers' URLs, e.g. `make run`'s children) as users of the servers this
+    process uses: no server stops while one of them is alive, even if this process dies first."""
+    from pgserver.postgres_server import PostgresServer
+    from pgserver.utils import DiskList
+
+    if "postgresql" in _used:
+        users = DiskList(_used["postgresql"][0] / ".handle_pids.json")
+        with PostgresServer._lock:
+            users.put(sorted(set(users.get()) | set(pids)))
+    if "redis" in _used:
+        root = _used["redis"][0]
+        with _locked(root / ".lock"):
+            _write_users(root, _read_users(root) | set(pids))
+
+
+def leave_running() -> None:
+    """Stop no server this process did not start: it leaves their user lists and drops its exit hooks for them
+    (a `make run` that failed must not take down servers that something else, perhaps unlisted, still uses).
+    Servers it started itself are stopped as usual, by the last live user."""
+    from pgserver.postgres_server import PostgresServer
+    from pgserver.utils import DiskList
+
+    for name, (path, started) in _used.items():
+        if started:
+            continue
+        if name == "postgresql":
+            server = PostgresServer._instances.get(path)
+            if server is not None:
+                atexit.unregister(server._cleanup)
+            with PostgresServer._lock:
+                DiskList(path / ".handle_pids.json").get_and_remove(os.getpid())
+        else:
+            atexit.unregister(_release_redis)
+            with _locked(path / ".lock"):
+                _write_users(path, _read_users(path) - {os.getpid()})
 
 
 def _socket_path(preferred: Path) -> Path:

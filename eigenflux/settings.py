@@ -207,7 +207,7 @@ def channel_layers(urls: list[str]) -> dict:
     With several URLs channels-redis shards channels across them (consistent hashing of the channel name)."""
     return {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "BACKEND": "eigenflux.channel_layer.RedisChannelLayer",  # cancellable receive (see there)
             "CONFIG": {"hosts": [{"address": url, "socket_timeout": 30} for url in urls]},
         }
     }

@@ -11,6 +11,7 @@ from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
 from eigenflux.dbpool import pool_exhausted
+from eigenflux.dbprobe import postgres_answers_directly
 from items.api.request_body import BODY, NOT_JSON, describe_validation, parse_failure
 
 log = logging.getLogger(__name__)
@@ -100,13 +101,15 @@ def install(api: NinjaAPI) -> None:
 
 def database_unavailable_response(exc: BaseException) -> JsonResponse:
     """503 with Retry-After: the database is down, or every pooled connection stayed busy for DB_POOL_TIMEOUT
-    (then only this request is refused; the others keep being served as connections free up)."""
-    if pool_exhausted(exc):
+    (then only this request is refused; the others keep being served as connections free up). Both end in the
+    pool's timeout when the server is down (the pool waits for a connection it cannot open), so the server is
+    asked directly before the answer says "busy"."""
+    if pool_exhausted(exc) and postgres_answers_directly():
         log.warning("no database connection free within DB_POOL_TIMEOUT; answering 503")
         response = error_response(503, "unavailable", "the server is busy (no database connection free); retry later")
         response["Retry-After"] = "1"
         return response
     log.error("database unavailable: %s", exc.__class__.__name__)
-    response = error_response(503, "unavailable", "the database is unavailable; retry later")
+    response = error_response(503, "unavailable", "database unavailable; retry later")
     response["Retry-After"] = "5"
     return response

@@ -21,6 +21,7 @@ import redis
 from django.db import connection
 from django.db import utils as db_utils
 
+from eigenflux.dbprobe import OUTAGE_SQLSTATE_PREFIXES, postgres_answers_directly
 from pipeline.runtime.breaker import Verdict
 
 POSTGRESQL = "postgresql"
@@ -28,15 +29,7 @@ MODEL = "model"
 REDIS = "redis"
 DEPENDENCIES = (POSTGRESQL, MODEL, REDIS)
 
-# PostgreSQL states that mean the server is unreachable or going away, not that this statement failed:
-# class 08 (connection exception) and 57P01-57P03 (admin shutdown, crash shutdown, cannot connect now).
-_PROBE_CONNECT_TIMEOUT = 3  # seconds: an answer, or down
-_PG_OUTAGE_PREFIXES = ("08", "57P01", "57P02", "57P03")
-
 _local = threading.local()
-_probe_lock = threading.Lock()
-_last_probe: tuple[float, bool] | None = None  # (monotonic time, answer)
-_PROBE_REUSE_SECONDS = 0.5
 
 
 @dataclass
@@ -85,7 +78,7 @@ def is_postgres_outage(exc: BaseException) -> bool:
         return False
     sqlstate = getattr(exc.__cause__, "sqlstate", None)
     # No SQLSTATE: the client itself could not reach the server (refused, reset, timed out).
-    return sqlstate is None or sqlstate.startswith(_PG_OUTAGE_PREFIXES)
+    return sqlstate is None or sqlstate.startswith(OUTAGE_SQLSTATE_PREFIXES)
 
 
 def is_redis_outage(exc: BaseException) -> bool:
@@ -144,32 +137,3 @@ def _postgres_up() -> bool:
         with contextlib.suppress(db_utils.DatabaseError):
             connection.close()  # a connection the outage broke is not handed to the next handler
     return postgres_answers_directly()
-
-
-def postgres_answers_directly() -> bool:
-    """SELECT 1 on a fresh connection outside the process's pool. Through the pool the question would wait (up
-    to its timeout) for a connection to come back, a pool whose connections are all lent out says nothing about
-    the server, and an outage would look like "up" once it is over. One probe at a time per process, and an
-    answer younger than _PROBE_REUSE_SECONDS is reused: when a pool runs dry, every waiting handler times out
-    together, and each opening a connection of its own would overrun the connection budget."""
-    global _last_probe
-    with _probe_lock:
-        if _last_probe is not None and time.monotonic() - _last_probe[0] < _PROBE_REUSE_SECONDS:
-            return _last_probe[1]
-        answer = _probe_postgres()
-        _last_probe = (time.monotonic(), answer)
-        return answer
-
-
-def _probe_postgres() -> bool:
-    import psycopg
-
-    params = {k: v for k, v in connection.get_connection_params().items() if k not in ("pool", "cursor_factory")}
-    params["connect_timeout"] = _PROBE_CONNECT_TIMEOUT
-    try:
-        with psycopg.connect(**params, autocommit=True) as conn:
-            conn.execute("SELECT 1")
-    except psycopg.OperationalError as exc:
-        sqlstate = getattr(exc, "sqlstate", None)
-        return sqlstate is not None and not sqlstate.startswith(_PG_OUTAGE_PREFIXES)
-    return True

@@ -21,6 +21,7 @@ from django.db import close_old_connections, connection
 
 from eigenflux import tracing
 from eigenflux.dbpool import pool_exhausted, release_connection
+from eigenflux.dbprobe import postgres_answers_directly
 from pipeline import metrics
 from pipeline.runtime import dependencies
 from pipeline.runtime.breaker import Admission, State
@@ -129,11 +130,7 @@ class Handling:
         attempt = self._attempt(delivery)
         if delivery.lease.lost:
             attempt.outcome = "lease_lost"
-        elif (
-            attempt.outcome == "transient"
-            and pool_exhausted(attempt.error)
-            and dependencies.postgres_answers_directly()
-        ):
+        elif attempt.outcome == "transient" and pool_exhausted(attempt.error) and postgres_answers_directly():
             # No free connection in this process's pool while PostgreSQL itself answers: not an outage.
             attempt.outcome = "no_connection"
         failed = dependencies.dependency_of(attempt.error) if attempt.outcome == "transient" else None

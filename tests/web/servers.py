@@ -3,6 +3,7 @@ loopback port, against the test database and this test's Redis database. Output 
 
 from __future__ import annotations
 
+import base64
 import os
 import signal
 import socket
@@ -14,8 +15,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
 
 from eigenflux.devstack import web_command
+from items.ws import BEARER_SUBPROTOCOL_PREFIX, SUBPROTOCOL
 from tests.pipeline.runtime.fixtures import database_url
 
 REPO = Path(__file__).resolve().parents[2]
@@ -98,3 +102,31 @@ def web_server(web_env):
     yield start
     for server in started:
         server.close()
+
+
+def refused_and_dropped(port: int) -> None:
+    """A handshake offering a bad bearer token, the connection closed as soon as it is written."""
+    key = base64.b64encode(os.urandom(16)).decode()
+    request = (
+        "GET /ws/v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
+        f"Sec-WebSocket-Protocol: {SUBPROTOCOL}, {BEARER_SUBPROTOCOL_PREFIX}ef_bad\r\n\r\n"
+    )
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(request.encode())
+
+
+def refused_and_closed(url: str) -> None:
+    """The same through a WebSocket client that closes right after the handshake."""
+    try:
+        with connect(url, subprotocols=[SUBPROTOCOL, f"{BEARER_SUBPROTOCOL_PREFIX}ef_bad"], open_timeout=30):
+            pass
+    except ConnectionClosed:
+        pass
+
+
+def refused_websockets(port: int, count: int) -> None:
+    """`count` agent WebSockets offering a bad bearer token, half dropped mid-handshake, half closed at once."""
+    for _ in range(count // 2):
+        refused_and_dropped(port)
+        refused_and_closed(f"ws://127.0.0.1:{port}/ws/v1/events")

@@ -55,9 +55,31 @@ def test_an_exhausted_pool_answers_503_and_serves_the_next_request_once_it_frees
         watcher.close()
     assert refused.status_code == 503, refused.text
     assert refused.headers["Retry-After"] == "1"
-    assert refused.json()["error"]["code"] == "unavailable"
+    assert refused.json()["error"] == {
+        "code": "unavailable",
+        "message": "the server is busy (no database connection free); retry later",
+    }
     assert published.status_code == 202
     assert httpx.get(me, headers=headers).status_code == 200
+    assert "Traceback" not in server.output()
+
+
+def test_a_database_that_is_down_answers_503_database_unavailable_not_busy(web_server, postgres_proxy):
+    # The pool's timeout ends both waits: for a connection every request holds, and for one it cannot open.
+    _, token = make_agent()
+    headers = {"Authorization": f"Bearer {token}"}
+    server = web_server(DATABASE_URL=postgres_proxy.database_url, DB_POOL_MIN_SIZE="1", DB_POOL_TIMEOUT="1")
+    me = f"{server.url}/api/v1/agents/me"
+    assert httpx.get(me, headers=headers, timeout=30).status_code == 200
+
+    postgres_proxy.down()  # open connections drop, new ones are refused: PostgreSQL is down for the server
+    refused = httpx.get(me, headers=headers, timeout=30)
+    assert refused.status_code == 503, refused.text
+    assert refused.json()["error"] == {"code": "unavailable", "message": "database unavailable; retry later"}
+    assert refused.headers["Retry-After"] == "5"
+
+    postgres_proxy.up()
+    wait_for(lambda: httpx.get(me, headers=headers, timeout=30).status_code == 200, 60, 0.5, "the server to recover")
     assert "Traceback" not in server.output()
 
 
