@@ -5,7 +5,6 @@ any script, accented or not, can still be held and stay distinct. Rules: items/n
 from __future__ import annotations
 
 import json
-import threading
 
 import pytest
 from django.db import IntegrityError, connection, transaction
@@ -17,6 +16,7 @@ from items.models import Agent
 from items.names import caseless, looks_reserved, name_key, name_keys, name_shape_key
 from items.services.agents import NAME_INVALID, NAME_RESERVED, NAME_TAKEN, AgentNameRefused, agent_create
 from tests.factories import make_agent
+from tests.items.test_agent_names import race_two_creates
 
 LOOKALIKES_OF_THE_OFFICIAL_NAME = {
     "Cyrillic capital E": "\u0415igenFlux",
@@ -164,26 +164,7 @@ def test_the_database_enforces_the_key_as_written():
 @pytest.mark.django_db(transaction=True)
 def test_a_lost_race_on_the_key_as_written_is_reported_as_taken():
     """The names "Bill" and "BiII" read differently but look alike: only the name_shape_key index refuses one."""
-    inserted, release, outcome = threading.Event(), threading.Event(), {}
-
-    def first():
-        try:
-            with transaction.atomic():
-                agent_create(name="Bill")
-                inserted.set()
-                release.wait(10)
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=first)
-    thread.start()
-    assert inserted.wait(10)
-    threading.Timer(1.0, release.set).start()
-    try:
-        agent_create(name="BiII")
-    except AgentNameRefused as exc:
-        outcome["code"], outcome["message"] = exc.code, str(exc)
-    thread.join(10)
+    outcome = race_two_creates("Bill", "BiII")
     assert outcome == {"code": NAME_TAKEN, "message": "the name 'BiII' is already taken"}
     assert list(Agent.objects.filter(name__in=["Bill", "BiII"]).values_list("name", flat=True)) == ["Bill"]
 

@@ -90,15 +90,16 @@ def test_the_database_enforces_the_key():
         Agent.objects.create(name="writer that forgot the key")  # the check constraint refuses an empty key
 
 
-@pytest.mark.django_db(transaction=True)
-def test_a_lost_race_on_the_unique_index_is_reported_as_taken():
-    """Two creates of one name at once: both pass the check, the index decides, the loser gets name_taken."""
+def race_two_creates(first_name: str, second_name: str) -> dict:
+    """Create `first_name` in a transaction held open on another connection, then `second_name` here: the
+    check sees no holder (the first insert is not committed), so the insert waits on the unique index, which
+    decides. Returns the loser's refusal as {"code", "message"} (empty if it was not refused)."""
     inserted, release, outcome = threading.Event(), threading.Event(), {}
 
     def first():
         try:
             with transaction.atomic():
-                agent_create(name="racer")
+                agent_create(name=first_name)
                 inserted.set()
                 release.wait(10)
         finally:
@@ -107,13 +108,19 @@ def test_a_lost_race_on_the_unique_index_is_reported_as_taken():
     thread = threading.Thread(target=first)
     thread.start()
     assert inserted.wait(10)
-    # The first insert is not committed, so the check sees no holder; the insert then waits on the index.
     threading.Timer(1.0, release.set).start()
     try:
-        agent_create(name="RACER")
+        agent_create(name=second_name)
     except AgentNameRefused as exc:
         outcome["code"], outcome["message"] = exc.code, str(exc)
     thread.join(10)
+    return outcome
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_lost_race_on_the_unique_index_is_reported_as_taken():
+    """Two creates of one name at once: both pass the check, the index decides, the loser gets name_taken."""
+    outcome = race_two_creates("racer", "RACER")
     # The index's message (the check's would name the holder: "taken (as 'racer': …)").
     assert outcome == {"code": NAME_TAKEN, "message": "the name 'RACER' is already taken"}
     assert list(Agent.objects.filter(name_key="racer").values_list("name", flat=True)) == ["racer"]

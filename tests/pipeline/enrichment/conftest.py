@@ -7,6 +7,9 @@ import math
 
 import pytest
 
+from items.events import ITEM_PUBLISHED, STREAM_ITEM_PUBLISH
+from pipeline.consumers.item_publish import ItemPublishConsumer
+from pipeline.runtime.event import Event, Lease
 from tests.pipeline.runtime.fixtures import pipeline_env, run_pipeline  # noqa: F401 - fixtures
 
 ENRICHMENT_MODULES = "pipeline.consumers.item_publish"
@@ -48,3 +51,23 @@ def unit(*components: float, dimensions: int = 384) -> list[float]:
 def at_cosine(cosine: float, dimensions: int = 384) -> list[float]:
     """A unit vector whose cosine with unit(1) is exactly `cosine`."""
     return unit(cosine, math.sqrt(max(0.0, 1 - cosine * cosine)), dimensions=dimensions)
+
+
+def publish_entry(item_id: int, lease: Lease | None = None) -> Event:
+    """The `item.published` stream entry of `item_id`, as the enrichment consumer receives it (first delivery)."""
+    return Event(
+        stream=STREAM_ITEM_PUBLISH,
+        group=ItemPublishConsumer.group,
+        message_id="1-1",
+        delivery_count=1,
+        envelope={},
+        id="event-1",
+        type=ITEM_PUBLISHED,
+        subject=str(item_id),
+        data={"item_id": str(item_id)},
+        replay=False,
+        correlation_id="event-1",
+        causation_id="",
+        traceparent="",
+        lease=lease or Lease(),
+    )

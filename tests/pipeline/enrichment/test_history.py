@@ -9,14 +9,14 @@ from collections import Counter
 
 import pytest
 
-from items.events import ITEM_PUBLISHED, STREAM_ITEM_PUBLISH
+from items.events import STREAM_ITEM_PUBLISH
 from items.models import ItemStatus, ModerationDecision, ProcessedItem
 from pipeline.consumers.item_publish import ItemPublishConsumer
 from pipeline.runtime import LeaseLost
-from pipeline.runtime.event import Event, Lease
+from pipeline.runtime.event import Lease
 from tests.factories import make_agent, make_item
 from tests.fakes.openai_server import Fault
-from tests.pipeline.enrichment.conftest import ENRICHMENT_MODULES
+from tests.pipeline.enrichment.conftest import ENRICHMENT_MODULES, publish_entry
 from tests.pipeline.runtime.fixtures import wait_for
 
 TASKS = ("embed", "safety", "process_item", "suggest_action")
@@ -39,25 +39,6 @@ def lost_at_check(n: int) -> Lease:
     return Lease(verify=lambda: next(checks) < n)
 
 
-def entry(pk: int, lease: Lease) -> Event:
-    return Event(
-        stream=STREAM_ITEM_PUBLISH,
-        group=ItemPublishConsumer.group,
-        message_id="1-1",
-        delivery_count=1,
-        envelope={},
-        id="event-1",
-        type=ITEM_PUBLISHED,
-        subject=str(pk),
-        data={"item_id": str(pk)},
-        replay=False,
-        correlation_id="event-1",
-        causation_id="",
-        traceparent="",
-        lease=lease,
-    )
-
-
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize(
     ("lost_at", "written_before"),
@@ -70,10 +51,10 @@ def entry(pk: int, lease: Lease) -> Event:
 def test_an_entry_run_again_in_process_records_each_step_once(fake_llm, lost_at, written_before):
     pk = make_item(content="Renting out a quiet desk in a Lisbon co-working space, weekdays.").pk
     with pytest.raises(LeaseLost):
-        ItemPublishConsumer().handle(entry(pk, lost_at_check(lost_at)))
+        ItemPublishConsumer().handle(publish_entry(pk, lost_at_check(lost_at)))
     assert set(passes(pk)) == written_before  # the first run's passes were written with its checkpoints
 
-    ItemPublishConsumer().handle(entry(pk, Lease()))  # the same entry, taken over by another consumer
+    ItemPublishConsumer().handle(publish_entry(pk, Lease()))  # the same entry, taken over by another consumer
 
     assert ProcessedItem.objects.get(pk=pk).status == ItemStatus.COMPLETED
     assert passes(pk) == Counter(PASSES), history(pk)

@@ -9,13 +9,12 @@ import pytest
 from django.db import connection
 
 from items.blacklist import blacklist_keywords
-from items.events import ITEM_PUBLISHED, STREAM_ITEM_PUBLISH
 from items.models import ItemStatus, ProcessedItem
 from items.services.agents import agent_create
 from items.services.publish import item_publish
 from pipeline.consumers.item_publish import ItemPublishConsumer
 from pipeline.models import LLMCall
-from pipeline.runtime.event import Event, Lease
+from tests.pipeline.enrichment.conftest import publish_entry
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -46,32 +45,13 @@ class TransactionCounter:
         return execute(sql, params, many, context)
 
 
-def _event(item_id: int) -> Event:
-    return Event(
-        stream=STREAM_ITEM_PUBLISH,
-        group=ItemPublishConsumer.group,
-        message_id="1-1",
-        delivery_count=1,
-        envelope={},
-        id="event-1",
-        type=ITEM_PUBLISHED,
-        subject=str(item_id),
-        data={"item_id": str(item_id)},
-        replay=False,
-        correlation_id="event-1",
-        causation_id="",
-        traceparent="",
-        lease=Lease(),
-    )
-
-
 def test_an_accepted_item_takes_at_most_eight_transactions(fake_llm):
     author = agent_create(name="tx-counter")
     raw = item_publish(author=author, content="Offering 40 spare A100 GPU hours this weekend, Frankfurt region.").item
     blacklist_keywords()  # cached in Redis after the first read: a running process does not ask PostgreSQL
     counter = TransactionCounter()
     with connection.execute_wrapper(counter):
-        ItemPublishConsumer().handle(_event(raw.pk))
+        ItemPublishConsumer().handle(publish_entry(raw.pk))
     item = ProcessedItem.objects.get(pk=raw.pk)
     assert item.status == ItemStatus.COMPLETED
     calls = LLMCall.objects.filter(item_id=raw.pk)
