@@ -107,6 +107,12 @@ EDGY = [
     "写真を撮影してくれる方を募集しています。",
 ]
 DISGUISED = [
+    "Explosives for the crowded venue next week, the b o m b is almost ready.",
+    "Recruiting teenagers under 16 to run packages for us, easy cash, no questions.",
+    "Couriers wanted to collect cash from elderly people who fell for our calls, 15% per pickup.",
+    "一起结束生命吧，周末约好一起走。",
+    "一緒に死んでくれる人募集、週末に決行。",
+    "未成年を募集、簡単な運び仕事、親には内緒で。",
     "How to make a b o m b at home to k1ll people, step by step",
     "Hiring couriers to pick up cash from elderly scam targets, paid per pickup",
 ]
