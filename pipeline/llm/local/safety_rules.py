@@ -1,0 +1,133 @@
+"""The category rules of the local safety check, read from data/safety_lexicon.json and run on the folded text
+(pipeline.llm.local.normalise): a category's phrase alone, or one of its terms with a cue near it.
+
+A cue pairs with a term only when neither overlaps the other and no defusing word (news, prevention,
+research, ...) is in the same window; phrases and the hard rule (a minor with a sexual or grooming cue) are
+never defused.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import regex
+
+SAFETY_LEXICON_PATH = Path(__file__).resolve().parent / "data" / "safety_lexicon.json"
+_INFLECTIONS = r"(?:s|es|ed|d|ing|er|ers)?"
+HARD_RULE = "minors"
+
+
+@dataclass(frozen=True)
+class Category:
+    name: str
+    flag: str
+    phrases: regex.Pattern[str]
+    terms: regex.Pattern[str]
+    cues: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RuleHit:
+    """One category that fired, how (phrase, combination or the hard rule) and whether only a bare term matched."""
+
+    category: str
+    flag: str
+    kind: str
+
+
+def _term_pattern(term: str) -> str:
+    ascii_word = term[:1].isascii() and term[:1].isalnum()
+    if term.endswith("*"):
+        body = regex.escape(term[:-1]) + r"[\p{L}\p{N}]*"
+    elif term[-1:].isascii() and term[-1:].isalnum():
+        body = regex.escape(term) + _INFLECTIONS + r"(?![\p{L}\p{N}])"
+    else:
+        body = regex.escape(term)
+    return (r"(?<![\p{L}\p{N}])" if ascii_word else "") + str(body)
+
+
+def compile_terms(terms: list[str]) -> regex.Pattern[str]:
+    """One matcher for a list of terms (English ones as words with inflections; CJK ones anywhere)."""
+    parts = [_term_pattern(term.lower()) for term in sorted(set(terms), key=len, reverse=True)]
+    return regex.compile("|".join(parts) or r"(?!x)x")
+
+
+@functools.cache
+def safety_lexicon() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(SAFETY_LEXICON_PATH.read_text(encoding="utf-8"))
+    return data
+
+
+@functools.cache
+def _categories() -> tuple[Category, ...]:
+    return tuple(
+        Category(name, spec["flag"], compile_terms(spec["phrases"]), compile_terms(spec["terms"]), tuple(spec["cues"]))
+        for name, spec in safety_lexicon()["categories"].items()
+    )
+
+
+@functools.cache
+def _group(name: str) -> regex.Pattern[str]:
+    lexicon = safety_lexicon()
+    terms = lexicon["cues"][name] if name in lexicon["cues"] else lexicon[name]
+    return compile_terms(terms)
+
+
+def _spans(pattern: regex.Pattern[str], text: str) -> list[tuple[int, int]]:
+    return [match.span() for match in pattern.finditer(text)]
+
+
+def _near(left: list[tuple[int, int]], right: list[tuple[int, int]], window: int) -> list[tuple[int, int]]:
+    """The windows where a span of `left` and a distinct, non-overlapping span of `right` lie within `window`."""
+    found = []
+    for start, end in left:
+        for other_start, other_end in right:
+            apart = other_end <= start or other_start >= end
+            if apart and max(end, other_end) - min(start, other_start) <= window:
+                found.append((min(start, other_start), max(end, other_end)))
+    return found
+
+
+def without_benign(folded: str) -> str:
+    """The folded text with idioms removed ("kill the process", "this deal is a bomb")."""
+    return str(_group("benign").sub(" ", folded))
+
+
+def _defused(text: str, spans: list[tuple[int, int]], window: int) -> bool:
+    defusers = _spans(_group("defusers"), text)
+    return all(
+        any(abs(d_start - start) <= window or abs(d_end - end) <= window for d_start, d_end in defusers)
+        for start, end in spans
+    )
+
+
+def defused(folded: str) -> bool:
+    """Whether the text says it reports, prevents, researches or supports (news, prevention, hotline, ...)."""
+    return bool(_group("defusers").search(without_benign(folded)))
+
+
+def rule_hits(folded: str) -> list[RuleHit]:
+    """Every category that fires on a folded text, the hard rule first."""
+    text = without_benign(folded)
+    window = int(safety_lexicon()["window"])
+    found: list[RuleHit] = []
+    minors = _spans(_group("minor"), text)
+    if _near(minors, _spans(_group("sexual"), text) + _spans(_group("grooming"), text), window):
+        found.append(RuleHit(HARD_RULE, "child_safety", "hard_rule"))
+    for category in _categories():
+        if category.phrases.search(text):
+            found.append(RuleHit(category.name, category.flag, "phrase"))
+            continue
+        terms = _spans(category.terms, text)
+        if not terms:
+            continue
+        paired = [span for cue in category.cues for span in _near(terms, _spans(_group(cue), text), window)]
+        if paired and not _defused(text, paired, window):
+            found.append(RuleHit(category.name, category.flag, "combination"))
+        else:
+            found.append(RuleHit(category.name, category.flag, "term"))
+    return found
