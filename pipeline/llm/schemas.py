@@ -56,6 +56,7 @@ class SafetyVerdict(_Strict):
     safe: bool
     flag: SafetyFlag
     reason: str = Field(max_length=500)
+    risk: float | None = Field(default=None, ge=0.0, le=1.0)
 
     @model_validator(mode="after")
     def _flag_matches_verdict(self) -> SafetyVerdict:
