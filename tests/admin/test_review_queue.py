@@ -4,6 +4,12 @@ which need the change permission and bring the moderator back to the queue."""
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
 from django.contrib.auth.models import Permission
 from django.urls import reverse
 
@@ -15,6 +21,7 @@ from tests.factories import make_completed_item, make_held_item
 QUEUE = reverse("admin:items_processeditem_review")
 SCRIPT = reverse("admin:items_processeditem_review_keys")
 CHANGELIST = reverse("admin:items_processeditem_changelist")
+SCRIPT_TEMPLATE = "admin/items/processeditem/review_keys.js"
 
 
 def queue_post(client, action: str, *items, **extra):
@@ -120,3 +127,72 @@ def test_the_item_page_offers_approve_and_reject_for_a_held_item(mod_client):
     held = make_held_item()
     page = mod_client.get(reverse("admin:items_processeditem_change", args=[held.pk])).content.decode()
     assert 'value="approve_held_items"' in page and 'value="reject_held_items"' in page
+
+
+# A minimal DOM for the script under node: three rows, the buttons, the reason field; key presses are dispatched
+# to the document's listener and the form records which button submitted it.
+KEYS_HARNESS = r"""
+const listeners = {};
+function element(id, extra) {
+  const own = {};
+  return Object.assign({id: id, value: "", checked: false, tagName: "INPUT", type: "text",
+    classList: {add() {}, remove() {}}, scrollIntoView() {}, focus() { focused = this; },
+    blur() {}, addEventListener(type, fn) { own[type] = fn; }, fire(type, ev) { own[type](ev); },
+    dispatchEvent(ev) { own[ev.type] && own[ev.type](ev); }}, extra || {});
+}
+let focused = null;
+const submitted = [];
+const rows = [1, 2, 3].map(n => {
+  const box = element("box" + n, {type: "checkbox"});
+  const link = {href: "/item/" + n};
+  return element("row" + n, {box: box, querySelector(sel) { return sel.startsWith("input") ? box : link; }});
+});
+const ids = {
+  "review-reason": element("review-reason"),
+  "review-approve": element("review-approve", {tagName: "BUTTON"}),
+  "review-reject": element("review-reject", {tagName: "BUTTON"}),
+  "review-select-all": element("review-select-all", {type: "checkbox"}),
+};
+ids["review-form"] = element("review-form", {
+  querySelectorAll() { return rows; }, requestSubmit(button) { submitted.push(button.id); }});
+global.Event = function (type) { this.type = type; };
+global.window = {location: ""};
+global.document = {readyState: "complete", getElementById(id) { return ids[id] || null; },
+  addEventListener(type, fn) { listeners[type] = fn; }};
+function press(key, target) {
+  listeners.keydown({key: key, target: target || {tagName: "BODY"}, preventDefault() {}});
+}
+require(process.argv[2]);
+const checked = () => rows.map(r => r.box.checked);
+press("j"); press("x"); press("a");                     // row 2 selected, approved
+const afterApprove = {checked: checked(), submitted: submitted.slice()};
+rows.forEach(r => { r.box.checked = false; });
+press("*");                                             // all selected
+const afterAll = checked();
+press("r");                                             // no reason yet: asks for it
+const asked = focused && focused.id;
+ids["review-reason"].value = "spam";
+ids["review-reason"].fire("keydown", {key: "Enter", preventDefault() {}});
+console.log(JSON.stringify({afterApprove, afterAll, asked, submitted}));
+"""
+
+
+@pytest.mark.slow
+def test_the_keyboard_script_moves_selects_and_submits(tmp_path):
+    """The keys under node with a stand-in DOM: j moves, x selects, * selects all, a submits with the approve
+    button, r asks for a reason and Enter in it submits with the reject button (never approve)."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
+    script = tmp_path / "review_keys.js"
+    script.write_text((Path(__file__).resolve().parents[2] / "templates" / SCRIPT_TEMPLATE).read_text())
+    harness = tmp_path / "harness.js"
+    harness.write_text(KEYS_HARNESS)
+    result = subprocess.run([node, str(harness), str(script)], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {
+        "afterApprove": {"checked": [False, True, False], "submitted": ["review-approve"]},
+        "afterAll": [True, True, True],
+        "asked": "review-reason",
+        "submitted": ["review-approve", "review-reject"],
+    }
