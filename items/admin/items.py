@@ -134,6 +134,7 @@ class ProcessedItemAdmin(admin.ModelAdmin):
                     "reason_badge",
                     "duplicate_of",
                     "analyzer",
+                    "safety_risk",
                     "attempts",
                     "last_error",
                     "processed_at",
