@@ -173,3 +173,28 @@ def test_a_pipeline_killed_before_the_hold_holds_the_item_once(fake_llm, run_pip
         "process_item": 1,
         "suggest_action": 2,
     }
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_outcome_consumers_take_item_held(fake_llm, thresholds):
+    """item.held goes where the other outcome events go (the author's WebSocket, the audit copy): a type a group
+    does not declare would be dead-lettered there as malformed."""
+    from pipeline.consumers.audit import AuditConsumer
+    from pipeline.consumers.item_notify import ItemNotifyConsumer
+    from pipeline.runtime.event import parse_entry
+
+    fake_llm.script("safety", safety(0.9))
+    pk = make_item().pk
+    run_once(pk)
+    envelope = OutboxEvent.objects.get(subject=str(pk), event_type=ITEM_HELD).envelope
+    for consumer in (ItemNotifyConsumer, AuditConsumer):
+        event = parse_entry(
+            stream=consumer.stream,
+            group=consumer.group,
+            message_id="1-1",
+            fields=envelope,
+            delivery_count=1,
+            event_types=consumer.event_types,
+            lease=Lease(),
+        )
+        assert (event.type, event.data["status"]) == (ITEM_HELD, "review")
