@@ -198,3 +198,19 @@ def test_the_outcome_consumers_take_item_held(fake_llm, thresholds):
             lease=Lease(),
         )
         assert (event.type, event.data["status"]) == (ITEM_HELD, "review")
+
+
+def test_the_safety_verdict_may_carry_a_risk_and_the_prompt_asks_for_it():
+    """An omitted risk stays valid (a model that never gives one); a given one is 0-1; the prompt asks for it."""
+    from pydantic import ValidationError
+
+    from pipeline.llm.prompts import example_output, prompt_source
+    from pipeline.llm.schemas import SafetyVerdict
+
+    assert SafetyVerdict.model_validate(SAFE).risk is None
+    assert SafetyVerdict.model_validate({**SAFE, "risk": 0.4}).risk == 0.4
+    for bad in (1.5, -0.1, "0.4"):
+        with pytest.raises(ValidationError):
+            SafetyVerdict.model_validate({**SAFE, "risk": bad})
+    assert '"risk"' in prompt_source("safety")
+    assert SafetyVerdict.model_validate(example_output("safety")).risk is not None
