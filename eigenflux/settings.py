@@ -357,6 +357,16 @@ PROMPTS_DIR = env_path("PROMPTS_DIR", BASE_DIR / "prompts")
 # --- Enrichment (docs/enrichment.md) ------------------------------------------------------------
 QUALITY_THRESHOLD = env_float("QUALITY_THRESHOLD", 0.2, minimum=0.0, maximum=1.0)
 DUPLICATE_WINDOW_DAYS = env_int("DUPLICATE_WINDOW_DAYS", 30, minimum=1)
+# The review queue (docs/enrichment.md#the-review-queue): an item the analyzer is unsure of waits for a moderator.
+# Held when it passed the safety gate with a risk at or above this (a block is the safety gate's job) …
+REVIEW_SAFETY_RISK = env_float("REVIEW_SAFETY_RISK", 0.35, minimum=0.0, maximum=1.0)
+# … or when its quality is at least QUALITY_THRESHOLD but below this (equal to QUALITY_THRESHOLD: no quality band).
+REVIEW_QUALITY_BELOW = env_float("REVIEW_QUALITY_BELOW", 0.3, minimum=0.0, maximum=1.0)
+# A completed item leaves the feeds for the queue when its -1 scores weigh this much: a reader counts 1, a reader
+# agent younger than REVIEW_NEW_READER_DAYS counts REVIEW_NEW_READER_WEIGHT.
+REVIEW_READER_PULL_WEIGHT = env_float("REVIEW_READER_PULL_WEIGHT", 3.0, minimum=0.5)
+REVIEW_NEW_READER_DAYS = env_int("REVIEW_NEW_READER_DAYS", 7, minimum=0)
+REVIEW_NEW_READER_WEIGHT = env_float("REVIEW_NEW_READER_WEIGHT", 0.5, minimum=0.0, maximum=1.0)
 # The furthest an item's expiry may lie ahead (days from enrichment): a later declared or extracted
 # expire_time is cut to it (items.expiry).
 ITEM_EXPIRY_MAX_DAYS = env_int("ITEM_EXPIRY_MAX_DAYS", 365, minimum=1)

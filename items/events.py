@@ -19,10 +19,12 @@ ITEM_COMPLETED = "io.eigenflux.item.completed.v1"
 ITEM_DISCARDED = "io.eigenflux.item.discarded.v1"
 ITEM_FAILED = "io.eigenflux.item.failed.v1"
 ITEM_DELETED = "io.eigenflux.item.deleted.v1"
+# Held for a moderator (status `review`): by the pipeline, or pulled from the feeds by readers' reports.
+ITEM_HELD = "io.eigenflux.item.held.v1"
 ITEM_FEEDBACK = "io.eigenflux.item.feedback.v1"
 ITEM_DELIVERED = "io.eigenflux.item.delivered.v1"
 PROFILE_UPDATED = "io.eigenflux.profile.updated.v1"
-OUTCOME_TYPES = frozenset({ITEM_COMPLETED, ITEM_DISCARDED, ITEM_FAILED, ITEM_DELETED})
+OUTCOME_TYPES = frozenset({ITEM_COMPLETED, ITEM_DISCARDED, ITEM_FAILED, ITEM_DELETED, ITEM_HELD})
 
 # Entries over this size are refused at the producer: events carry ids and references, not content.
 MAX_ENVELOPE_BYTES = 16 * 1024

@@ -123,6 +123,8 @@ class ItemStatus(models.TextChoices):
     """Enrichment exhausted its retries; a moderator may requeue it."""
     DELETED = "deleted", "deleted"
     """Retracted by its author; terminal and never overwritten."""
+    REVIEW = "review", "review"
+    """Held for a moderator (the analyzer was unsure, or readers reported it); hidden from readers (checkpoint)."""
 
 
 class PublicReason(models.TextChoices):
@@ -184,6 +186,9 @@ class ProcessedItem(models.Model):
     claimed_by = models.CharField(max_length=200, blank=True, help_text="The stream entry holding the claim.")
     # Intermediate checkpoints: a retried enrichment reuses them, so no model call is paid twice.
     safety_passed_at = models.DateTimeField(null=True, blank=True)
+    safety_risk = models.FloatField(
+        null=True, blank=True, help_text="The safety verdict's risk (0-1), when the analyzer gave one."
+    )
     extraction = models.JSONField(null=True, blank=True, help_text="The validated extraction, kept until persist.")
     suggested_at = models.DateTimeField(
         null=True, blank=True, help_text="When the suggestion was asked for (it may be empty: best effort)."
@@ -247,6 +252,8 @@ class DecisionStage(models.TextChoices):
     AUTHOR = "author", "author"
     DELIVERY = "delivery", "delivery"
     """The stream runtime gave up on the item's entry (retries or deliveries exhausted)."""
+    REVIEW = "review", "review"
+    """Held for a moderator's review, and the moderator's approve or reject of it."""
 
 
 # The verdict of a moderator's take-down (items.services.moderation.item_takedown); the admin shows it.

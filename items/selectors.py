@@ -235,3 +235,32 @@ def item_takedown_decision(item: ProcessedItem) -> ModerationDecision | None:
         .first()
     )
     return latest if latest is not None and latest.verdict == VERDICT_TAKEN_DOWN else None
+
+
+def held_items(*, oldest_first: bool = True, limit: int = 200) -> QuerySet[ProcessedItem]:
+    """The review queue (docs/admin.md#review-queue): items in `review`, annotated with why each was held (the
+    category and reason of its latest `held` decision), oldest first by default (first in, first decided)."""
+    held = ModerationDecision.objects.filter(item=OuterRef("pk"), stage=DecisionStage.REVIEW, verdict="held")
+    latest = held.order_by("-created_at", "-pk")
+    order = ("updated_at", "pk") if oldest_first else ("-updated_at", "-pk")
+    return (
+        ProcessedItem.objects.filter(status=ItemStatus.REVIEW)
+        .select_related("author", "raw")
+        .only(
+            "pk",
+            "status",
+            "summary",
+            "quality",
+            "safety_risk",
+            "updated_at",
+            "created_at",
+            "analyzer",
+            "author__name",
+            "raw__content",
+        )
+        .annotate(
+            held_category=Subquery(latest.values("category")[:1]),
+            held_reason=Subquery(latest.values("reason")[:1]),
+        )
+        .order_by(*order)[:limit]
+    )

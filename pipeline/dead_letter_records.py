@@ -26,7 +26,9 @@ log = logging.getLogger(__name__)
 
 TRUNCATION_MARK = "…[truncated]"
 ENRICHMENT_GROUP = "cg:item:publish"
-FINISHED = (ItemStatus.COMPLETED, ItemStatus.DISCARDED, ItemStatus.DELETED)
+# The pipeline is done with the item: a letter about it is superseded (a held item waits for a moderator, not for
+# the pipeline).
+FINISHED = (ItemStatus.COMPLETED, ItemStatus.DISCARDED, ItemStatus.DELETED, ItemStatus.REVIEW)
 
 
 class DeadLetterRefused(Exception):

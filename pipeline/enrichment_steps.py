@@ -117,6 +117,7 @@ class Enrichment:
                 )
             self._checkpoint(
                 safety_passed_at=timezone.now(),
+                safety_risk=verdict.value.risk,
                 decision=Decision(DecisionStage.SAFETY, "pass", model=verdict.model),
             )
 
@@ -140,7 +141,7 @@ class Enrichment:
                 **fields,
             )
         self.decisions.append(Decision(DecisionStage.QUALITY, "pass", reason=f"quality {extraction.quality:.2f}"))
-        return self._complete(extraction, fields, hit)
+        return self._complete(extraction, fields, hit, held=review_hold(self.item.safety_risk, extraction.quality))
 
     def _run_approved(self) -> None:
         """A moderator approved the item (docs/admin.md): the gates are overridden; extraction still runs."""
@@ -166,17 +167,19 @@ class Enrichment:
         fields["analyzer"] = self.item.analyzer
         return extraction, fields
 
-    def _complete(self, extraction, fields: dict, hit: SimilarHit | None) -> None:
+    def _complete(self, extraction, fields: dict, hit: SimilarHit | None, held: Decision | None = None) -> None:
+        """Persist: `completed`, or `review` when the analyzer was unsure (`held`, the hold's decision)."""
         fields["group_id"] = self._group(hit, extraction.broadcast_type)
         fields["suggestion"] = self._suggestion(extraction)
         self._lease_check()
         if not item_complete(
             item=self.item,
             token=self.token,
-            decisions=self.decisions,
+            decisions=[*self.decisions, held] if held is not None else self.decisions,
             cause=self.cause,
             fields=fields,
             check_duplicate=not self.approved,
+            hold=held is not None,
             also=write_deferred,
         ):
             raise NothingToDo(f"item {self.item.pk} was deleted or taken over before it could complete")
@@ -314,6 +317,19 @@ class Enrichment:
 
     def _lease_check(self) -> None:
         self.event.lease.check()
+
+
+def review_hold(safety_risk: float | None, quality: float) -> Decision | None:
+    """docs/enrichment.md#the-review-queue: the decision that holds a kept item for a moderator, or None. Held
+    when the safety verdict passed with a risk of at least REVIEW_SAFETY_RISK, or when the quality is in
+    [QUALITY_THRESHOLD, REVIEW_QUALITY_BELOW)."""
+    if safety_risk is not None and safety_risk >= settings.REVIEW_SAFETY_RISK:
+        reason = f"safety risk {safety_risk:.2f} >= {settings.REVIEW_SAFETY_RISK:.2f}"
+        return Decision(DecisionStage.REVIEW, "held", "safety_risk", reason)
+    if settings.QUALITY_THRESHOLD <= quality < settings.REVIEW_QUALITY_BELOW:
+        reason = f"quality {quality:.2f} below {settings.REVIEW_QUALITY_BELOW:.2f}"
+        return Decision(DecisionStage.REVIEW, "held", "borderline_quality", reason)
+    return None
 
 
 def item_terminal(item_id: int, status: str, published_at, detail: str, *, observe: bool = True) -> None:

@@ -127,7 +127,7 @@ def throughput_figures(minutes: int | None = None) -> dict:
     minutes = minutes or settings.ADMIN_HEALTH_THROUGHPUT_MINUTES
     now = timezone.now()
     start = (now - timedelta(minutes=minutes - 1)).replace(second=0, microsecond=0)
-    terminal = (ItemStatus.COMPLETED, ItemStatus.DISCARDED, ItemStatus.FAILED)
+    terminal = (ItemStatus.COMPLETED, ItemStatus.DISCARDED, ItemStatus.FAILED, ItemStatus.REVIEW)
     rows = (
         ProcessedItem.objects.filter(processed_at__gte=start, status__in=terminal)
         .annotate(minute=TruncMinute("processed_at"))

@@ -63,3 +63,17 @@ def make_completed_item(
         search_vector=search_vector(summary=values["summary"], keywords=values["keywords"], content=raw.content),
     )
     return ProcessedItem.objects.select_related("raw").get(pk=raw.pk)
+
+
+def make_held_item(author: Agent | None = None, content: str | None = None, **fields) -> ProcessedItem:
+    """An item held for review (status `review`), with its extracted fields and a `held` decision, as the
+    pipeline's persist step leaves it: a completed item moved to review, without the search vector."""
+    from items.models import DecisionStage, ModerationDecision
+
+    category = fields.pop("held_category", "safety_risk")
+    item = make_completed_item(author, content, **fields)
+    ProcessedItem.objects.filter(pk=item.pk).update(status=ItemStatus.REVIEW, search_vector=None)
+    ModerationDecision.objects.create(
+        item=item, actor="pipeline", stage=DecisionStage.REVIEW, verdict="held", category=category, reason="held"
+    )
+    return ProcessedItem.objects.select_related("raw").get(pk=item.pk)

@@ -15,6 +15,7 @@ from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
 from items.admin.actions import apply_each, badge, confirm_with_form, note_form
+from items.admin.review import back_to_queue, review_urls
 from items.models import (
     EXTRACTED_FIELDS,
     VERDICT_TAKEN_DOWN,
@@ -30,6 +31,8 @@ from items.services.moderation import (
     ActionRefused,
     item_approve,
     item_requeue,
+    item_review_approve,
+    item_review_reject,
     item_takedown,
     requeue_allowed,
 )
@@ -50,6 +53,7 @@ STATUS_COLOURS = {
     ItemStatus.DISCARDED: "bad",
     ItemStatus.FAILED: "bad",
     ItemStatus.DELETED: "muted",
+    ItemStatus.REVIEW: "warn",
 }
 
 
@@ -99,6 +103,12 @@ TakedownForm = note_form(
     help_text="Shown to moderators in the item's history; the author only sees 'content evaluation'.",
 )
 
+RejectForm = note_form(
+    "reason",
+    max_length=2000,
+    help_text="Why the held item is refused: shown to moderators; the author only sees 'content evaluation'.",
+)
+
 
 @admin.register(ProcessedItem)
 class ProcessedItemAdmin(admin.ModelAdmin):
@@ -112,7 +122,7 @@ class ProcessedItemAdmin(admin.ModelAdmin):
     show_full_result_count = False
     list_per_page = 50
     ordering = ("-created_at",)
-    actions = ("requeue_items", "approve_items", "take_down_items")
+    actions = ("requeue_items", "approve_items", "take_down_items", "approve_held_items", "reject_held_items")
     change_form_template = "admin/items/processeditem/change_form.html"
     fieldsets = (
         ("Broadcast", {"fields": ("author", "raw_content", "raw_notes", "raw_url", "created_at")}),
@@ -124,6 +134,7 @@ class ProcessedItemAdmin(admin.ModelAdmin):
                     "reason_badge",
                     "duplicate_of",
                     "analyzer",
+                    "safety_risk",
                     "attempts",
                     "last_error",
                     "processed_at",
@@ -137,6 +148,9 @@ class ProcessedItemAdmin(admin.ModelAdmin):
     # Read-only: every change goes through an action (a service with a conditional update), never a form save.
     def get_readonly_fields(self, request, obj=None):
         return [field for fieldset in self.fieldsets for field in fieldset[1]["fields"]]
+
+    def get_urls(self):
+        return [*review_urls(self), *super().get_urls()]
 
     def has_add_permission(self, request):
         return False
@@ -246,6 +260,8 @@ class ProcessedItemAdmin(admin.ModelAdmin):
                 ("requeue_items", "Requeue", requeue_allowed(item)),
                 ("approve_items", "Approve", item.status in APPROVE_FROM),
                 ("take_down_items", "Take down", item.status in TAKEDOWN_FROM),
+                ("approve_held_items", "Approve (review)", item.status == ItemStatus.REVIEW),
+                ("reject_held_items", "Reject (review)", item.status == ItemStatus.REVIEW),
             ],
         }
 
@@ -282,3 +298,27 @@ class ProcessedItemAdmin(admin.ModelAdmin):
             describe=lambda item: f"item {item.pk} [{item.status}]: {item.summary or ''}",
             apply=lambda data: self._each(request, queryset, item_takedown, "Took down", reason=data["reason"]),
         )
+
+    @admin.action(description="Review queue: approve (publish the held item)", permissions=["change"])
+    def approve_held_items(self, request, queryset):
+        self._each(request, queryset, item_review_approve, "Approved")
+        return back_to_queue(request)
+
+    @admin.action(description="Review queue: reject (asks for a reason)", permissions=["change"])
+    def reject_held_items(self, request, queryset):
+        def apply(data: dict) -> None:
+            self._each(request, queryset, item_review_reject, "Rejected", reason=data["reason"])
+
+        confirming = confirm_with_form(
+            self,
+            request,
+            queryset,
+            form_class=RejectForm,
+            action="reject_held_items",
+            title="Reject held items",
+            confirm_label="Reject",
+            explanation="These held items will be discarded and their authors told 'content evaluation'.",
+            describe=lambda item: f"item {item.pk} [{item.status}]: {item.summary or ''}",
+            apply=apply,
+        )
+        return confirming or back_to_queue(request)

@@ -14,6 +14,9 @@ STATUS_CODES = {
     ItemStatus.COMPLETED: 3,
     ItemStatus.DISCARDED: 4,
     ItemStatus.DELETED: 5,
+    # Held for a moderator: the client has no such state; "processing" (author only, not distributed yet, may
+    # still end completed or discarded) is what it is to the author (docs/admin.md#review-queue).
+    ItemStatus.REVIEW: 1,
 }
 RAW_CONTENT_LIMIT = 1000  # code points of raw_content in a feed item
 PREVIEW_LENGTH = 200

@@ -16,7 +16,7 @@ from django.db import connection, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from items.events import ITEM_COMPLETED, ITEM_DISCARDED, ITEM_FAILED, STREAM_ITEM_EVENTS
+from items.events import ITEM_COMPLETED, ITEM_DISCARDED, ITEM_FAILED, ITEM_HELD, STREAM_ITEM_EVENTS
 from items.expiry import expiry_capped
 from items.feed import feed_invalidate_on_commit
 from items.models import DecisionStage, ItemStatus, ModerationDecision, ProcessedItem, PublicReason, RawItem
@@ -25,12 +25,12 @@ from items.selectors import exact_duplicate_of
 from items.services.item_states import outcome, unclaimed
 from items.textsearch import search_vector
 
-CHECKPOINTS = (ItemStatus.COMPLETED, ItemStatus.DISCARDED, ItemStatus.DELETED)
+CHECKPOINTS = (ItemStatus.COMPLETED, ItemStatus.DISCARDED, ItemStatus.DELETED, ItemStatus.REVIEW)
 
 
 class Claim(enum.StrEnum):
     CLAIMED = "claimed"
-    CHECKPOINT = "checkpoint"  # completed / discarded / deleted: nothing to do
+    CHECKPOINT = "checkpoint"  # completed / discarded / deleted / review: nothing to do
     BUSY = "busy"  # another live claim holds it
     MISSING = "missing"
 
@@ -135,7 +135,7 @@ def item_checkpoint(
 
     `lease_seconds` extends the claim in the same update (a model call just finished: no separate write);
     `also` runs inside the same transaction (the caller's rows that belong with this checkpoint)."""
-    allowed = {"embedding", "safety_passed_at", "extraction", "analyzer", "suggestion", "suggested_at"}
+    allowed = {"embedding", "safety_passed_at", "safety_risk", "extraction", "analyzer", "suggestion", "suggested_at"}
     if not set(fields) <= allowed:
         raise ValueError(f"not a checkpoint field: {sorted(set(fields) - allowed)}")
     now = timezone.now()
@@ -250,9 +250,12 @@ def item_complete(
     cause: Cause,
     fields: dict,
     check_duplicate: bool = True,
+    hold: bool = False,
     also: Callable[[], None] | None = None,
 ) -> bool:
-    """Persist the enriched item as `completed` (the checkpoint), with its search vector.
+    """Persist the enriched item as `completed` (the checkpoint), with its search vector; or, with `hold`, as
+    `review` (a checkpoint too) with `item.held`: hidden from readers until a moderator decides, who writes
+    the search vector on approval.
 
     Completions of the same content are serialised (an advisory lock on the content hash): two identical
     items enriched at the same time both pass the early exact-duplicate check, and the one that persists
@@ -269,21 +272,25 @@ def item_complete(
                 return item_discard(
                     item=item,
                     token=token,
-                    decisions=[*decisions, late],
+                    decisions=[*(d for d in decisions if d.stage != DecisionStage.REVIEW), late],
                     reason=PublicReason.DUPLICATE,
                     duplicate_of=original,
                     cause=cause,
                     also=also,
                     **kept,
                 )
-        search = search_vector(
-            summary=fields.get("summary", ""), keywords=fields.get("keywords", []), content=item.raw.content
-        )
+        if hold:
+            status, event_type, search = ItemStatus.REVIEW, ITEM_HELD, None
+        else:
+            status, event_type = ItemStatus.COMPLETED, ITEM_COMPLETED
+            search = search_vector(
+                summary=fields.get("summary", ""), keywords=fields.get("keywords", []), content=item.raw.content
+            )
         return _finish(
             item=item,
             token=token,
-            status=ItemStatus.COMPLETED,
-            event_type=ITEM_COMPLETED,
+            status=status,
+            event_type=event_type,
             decisions=decisions,
             cause=cause,
             search_vector=search,

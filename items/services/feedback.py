@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-from django.db import transaction
-from django.db.models import F
+from datetime import timedelta
 
-from items.events import ITEM_FEEDBACK, STREAM_ITEM_STATS
-from items.models import Agent, ItemFeedback, ItemStats, ItemStatus, ProcessedItem
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Case, Exists, F, FloatField, OuterRef, Sum, Value, When
+from django.utils import timezone
+
+from items.events import ITEM_FEEDBACK, ITEM_HELD, STREAM_ITEM_EVENTS, STREAM_ITEM_STATS
+from items.feed import feed_invalidate_on_commit
+from items.models import Agent, DecisionStage, ItemFeedback, ItemStats, ItemStatus, ModerationDecision, ProcessedItem
 from items.outbox import outbox_event_create
 from items.selectors import item_for_reader
+from items.services.item_states import run_of
 
 SCORES = (-1, 0, 1, 2)
 
@@ -66,6 +72,53 @@ def item_feedback_count(*, item_id: int, reader_id: int, score: int, event_id: s
     setattr(stats, _SCORE_COLUMNS[score], getattr(stats, _SCORE_COLUMNS[score]) + 1)
     stats.score_sum += score
     stats.save()
+    if score == -1:
+        item_pull_when_reported(item_id=item_id)
+    return True
+
+
+def reported_weight(*, item_id: int) -> float:
+    """The weight of the item's -1 scores: one per reader, REVIEW_NEW_READER_WEIGHT for a reader agent younger
+    than REVIEW_NEW_READER_DAYS (a fresh account is cheap to make)."""
+    new_since = timezone.now() - timedelta(days=settings.REVIEW_NEW_READER_DAYS)
+    weight = Case(
+        When(reader__created_at__gt=new_since, then=Value(settings.REVIEW_NEW_READER_WEIGHT)),
+        default=Value(1.0),
+        output_field=FloatField(),
+    )
+    total = ItemFeedback.objects.filter(item_id=item_id, score=-1).aggregate(total=Sum(weight))["total"]
+    return float(total or 0.0)
+
+
+def item_pull_when_reported(*, item_id: int) -> bool:
+    """Readers' reports pull a completed item from the feeds into the review queue (docs/admin.md#review-queue)
+    once their -1 scores weigh REVIEW_READER_PULL_WEIGHT: a conditional update in the caller's transaction (the
+    score's), with a `review` decision and `item.held`. An item a moderator already approved from the queue
+    stays published: the same reports do not pull it again."""
+    weight = reported_weight(item_id=item_id)
+    if weight < settings.REVIEW_READER_PULL_WEIGHT:
+        return False
+    approved = ModerationDecision.objects.filter(item=OuterRef("pk"), stage=DecisionStage.REVIEW, verdict="approved")
+    pulled = ProcessedItem.objects.filter(~Exists(approved), pk=item_id, status=ItemStatus.COMPLETED)
+    if not pulled.update(status=ItemStatus.REVIEW, updated_at=timezone.now()):
+        return False
+    author_id = ProcessedItem.objects.filter(pk=item_id).values_list("author_id", flat=True).get()
+    ModerationDecision.objects.create(
+        item_id=item_id,
+        actor="readers",
+        stage=DecisionStage.REVIEW,
+        verdict="held",
+        category="reader_reports",
+        reason=f"-1 scores weigh {weight:.1f} >= {settings.REVIEW_READER_PULL_WEIGHT:.1f}",
+        run=run_of(item_id),
+    )
+    outbox_event_create(
+        stream=STREAM_ITEM_EVENTS,
+        event_type=ITEM_HELD,
+        subject=str(item_id),
+        data={"item_id": str(item_id), "author_id": str(author_id), "status": ItemStatus.REVIEW, "reason": ""},
+    )
+    feed_invalidate_on_commit()
     return True
 
 

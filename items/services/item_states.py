@@ -46,7 +46,7 @@ def without_judgements() -> dict[str, Any]:
     again. The embedding stays: it depends only on the text, which never changes, and on the embedding model,
     whose change `manage.py reembed_items` applies to every stored vector; asking again would pay for the same
     vector (docs/admin.md#moderating-items)."""
-    return {"safety_passed_at": None, "extraction": None, "suggestion": "", "suggested_at": None}
+    return {"safety_passed_at": None, "safety_risk": None, "extraction": None, "suggestion": "", "suggested_at": None}
 
 
 def outcome(*, status: str, now: datetime) -> dict[str, Any]:

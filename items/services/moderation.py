@@ -36,7 +36,7 @@ from items.textsearch import search_vector
 # Which states each action starts from. Pending and processing items are the pipeline's: requeueing or
 # approving them would race the consumer — except a `processing` item whose claim holder is dead (a stuck
 # item, see claim_is_dead), which requeue releases. A deleted item belongs to its author; nobody changes it.
-REQUEUE_FROM = (ItemStatus.COMPLETED, ItemStatus.DISCARDED, ItemStatus.FAILED)
+REQUEUE_FROM = (ItemStatus.COMPLETED, ItemStatus.DISCARDED, ItemStatus.FAILED, ItemStatus.REVIEW)
 
 # The pipeline's port (items never imports pipeline): given a claim token, True when the consumer holding
 # that claim's stream entry is gone (the entry was finished, or its consumer stopped reporting alive).
@@ -87,13 +87,18 @@ def _refuse(action: str, item_id: int, allowed: tuple[str, ...]) -> ActionRefuse
 
 
 def _decide(
-    item: ProcessedItem, moderator: AbstractBaseUser, verdict: str, reason: str = "", category: str = ""
+    item: ProcessedItem,
+    moderator: AbstractBaseUser,
+    verdict: str,
+    reason: str = "",
+    category: str = "",
+    stage: str = DecisionStage.MODERATOR,
 ) -> None:
     ModerationDecision.objects.create(
         item=item,
         actor=moderator.get_username(),
         moderator=moderator,
-        stage=DecisionStage.MODERATOR,
+        stage=stage,
         verdict=verdict,
         category=category,
         reason=reason[:4000],
@@ -193,6 +198,53 @@ def item_takedown(*, item: ProcessedItem, moderator: AbstractBaseUser, reason: s
         if not updated:
             raise _refuse("take down", item.pk, TAKEDOWN_FROM)
         _decide(item, moderator, VERDICT_TAKEN_DOWN, reason=reason, category="takedown")
+        _outcome(item, ITEM_DISCARDED, ItemStatus.DISCARDED, PublicReason.CONTENT_EVALUATION)
+    item.refresh_from_db()
+    return item
+
+
+def item_review_approve(*, item: ProcessedItem, moderator: AbstractBaseUser, note: str = "") -> ProcessedItem:
+    """A held item (`review`) is published: `completed` with its search vector, a `review` decision and
+    `item.completed`. A held item always has its extracted fields (the pipeline holds at persist; readers pull
+    completed items)."""
+    now = timezone.now()
+    with transaction.atomic():
+        current = (
+            ProcessedItem.objects.select_related("raw")
+            .filter(pk=item.pk)
+            .only("summary", "keywords", "raw__content")
+            .first()
+        )
+        search = search_vector(
+            summary=current.summary if current else "",
+            keywords=current.keywords if current else [],
+            content=current.raw.content if current else "",
+        )
+        updated = ProcessedItem.objects.filter(pk=item.pk, status=ItemStatus.REVIEW).update(
+            **unclaimed(), status=ItemStatus.COMPLETED, search_vector=search, processed_at=now, updated_at=now
+        )
+        if not updated:
+            raise _refuse("approve", item.pk, (ItemStatus.REVIEW,))
+        _decide(item, moderator, "approved", reason=note, category="published", stage=DecisionStage.REVIEW)
+        _outcome(item, ITEM_COMPLETED, ItemStatus.COMPLETED)
+    item.refresh_from_db()
+    return item
+
+
+def item_review_reject(*, item: ProcessedItem, moderator: AbstractBaseUser, reason: str) -> ProcessedItem:
+    """A held item is refused: `discarded` with the public reason `content_evaluation` (the moderator's reason is
+    for moderators), a `review` decision and `item.discarded`."""
+    reason = reason.strip()
+    if not reason:
+        raise ActionRefused("a rejection needs a reason")
+    now = timezone.now()
+    with transaction.atomic():
+        updated = ProcessedItem.objects.filter(pk=item.pk, status=ItemStatus.REVIEW).update(
+            **outcome(status=ItemStatus.DISCARDED, now=now), reason=PublicReason.CONTENT_EVALUATION
+        )
+        if not updated:
+            raise _refuse("reject", item.pk, (ItemStatus.REVIEW,))
+        _decide(item, moderator, "rejected", reason=reason, category="rejected", stage=DecisionStage.REVIEW)
         _outcome(item, ITEM_DISCARDED, ItemStatus.DISCARDED, PublicReason.CONTENT_EVALUATION)
     item.refresh_from_db()
     return item

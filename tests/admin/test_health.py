@@ -57,6 +57,8 @@ def test_snapshot_reports_outbox_dead_letters_throughput_and_model_latency(redis
     make_item()  # two undispatched publish events
     done = make_item()
     ProcessedItem.objects.filter(pk=done.pk).update(status=ItemStatus.COMPLETED, processed_at=timezone.now())
+    held = make_item()  # held for review at persist: finished by the pipeline too
+    ProcessedItem.objects.filter(pk=held.pk).update(status=ItemStatus.REVIEW, processed_at=timezone.now())
     DeadLetter.objects.create(
         stream="stream:item:publish",
         group="cg:item:publish",
@@ -78,11 +80,12 @@ def test_snapshot_reports_outbox_dead_letters_throughput_and_model_latency(redis
 
     snapshot = health_snapshot(redis_client)
 
-    assert snapshot["outbox"]["backlog"] == 3
+    assert snapshot["outbox"]["backlog"] == 4
     assert snapshot["outbox"]["oldest_age_seconds"] >= 0
     assert snapshot["dead_letters"]["open"] == 1
-    assert snapshot["throughput"]["processed"] == 1 and snapshot["throughput"]["published"] == 3
+    assert snapshot["throughput"]["processed"] == 2 and snapshot["throughput"]["published"] == 4
     assert snapshot["throughput"]["points"][-1]["completed"] == 1
+    assert snapshot["throughput"]["points"][-1]["review"] == 1
     [latency] = snapshot["model_latency"]
     assert (latency["prompt"], latency["calls"], latency["errors"]) == ("safety", 5, 1)
     assert latency["avg_ms"] == 1200.0 and latency["p95_ms"] > 400

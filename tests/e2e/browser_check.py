@@ -138,6 +138,8 @@ def seed() -> dict:
         "Alert: the public mirror of the dataset index is serving stale files since 09:00 UTC.",
         "FREE crypto giveaway!!! send 1 BTC get 2 back, click now",
         "Spare GPU hours this weekend, A100s, free for open-source training runs.",
+        "Join our members-only trading signal group, first week free, returns shared daily.",
+        "Short note: GPU prices moving.",
     ]
     items = [item_publish(author=author, content=text).item for text in texts]
     now = timezone.now()
@@ -173,7 +175,14 @@ def seed() -> dict:
         group_id=items[0].pk,
         broadcast_type="supply",
     )
+    held = {"status": ItemStatus.REVIEW, "analyzer": "local", "processed_at": now, "broadcast_type": "info"}
+    ProcessedItem.objects.filter(pk=items[5].pk).update(
+        **held, summary="Members-only trading signal group", quality=0.6, safety_risk=0.48
+    )
+    ProcessedItem.objects.filter(pk=items[6].pk).update(**held, summary="GPU prices moving", quality=0.25)
     decisions = [
+        (items[5], "review", "held", "safety_risk", "safety risk 0.48 >= 0.35", ""),
+        (items[6], "review", "held", "borderline_quality", "quality 0.25 below 0.30", ""),
         (items[3], "blacklist", "discarded", "", "matched keyword 'crypto giveaway'", ""),
         (items[4], "safety", "passed", "none", "", "local"),
         (items[4], "quality", "discarded", "low_quality", "quality 0.15 below threshold 0.2", "local"),
@@ -333,7 +342,7 @@ def main() -> int:
 
         print("pages, logged in as a moderator:")
         tools.open(f"{base}/admin/items/processeditem/")
-        assert tools.evaluate("document.querySelectorAll('#result_list tbody tr').length") == 5, "items list"
+        assert tools.evaluate("document.querySelectorAll('#result_list tbody tr').length") == 7, "items list"
         tools.screenshot(args.out / "items-list.png")
 
         tools.open(f"{base}/admin/items/processeditem/{seeded['item']}/change/")
@@ -344,6 +353,10 @@ def main() -> int:
         assert heights and max(heights) < 60, f"item page: a heading is {max(heights)} px high"
         assert tools.evaluate("!document.querySelector('.submit-row')"), "item page: an empty submit row"
         tools.screenshot(args.out / "item-detail.png")
+
+        from tests.e2e.review_queue_check import review_queue
+
+        review_queue(tools, base, args.out / "review-queue.png")
 
         tools.open(f"{base}/admin/pipeline/deadletter/")
         assert tools.evaluate("document.querySelectorAll('#result_list tbody tr').length") == 1, "dead letters"

@@ -127,21 +127,24 @@ def test_closed_dead_letters_go_after_their_retention_open_ones_stay(settings):
 
 
 def test_maintenance_resolves_letters_of_items_that_finished_since_and_prunes_everything(redis_client):
-    finished, failed = make_item(), make_item()
+    finished, failed, held = make_item(), make_item(), make_item()
     ProcessedItem.objects.filter(pk=finished.pk).update(status=ItemStatus.COMPLETED)
     ProcessedItem.objects.filter(pk=failed.pk).update(status=ItemStatus.FAILED)
+    ProcessedItem.objects.filter(pk=held.pk).update(status=ItemStatus.REVIEW)  # the pipeline is done with it too
     _letter(1, DeadLetterState.OPEN, subject=str(finished.pk))
     _letter(2, DeadLetterState.OPEN, subject=str(failed.pk))
+    _letter(3, DeadLetterState.OPEN, subject=str(held.pk))
     expired = SessionStore()
     expired.create()
     Session.objects.filter(session_key=expired.session_key).update(expire_date=ago(days=1))
 
     counts = maintenance_run()
 
-    assert counts["dead_letters_superseded"] == 1 and counts["sessions"] == 1
+    assert counts["dead_letters_superseded"] == 2 and counts["sessions"] == 1
     superseded = DeadLetter.objects.get(message_id="1-0")
     assert superseded.state == DeadLetterState.RESOLVED and "is completed" in superseded.note
     assert DeadLetter.objects.get(message_id="2-0").state == DeadLetterState.OPEN  # still needs a person
+    assert "is review" in DeadLetter.objects.get(message_id="3-0").note
     assert set(counts) >= {"idempotency_keys", "outbox_events", "consumed_events", "llm_calls_rolled_up"}
 
 
