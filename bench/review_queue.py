@@ -1,7 +1,8 @@
 """Share of broadcasts the review queue holds (docs/enrichment.md#the-review-queue), with the offline analyzer, on a
 labelled mix: the search corpus (bench/data/search_corpus.jsonl, ordinary broadcasts) and the tests' hand-labelled
 set (tests/pipeline/llm/labelled_broadcasts.py: normal broadcasts, spam, logs, gibberish, injections, phishing,
-error pages). No database needed.
+error pages) and the safety set (bench/data/safety.jsonl: unsafe, safe-but-edgy and normal, en/zh/ja). No database
+needed.
 
     .venv/bin/python bench/review_queue.py [--show N]
 
@@ -16,6 +17,7 @@ of all broadcasts held.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from collections import Counter
@@ -60,6 +62,8 @@ def labelled_mix() -> list[tuple[str, str, str]]:
     mix = [("corpus", "normal", doc["content"]) for doc in corpus()]
     mix += [("labelled", label, text) for text, label, _ in LABELLED]
     mix += [("held-out", label, text) for text, label, _ in HELD_OUT]
+    with (ROOT / "bench" / "data" / "safety.jsonl").open(encoding="utf-8") as lines:
+        mix += [("safety", case["label"], case["text"]) for case in map(json.loads, lines)]
     return mix
 
 
