@@ -17,8 +17,7 @@ from pipeline.runtime import NothingToDo
 from pipeline.runtime.event import Lease
 from tests.factories import make_agent, make_item
 from tests.fakes.openai_server import DEFAULT_REPLIES, Fault
-from tests.pipeline.enrichment.conftest import ENRICHMENT_MODULES
-from tests.pipeline.enrichment.test_history import entry
+from tests.pipeline.enrichment.conftest import ENRICHMENT_MODULES, publish_entry
 from tests.pipeline.enrichment.test_transactions import TransactionCounter
 from tests.pipeline.runtime.fixtures import wait_for
 
@@ -45,7 +44,7 @@ def outcomes(pk: int) -> list[str]:
 
 
 def run_once(pk: int) -> None:
-    ItemPublishConsumer().handle(entry(pk, Lease()))
+    ItemPublishConsumer().handle(publish_entry(pk, Lease()))
 
 
 @pytest.fixture
