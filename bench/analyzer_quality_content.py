@@ -52,6 +52,10 @@ def blocked(text: str) -> bool:
     return result.discard or result.quality < settings.QUALITY_THRESHOLD
 
 
+def _cell(right: int, total: int) -> str:
+    return f"{right}/{total} {right / max(1, total):.2f}"
+
+
 def gate_table(show: bool) -> None:
     tally: Counter[tuple[str, str, str]] = Counter()
     for row in load("quality_spam.jsonl"):
@@ -68,7 +72,7 @@ def gate_table(show: bool) -> None:
                 langs = (lang,) if lang else ("en", "zh", "ja")
                 total = sum(tally[(name, label, code)] for code in langs)
                 right = sum(tally[(name, label, code, "right")] for code in langs)  # type: ignore[misc]
-                cells.append(f"{right}/{total} {right / max(1, total):.2f}")
+                cells.append(_cell(right, total))
             print(f"{name:9} {what:14} " + "  ".join(f"{cell:>10}" for cell in cells))
 
 
@@ -83,10 +87,7 @@ def type_table(show: bool) -> None:
         if show and got != gold:
             print(f"  miss [{half(text)}] {gold} -> {got}: {text}")
     for name in HALVES:
-        cells = [
-            f"{tally[(name, lang, 'right')]}/{tally[(name, lang)]} {tally[(name, lang, 'right')] / max(1, tally[(name, lang)]):.2f}"
-            for lang in ("en", "zh", "ja", "all")
-        ]
+        cells = [_cell(tally[(name, lang, "right")], tally[(name, lang)]) for lang in ("en", "zh", "ja", "all")]
         print(f"{name:9} {'type accuracy':14} " + "  ".join(f"{cell:>10}" for cell in cells))
 
 

@@ -19,8 +19,10 @@ import yake
 from pipeline.llm.local.hints import with_author_hints
 from pipeline.llm.local.language import detect_language
 from pipeline.llm.local.lexicon import hits, lexicon
+from pipeline.llm.local.quality import is_bait_spam, quality_score, quality_signals
 from pipeline.llm.local.safety import matched_flags
 from pipeline.llm.local.segmentation import chinese_keywords, japanese_keywords, korean_keywords
+from pipeline.llm.local.types import broadcast_type
 from pipeline.llm.schemas import Extraction
 
 _I = re.IGNORECASE
@@ -77,8 +79,6 @@ _CURATED = re.compile(r"\b(?:according to|reports?|reported|roundup|summary of|r
 _FEEDBACK = re.compile(r"\b(?:feedback|thoughts\?|opinions?|what do you think|reviews? welcome)\b", _I)
 _YAKE_LOCK = threading.Lock()
 _YAKE_LANGS = {"en", "de", "fr", "es", "it", "pt", "nl", "pl", "ru", "sv", "da", "fi", "no", "tr", "cs", "hu"}
-_TYPE_ORDER = ("alert", "demand", "supply", "info")
-_TYPE_WEIGHT = {"alert": 1.5, "demand": 1.2, "supply": 1.0, "info": 0.4}
 # Languages written without spaces between words get a real segmenter (YAKE needs words to split on).
 _SEGMENTERS = {"zh": chinese_keywords, "ja": japanese_keywords, "ko": korean_keywords}
 MAX_DOMAINS = 3  # the strongest few: a broadcast is about one or two things
@@ -143,6 +143,8 @@ def spam_score(text: str) -> float:
 
 
 def discard_reason(content: str, notes: str = "", url: str = "") -> str:
+    """The discard verdict; spam is the lexicon's spam terms and shouting, or a post made of bait
+    (pipeline.llm.local.quality)."""
     flags = matched_flags("\n".join((content, notes, url)))
     if flags & {"prompt_injection", "malware", "phishing", "fraud"}:
         return "malicious"
@@ -152,19 +154,9 @@ def discard_reason(content: str, notes: str = "", url: str = "") -> str:
         return "error_page"
     if is_gibberish(content):
         return "gibberish"
-    if spam_score(content) >= 2:
+    if spam_score(content) >= 2 or is_bait_spam(quality_signals(content)):
         return "spam"
     return ""
-
-
-def broadcast_type(text: str) -> str:
-    scores = {kind: len(hits("type_cues", text, kind)) * _TYPE_WEIGHT[kind] for kind in _TYPE_ORDER}
-    if "?" in text:
-        scores["demand"] += 0.6
-    best = max(scores.values())
-    if best <= _TYPE_WEIGHT["info"]:
-        return "info"
-    return next(kind for kind in _TYPE_ORDER if scores[kind] == best)
 
 
 def domains(text: str) -> list[str]:
@@ -216,28 +208,6 @@ def _yake_terms(text: str, lang: str) -> list[str]:
     with _YAKE_LOCK:  # extractors keep an unsynchronised similarity cache; CPU-bound anyway (GIL)
         scored = extractor.extract_keywords(text)
     return [term for term, _score in sorted(scored, key=lambda pair: (pair[1], pair[0]))]
-
-
-def quality(text: str, url: str, n_domains: int) -> float:
-    """A ranking signal in [0.05, 0.95]: substance and specificity up, shouting and filler down."""
-    score = 0.5
-    length = len(text.strip())
-    if length < 30:
-        score -= 0.2
-    elif 60 <= length <= 1500:
-        score += 0.1
-    if _DIGITS.search(text):
-        score += 0.1
-    if url or _URL.search(text):
-        score += 0.05
-    if n_domains >= 2:
-        score += 0.05
-    if text.count("!") >= 3:
-        score -= 0.1
-    letters = [char for char in text if char.isalpha()]
-    if len(letters) >= 20 and sum(char.isupper() for char in letters) / len(letters) > 0.4:
-        score -= 0.15
-    return round(min(0.95, max(0.05, score)), 2)
 
 
 def timeliness(text: str, kind: str) -> str:
@@ -317,7 +287,7 @@ def extract(*, content: str, notes: str = "", url: str = "") -> Extraction:
             "domains": found_domains,
             "broadcast_type": kind,
             "lang": lang,
-            "quality": 0.05 if reason else quality(content, url, len(found_domains)),
+            "quality": 0.05 if reason else quality_score(quality_signals(content, url, len(found_domains))),
             "timeliness": timeliness(content, kind),
             "geo": geo(content),
             "source_type": source_type(content, url),
