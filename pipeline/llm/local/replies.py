@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from pipeline.llm.local.extraction import country_codes, keywords
+from pipeline.llm.local.extraction import country_codes
+from pipeline.llm.local.keywords import keywords
 from pipeline.llm.local.language import detect_language
 from pipeline.llm.schemas import OfficialReply, ProfileKeywords, Suggestion
 
