@@ -22,7 +22,8 @@ _CJK_RUNS = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}ー]+")
 _PRODUCT_NAME = regex.compile(r"^(?:[A-Za-z][A-Za-z.+-]*\d[\w.+-]*|[A-Z]{2,}[\w.+-]*|[A-Z][a-z]+[A-Z]\w*)$")
 # The same names found in running text (a version number alone, "v8" or "2.17.1", is no name).
 _NAME_IN_TEXT = regex.compile(
-    r"(?<![\w.-])(?:CVE-\d{4}-\d{3,}|[A-Za-z]{2,}[A-Za-z.+-]*\d[\w+-]*|[A-Z]{2,}[a-z]*\d*(?: \d{3,5}\b)?|[A-Z][a-z]+[A-Z]\w*)(?![\w-])"
+    r"(?<![\w.-])(?:CVE-\d{4}-\d{3,}|[A-Za-z]{2,}[A-Za-z.+-]*\d[\w+-]*|[A-Z]{2,}[a-z]*\d*(?: \d{3,5}\b)?"
+    r"|[A-Z][a-z]+[A-Z]\w*)(?![\w-])"
 )
 _LATIN_WORDS = regex.compile(r"\b[a-zA-Z][a-zA-Z0-9-]+\b")
 _DIGITS = re.compile(r"\d")
@@ -50,7 +51,8 @@ def _cue_words() -> frozenset[str]:
 
 @functools.cache
 def stop_words() -> frozenset[str]:
-    return frozenset(lexicon()["keyword_stop"])
+    """Words no term may start or end with: the stop-list and the one-word Latin cue words ("offering rust")."""
+    return frozenset(lexicon()["keyword_stop"]) | {term for term in _cue_words() if " " not in term}
 
 
 def clean(term: str) -> str:
