@@ -20,10 +20,12 @@ _CJK = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]")
 _CJK_RUNS = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}ー]+")
 # Latin names worth keeping from a segmenter's output: A100, GPU, OpenSSL.
 _PRODUCT_NAME = regex.compile(r"^(?:[A-Za-z][A-Za-z.+-]*\d[\w.+-]*|[A-Z]{2,}[\w.+-]*|[A-Z][a-z]+[A-Z]\w*)$")
-# The same names found in running text (a version number alone, "v8" or "2.17.1", is no name).
+# The same names found in running text, only those YAKE tends to split or miss: with a digit (A100, libxml2,
+# CVE-2030-1188), a capital inside (PostgreSQL), or a name and its number (RTX 4090, Python 3.14). Bare
+# acronyms (AI, API, EU) are left to YAKE, which keeps them with their context ("ml engineer").
 _NAME_IN_TEXT = regex.compile(
-    r"(?<![\w.-])(?:CVE-\d{4}-\d{3,}|[A-Za-z]{2,}[A-Za-z.+-]*\d[\w+-]*|[A-Z]{2,}[a-z]*\d*(?: \d{3,5}\b)?"
-    r"|[A-Z][a-z]+[A-Z]\w*)(?![\w-])"
+    r"(?<![\w.-])(?:CVE-\d{4}-\d{3,}|[A-Za-z]{2,}[A-Za-z.+-]*\d[\w+-]*|[A-Z][a-z]+[A-Z]\w*"
+    r"|[A-Z][A-Za-z]+ \d+(?:\.\d+)*(?![\d.]*\s*(?:%|percent|[a-z])))(?![\w-])"
 )
 _LATIN_WORDS = regex.compile(r"\b[a-zA-Z][a-zA-Z0-9-]+\b")
 _DIGITS = re.compile(r"\d")
@@ -34,7 +36,7 @@ _YAKE_LANGS = {"en", "de", "fr", "es", "it", "pt", "nl", "pl", "ru", "sv", "da",
 # Languages written without spaces between words get a real segmenter (YAKE needs words to split on).
 _SEGMENTERS = {"zh": chinese_keywords, "ja": japanese_keywords, "ko": korean_keywords}
 # Short all-capital words that name nothing a reader searches for.
-_NOT_NAMES = frozenset({"we", "i", "dm", "pm", "asap", "faq", "usd", "eur", "gbp", "jpy", "rmb", "utc", "ok", "qa"})
+_NOT_NAMES = frozenset({"dm", "pm", "asap", "faq", "usd", "eur", "gbp", "jpy", "rmb", "utc", "ok", "qa"})
 
 
 @functools.lru_cache(maxsize=32)
@@ -51,14 +53,20 @@ def _cue_words() -> frozenset[str]:
 
 @functools.cache
 def stop_words() -> frozenset[str]:
-    """Words no term may start or end with: the stop-list and the one-word Latin cue words ("offering rust")."""
-    return frozenset(lexicon()["keyword_stop"]) | {term for term in _cue_words() if " " not in term}
+    return frozenset(lexicon()["keyword_stop"])
 
 
-def clean(term: str) -> str:
+@functools.cache
+def _topic_stop_words() -> frozenset[str]:
+    """For a topic named in a sentence, also the one-word cue words ("offering rust" -> "rust"); keywords keep
+    them inside a term ("power outage" is what a reader searches for)."""
+    return stop_words() | {term for term in _cue_words() if " " not in term}
+
+
+def clean(term: str, *, topic: bool = False) -> str:
     """The term lower-cased, without surrounding punctuation and stop words at either end ("" if nothing is left)."""
     words = " ".join(term.lower().split()).strip(".,;:!?\"'()[]").split(" ")
-    stop = stop_words()
+    stop = _topic_stop_words() if topic else stop_words()
     while words and words[0] in stop:
         words.pop(0)
     while words and words[-1] in stop:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from itertools import zip_longest
 
 from pipeline.llm.local.extraction import country_codes
-from pipeline.llm.local.keywords import keywords
+from pipeline.llm.local.keywords import clean, keywords
 from pipeline.llm.local.language import detect_language
 from pipeline.llm.schemas import OfficialReply, ProfileKeywords, Suggestion
 
@@ -45,8 +45,8 @@ def _overlaps(first: str, second: str) -> bool:
 def topic_terms(terms: list[str], most: int = 2) -> list[str]:
     """Up to `most` terms that do not repeat each other, so "{a} and {b}" never reads "rust reviewer and rust"."""
     chosen: list[str] = []
-    for term in terms:
-        if len(chosen) < most and not any(_overlaps(term, other) for other in chosen):
+    for term in (clean(found, topic=True) for found in terms):
+        if term and len(chosen) < most and not any(_overlaps(term, other) for other in chosen):
             chosen.append(term)
     return chosen
 
