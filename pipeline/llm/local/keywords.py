@@ -31,7 +31,7 @@ _LATIN_WORDS = regex.compile(r"\b[a-zA-Z][a-zA-Z0-9-]+\b")
 _DIGITS = re.compile(r"\d")
 # A count with its counter is no topic: 三周, 一个月, 十八天, 3か月.
 _CJK_COUNT = regex.compile(
-    r"^[\d一二两三四五六七八九十百千万几]+(?:个)?(?:天|周|月|年|小时|か月|ヶ月|日|時間|週間?|名|人)$"
+    r"^[\d一二两三四五六七八九十百千万几]+(?:个)?(?:天|周|月|年|小时|か月|ヶ月|日|時間|週間?|名|人|张|台)$"
 )
 _YAKE_LOCK = threading.Lock()
 _YAKE_LANGS = {"en", "de", "fr", "es", "it", "pt", "nl", "pl", "ru", "sv", "da", "fi", "no", "tr", "cs", "hu"}
