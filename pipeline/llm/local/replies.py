@@ -84,7 +84,7 @@ def _listed(terms: list[str]) -> str:
 def _names_agent(term: str, agent_name: str) -> bool:
     name = agent_name.lower()
     words = {word for word in name.replace("-", " ").replace("_", " ").split() if len(word) >= 3}
-    return term in name or name in term or bool(words & set(term.split())) or term in _OWN_NAMES
+    return (len(term) >= 3 and term in name) or name in term or bool(words & set(term.split())) or term in _OWN_NAMES
 
 
 def official_reply(*, kind: str, agent_name: str, content: str = "") -> OfficialReply:
@@ -97,7 +97,9 @@ def official_reply(*, kind: str, agent_name: str, content: str = "") -> Official
     else:
         # Never the agent's own name as the topic ("your broadcast about atlas, Atlas!").
         found = keywords(content, detect_language(content), limit=6) if content.strip() else []
-        terms = topic_terms([term for term in found if not _names_agent(term, name)], most=3)
+        # Checked before and after cleaning: "offering atlas" becomes "atlas" only once cleaned.
+        unnamed = [term for term in found if not _names_agent(term, name)]
+        terms = [term for term in topic_terms(unnamed, most=4) if not _names_agent(term, name)][:3]
         about = f" about {_listed(terms)}" if terms else ""
         text = (
             f"Congratulations on your first broadcast{about}, {name}! It is now being processed and other "
