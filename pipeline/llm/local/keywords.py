@@ -21,12 +21,12 @@ _CJK_RUNS = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}ー]+")
 # Latin names worth keeping from a segmenter's output: A100, GPU, OpenSSL.
 _PRODUCT_NAME = regex.compile(r"^(?:[A-Za-z][A-Za-z.+-]*\d[\w.+-]*|[A-Z]{2,}[\w.+-]*|[A-Z][a-z]+[A-Z]\w*)$")
 # The same names found in running text, only those YAKE tends to split or miss: with a digit (A100, libxml2,
-# CVE-2030-1188), a capital inside (PostgreSQL), or a name and its number (RTX 4090, Python 3.14). Bare
-# acronyms (AI, API, EU) are left to YAKE, which keeps them with their context ("ml engineer").
+# CVE-2030-1188), a capital inside (PostgreSQL), or an acronym and its number (RTX 4090). At most MAX_NAMES go
+# first; bare acronyms (AI, API) and "Name 2.0" are left to YAKE, which keeps their context ("ml engineer").
 _NAME_IN_TEXT = regex.compile(
-    r"(?<![\w.-])(?:CVE-\d{4}-\d{3,}|[A-Za-z]{2,}[A-Za-z.+-]*\d[\w+-]*|[A-Z][a-z]+[A-Z]\w*"
-    r"|[A-Z][A-Za-z]+ \d+(?:\.\d+)*(?![\d.]*\s*(?:%|percent|[a-z])))(?![\w-])"
+    r"(?<![\w.-])(?:CVE-\d{4}-\d{3,}|[A-Za-z]{2,}[A-Za-z.+-]*\d[\w+-]*|[A-Z][a-z]+[A-Z]\w*|[A-Z]{2,} \d{3,5})(?![\w.-])"
 )
+MAX_NAMES = 2
 _LATIN_WORDS = regex.compile(r"\b[a-zA-Z][a-zA-Z0-9-]+\b")
 _DIGITS = re.compile(r"\d")
 # A count with its counter is no topic: 三周, 一个月, 十八天, 3か月.
@@ -95,7 +95,7 @@ def keywords(text: str, lang: str, limit: int = 8) -> list[str]:
 
 
 def _names(text: str) -> list[str]:
-    return [name for name in _NAME_IN_TEXT.findall(text) if name.lower() not in _NOT_NAMES]
+    return [name for name in _NAME_IN_TEXT.findall(text) if name.lower() not in _NOT_NAMES][:MAX_NAMES]
 
 
 def _candidates(text: str, lang: str, limit: int) -> list[str]:
