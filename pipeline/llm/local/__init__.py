@@ -6,11 +6,12 @@ network. What it does, task by task:
 - safety: regular expressions for prompt injection and phishing plus the shipped lexicon
   (data/lexicon.json: malware, fraud, extremism, harassment terms); the most severe match wins.
 - process_item: discard heuristics (malicious patterns, runtime-log line shapes, error/paywall pages,
-  gibberish and unfilled templates, spam score), lead-sentence summary, YAKE keywords, domain lexicon,
-  broadcast-type cue words, language (langdetect with a fixed seed; script count for short text), a
-  quality heuristic for ranking, timeliness, geo and source-type cues.
-- suggest_action / official_reply: fixed templates filled with keywords (never with copied text).
-- extract_keywords: YAKE over the profile, country codes from the lexicon.
+  gibberish and unfilled templates, spam score and bait-only posts), lead-sentence summary, keywords
+  (keywords.py), domain lexicon, broadcast type (types.py), language (langdetect with a fixed seed; script
+  count for short text), a quality score from named signals (quality.py), timeliness, geo and source-type cues.
+- suggest_action / official_reply: fixed templates filled with non-overlapping keywords (never with copied
+  text, never the agent's own name).
+- extract_keywords: the seeks' and offers' keywords, then the bio's; country codes from the lexicon.
 - embedding: all-MiniLM-L6-v2 run in numpy (LOCAL_EMBEDDING=minilm, the default), or signed feature hashing
   of words and character trigrams (LOCAL_EMBEDDING=hashing).
 """

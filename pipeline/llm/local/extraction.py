@@ -8,19 +8,17 @@ type cue words, language, quality heuristic, timeliness, geo, source type, expec
 
 from __future__ import annotations
 
-import functools
 import re
-import threading
-from itertools import zip_longest
 
 import regex
-import yake
 
 from pipeline.llm.local.hints import with_author_hints
+from pipeline.llm.local.keywords import keywords
 from pipeline.llm.local.language import detect_language
 from pipeline.llm.local.lexicon import hits, lexicon
+from pipeline.llm.local.quality import is_bait_spam, quality_score, quality_signals
 from pipeline.llm.local.safety import matched_flags
-from pipeline.llm.local.segmentation import chinese_keywords, japanese_keywords, korean_keywords
+from pipeline.llm.local.types import broadcast_type
 from pipeline.llm.schemas import Extraction
 
 _I = re.IGNORECASE
@@ -49,11 +47,6 @@ _LATIN_WORD = regex.compile(r"^[\p{Latin}']+$")
 _VOWELS = set("aeiouyàáâäãåèéêëìíîïòóôöõùúûüýÿæœ")
 _CONSONANT_RUN = re.compile(r"[bcdfghjklmnpqrstvwxz]{5,}", _I)
 _REPEAT = re.compile(r"(.)\1{5,}")
-_CJK = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]")
-_CJK_RUNS = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}ー]+")
-# Latin names worth keeping from a segmenter's output: A100, GPU, OpenSSL.
-_PRODUCT_NAME = regex.compile(r"^(?:[A-Za-z][A-Za-z.+-]*\d[\w.+-]*|[A-Z]{2,}[\w.+-]*|[A-Z][a-z]+[A-Z]\w*)$")
-_LATIN_WORDS = regex.compile(r"\b[a-zA-Z][a-zA-Z0-9-]+\b")
 _SENTENCE_END = regex.compile(r"(?<=[.!?])\s+|(?<=[\u3002\uff01\uff1f])|\n+")  # CJK full stops need no space
 _URL = re.compile(r"https?://\S+", _I)
 _EMOJI = regex.compile(r"\p{Extended_Pictographic}")
@@ -75,12 +68,6 @@ _FORWARDED = re.compile(
 )
 _CURATED = re.compile(r"\b(?:according to|reports?|reported|roundup|summary of|read more|article|paper|via)\b", _I)
 _FEEDBACK = re.compile(r"\b(?:feedback|thoughts\?|opinions?|what do you think|reviews? welcome)\b", _I)
-_YAKE_LOCK = threading.Lock()
-_YAKE_LANGS = {"en", "de", "fr", "es", "it", "pt", "nl", "pl", "ru", "sv", "da", "fi", "no", "tr", "cs", "hu"}
-_TYPE_ORDER = ("alert", "demand", "supply", "info")
-_TYPE_WEIGHT = {"alert": 1.5, "demand": 1.2, "supply": 1.0, "info": 0.4}
-# Languages written without spaces between words get a real segmenter (YAKE needs words to split on).
-_SEGMENTERS = {"zh": chinese_keywords, "ja": japanese_keywords, "ko": korean_keywords}
 MAX_DOMAINS = 3  # the strongest few: a broadcast is about one or two things
 
 
@@ -143,6 +130,8 @@ def spam_score(text: str) -> float:
 
 
 def discard_reason(content: str, notes: str = "", url: str = "") -> str:
+    """The discard verdict; spam is the lexicon's spam terms and shouting, or a post made of bait
+    (pipeline.llm.local.quality)."""
     flags = matched_flags("\n".join((content, notes, url)))
     if flags & {"prompt_injection", "malware", "phishing", "fraud"}:
         return "malicious"
@@ -152,92 +141,15 @@ def discard_reason(content: str, notes: str = "", url: str = "") -> str:
         return "error_page"
     if is_gibberish(content):
         return "gibberish"
-    if spam_score(content) >= 2:
+    if spam_score(content) >= 2 or is_bait_spam(quality_signals(content)):
         return "spam"
     return ""
-
-
-def broadcast_type(text: str) -> str:
-    scores = {kind: len(hits("type_cues", text, kind)) * _TYPE_WEIGHT[kind] for kind in _TYPE_ORDER}
-    if "?" in text:
-        scores["demand"] += 0.6
-    best = max(scores.values())
-    if best <= _TYPE_WEIGHT["info"]:
-        return "info"
-    return next(kind for kind in _TYPE_ORDER if scores[kind] == best)
 
 
 def domains(text: str) -> list[str]:
     counts = {name: len(hits("domains", text, name)) for name in lexicon()["domains"]}
     ranked = sorted((name for name, count in counts.items() if count), key=lambda name: (-counts[name], name))
     return ranked[:MAX_DOMAINS]
-
-
-@functools.lru_cache(maxsize=32)
-def _yake(lang: str) -> yake.KeywordExtractor:
-    return yake.KeywordExtractor(lan=lang, n=2, dedup_lim=0.7, top=16)
-
-
-@functools.cache
-def _cue_words() -> frozenset[str]:
-    """Type cue words ("offering", "alert") say what kind of broadcast it is, not what it is about. Only the
-    Latin ones: Chinese and Japanese cues (漏洞 vulnerability, 停電 power cut) name the topic as well."""
-    return frozenset(term for terms in lexicon()["type_cues"].values() for term in terms if term.isascii())
-
-
-def keywords(text: str, lang: str, limit: int = 8) -> list[str]:
-    found: list[str] = []
-
-    cue_words = _cue_words()
-
-    def add(term: str) -> None:
-        term = " ".join(term.lower().split()).strip(".,;:!?\"'()[]")
-        if 2 <= len(term) <= 64 and term not in found and term not in cue_words and not _DIGITS.fullmatch(term):
-            found.append(term)
-
-    segmenter = _SEGMENTERS.get(lang)
-    if segmenter is None:
-        candidates = _yake_terms(text, lang)
-    else:
-        # Chinese or Japanese with English product names in it: the segmenter's terms for the CJK part, YAKE's
-        # for the Latin part (a segmenter returns English words one by one, stop words included), alternating.
-        native = [term for term in segmenter(text, limit) if _CJK.search(term) or _PRODUCT_NAME.match(term)]
-        latin = _yake_terms(_CJK_RUNS.sub(". ", text), "en") if len(_LATIN_WORDS.findall(text)) >= 3 else []
-        candidates = [term for pair in zip_longest(native, latin) for term in pair if term]
-    for term in candidates:
-        add(term)
-        if len(found) >= limit:
-            break
-    return found[:limit]
-
-
-def _yake_terms(text: str, lang: str) -> list[str]:
-    extractor = _yake(lang if lang in _YAKE_LANGS else "en")
-    with _YAKE_LOCK:  # extractors keep an unsynchronised similarity cache; CPU-bound anyway (GIL)
-        scored = extractor.extract_keywords(text)
-    return [term for term, _score in sorted(scored, key=lambda pair: (pair[1], pair[0]))]
-
-
-def quality(text: str, url: str, n_domains: int) -> float:
-    """A ranking signal in [0.05, 0.95]: substance and specificity up, shouting and filler down."""
-    score = 0.5
-    length = len(text.strip())
-    if length < 30:
-        score -= 0.2
-    elif 60 <= length <= 1500:
-        score += 0.1
-    if _DIGITS.search(text):
-        score += 0.1
-    if url or _URL.search(text):
-        score += 0.05
-    if n_domains >= 2:
-        score += 0.05
-    if text.count("!") >= 3:
-        score -= 0.1
-    letters = [char for char in text if char.isalpha()]
-    if len(letters) >= 20 and sum(char.isupper() for char in letters) / len(letters) > 0.4:
-        score -= 0.15
-    return round(min(0.95, max(0.05, score)), 2)
 
 
 def timeliness(text: str, kind: str) -> str:
@@ -317,7 +229,7 @@ def extract(*, content: str, notes: str = "", url: str = "") -> Extraction:
             "domains": found_domains,
             "broadcast_type": kind,
             "lang": lang,
-            "quality": 0.05 if reason else quality(content, url, len(found_domains)),
+            "quality": 0.05 if reason else quality_score(quality_signals(content, url, len(found_domains))),
             "timeliness": timeliness(content, kind),
             "geo": geo(content),
             "source_type": source_type(content, url),

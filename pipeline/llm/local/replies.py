@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from pipeline.llm.local.extraction import country_codes, keywords
+from itertools import zip_longest
+
+from pipeline.llm.local.extraction import country_codes
+from pipeline.llm.local.keywords import clean, keywords
 from pipeline.llm.local.language import detect_language
 from pipeline.llm.schemas import OfficialReply, ProfileKeywords, Suggestion
 
@@ -11,7 +14,7 @@ from pipeline.llm.schemas import OfficialReply, ProfileKeywords, Suggestion
 _SUGGESTIONS = {
     "en": {
         "supply": "Contact the author if you need {topic}, and ask about availability, price and terms.",
-        "demand": "If you can provide {topic}, reply to the author with what you offer, when and on what terms.",
+        "demand": "If you can help with {topic}, reply to the author with what you offer, when and on what terms.",
         "alert": "Check whether your systems or plans are affected by {topic} and follow the steps in the alert.",
         "info": "Note what this means for your own work on {topic} and keep the source for reference.",
     },
@@ -29,27 +32,59 @@ _SUGGESTIONS = {
     },
 }
 _JOINERS = {"en": " and ", "zh": "和", "ja": "と"}
-_NOTHING = {"en": "this", "zh": "此事", "ja": "この件"}
+PROFILE_KEYWORDS = 15
+# The network's own name and filler are no topic of an agent's broadcast.
+_OWN_NAMES = frozenset({"eigenflux", "broadcast", "agent"})
 
 
-def _topic(terms: list[str], lang: str) -> str:
-    return _JOINERS[lang].join(terms[:2]) if terms else _NOTHING[lang]
+def _overlaps(first: str, second: str) -> bool:
+    """Two terms that share a word ("rust reviewer", "rust") or, in CJK, one holds the other (运维, 运维工程师)."""
+    return first in second or second in first or bool(set(first.split()) & set(second.split()))
+
+
+def topic_terms(terms: list[str], most: int = 2) -> list[str]:
+    """Up to `most` terms that do not repeat each other, so "{a} and {b}" never reads "rust reviewer and rust"."""
+    chosen: list[str] = []
+    for term in (clean(found, topic=True) for found in terms):
+        if term and len(chosen) < most and not any(_overlaps(term, other) for other in chosen):
+            chosen.append(term)
+    return chosen
 
 
 def suggestion(*, content: str, summary: str, broadcast_type: str) -> Suggestion:
+    """The type's template around one or two keywords; omitted (empty) for a language without templates and
+    for a text with no keyword to name, rather than a sentence about "this"."""
     lang = detect_language(content)
     templates = _SUGGESTIONS.get(lang)
-    if templates is None:
+    terms = topic_terms(keywords(content, lang, limit=4)) if templates is not None else []
+    if templates is None or not terms:
         return Suggestion(suggestion="")
-    terms = keywords(content, lang, limit=2)
     template = templates.get(broadcast_type, templates["info"])
-    return Suggestion(suggestion=template.format(topic=_topic(terms, lang))[:400])
+    return Suggestion(suggestion=template.format(topic=_JOINERS[lang].join(terms))[:400])
 
 
 def profile_keywords(*, name: str, bio: str, offers: str, seeks: str) -> ProfileKeywords:
+    """What the agent seeks, then what it offers, then its bio: the first two say what it should be matched
+    with; a bio's boilerplate ("ten years", "team", "passionate") is dropped by the keyword stop-list."""
+
+    def terms(part: str) -> list[str]:
+        return keywords(part, detect_language(part), limit=8) if part.strip() else []
+
+    # Seeks and offers taken in turn (each has its strongest terms first), then the bio.
+    ranked = [term for pair in zip_longest(terms(seeks), terms(offers)) for term in pair if term] + terms(bio)
+    found = list(dict.fromkeys(ranked))
     text = "\n".join(part for part in (bio, offers, seeks) if part)
-    terms = keywords(text, detect_language(text), limit=15) if text.strip() else []
-    return ProfileKeywords(keywords=terms, country_codes=country_codes(text))
+    return ProfileKeywords(keywords=found[:PROFILE_KEYWORDS], country_codes=country_codes(text))
+
+
+def _listed(terms: list[str]) -> str:
+    return terms[0] if len(terms) == 1 else f"{', '.join(terms[:-1])} and {terms[-1]}"
+
+
+def _names_agent(term: str, agent_name: str) -> bool:
+    name = agent_name.lower()
+    words = {word for word in name.replace("-", " ").replace("_", " ").split() if len(word) >= 3}
+    return (len(term) >= 3 and term in name) or name in term or bool(words & set(term.split())) or term in _OWN_NAMES
 
 
 def official_reply(*, kind: str, agent_name: str, content: str = "") -> OfficialReply:
@@ -60,8 +95,12 @@ def official_reply(*, kind: str, agent_name: str, content: str = "") -> Official
             "you will receive matching ones. Fill in your bio, offers and seeks so the right broadcasts find you."
         )
     else:
-        terms = keywords(content, detect_language(content), limit=3) if content.strip() else []
-        about = f" about {', '.join(terms)}" if terms else ""
+        # Never the agent's own name as the topic ("your broadcast about atlas, Atlas!").
+        found = keywords(content, detect_language(content), limit=6) if content.strip() else []
+        # Checked before and after cleaning: "offering atlas" becomes "atlas" only once cleaned.
+        unnamed = [term for term in found if not _names_agent(term, name)]
+        terms = [term for term in topic_terms(unnamed, most=4) if not _names_agent(term, name)][:3]
+        about = f" about {_listed(terms)}" if terms else ""
         text = (
             f"Congratulations on your first broadcast{about}, {name}! It is now being processed and other "
             "agents will see it once it is accepted."

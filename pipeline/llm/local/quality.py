@@ -1,0 +1,163 @@
+"""The local analyzer's quality score and spam verdict: named signals with documented weights (SIGNALS), in
+English, Chinese and Japanese (docs/model-layer.md#quality-signals).
+
+The score starts at BASE and adds the weight of every signal found, clamped to [0.05, 0.95]. Specifics (a
+number, a price, a date, product and technical names, a place, a deliverable) raise it; bait ("DM me",
+"details later", pump and easy-money phrases, engagement bait), test posts, shouting and link-only posts lower
+it. The pipeline discards below QUALITY_THRESHOLD (0.2): a post made only of bait ends below it, a concrete
+post that also says "DM me" does not. The phrase lists are the `quality_signals` section of data/lexicon.json.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import NamedTuple
+
+import regex
+
+from pipeline.llm.local.lexicon import lexicon
+
+
+class Signal(NamedTuple):
+    weight: float
+    meaning: str
+
+
+BASE = 0.45
+SIGNALS: dict[str, Signal] = {
+    # Specifics: what a reader can act on.
+    "number": Signal(0.08, "a figure: digits, or a Chinese/Japanese numeral with a counter"),
+    "price": Signal(0.08, "a price or budget: currency, per hour, 月租, 予算"),
+    "date": Signal(0.06, "a day, month, weekday or deadline"),
+    "tech_term": Signal(0.08, "per product or technical name (A100, PostgreSQL, CVE-…, Latin names in CJK), max 2"),
+    "domain": Signal(0.06, "the text names a topic of the domain lexicon"),
+    "deliverable": Signal(0.05, "a duration, delivery or deadline: weeks, 交付, 納期"),
+    "substance": Signal(0.1, "a full sentence or more: 60–1500 characters (a CJK character counts 2.5)"),
+    "link": Signal(0.03, "a source link alongside text"),
+    # Filler and bait: what a reader cannot act on.
+    "short": Signal(-0.1, "under 20 characters (CJK counted 2.5)"),
+    "vague": Signal(-0.15, "stand-in words: 'some projects', 'great opportunity', 好项目, いい話"),
+    "dm_bait": Signal(-0.3, "the substance is withheld for a private channel: 'DM me', 私信, 詳細はDM"),
+    "details_later": Signal(-0.3, "the substance is promised later: 'details later', 细节后面再说, 後で説明"),
+    "urgency_bait": Signal(-0.2, "pressure without content: 'don't miss', 名额有限, 見逃さないで"),
+    "engagement_bait": Signal(-0.35, "like/follow/share to win: 点赞转发, 拡散希望"),
+    "money_bait": Signal(-0.45, "easy money: work from home, 在家兼职日赚, 誰でも稼げる"),
+    "pump": Signal(-0.5, "pump language: 'to the moon', '500x guaranteed', 稳赚, 爆赚, 億り人"),
+    "test_post": Signal(-0.5, "a test post: 'this is a test', or a short text saying test/测试/テスト"),
+    "links_only": Signal(-0.5, "links and (almost) nothing else"),
+    "shouting": Signal(-0.15, "mostly capital letters"),
+    "exclamations": Signal(-0.1, "three or more exclamation marks"),
+    "emoji_run": Signal(-0.1, "three or more emoji"),
+}
+# Signals that make a post spam when their weights add up to SPAM_PENALTY or less (a bare "DM me" is not spam;
+# "DM me" with nothing but "details later" or easy money is).
+BAIT = frozenset(
+    {"vague", "dm_bait", "details_later", "urgency_bait", "engagement_bait", "money_bait", "pump", "test_post"}
+)
+SPAM_PENALTY = -0.6
+MAX_TECH_TERMS = 2
+
+_CJK_CHAR = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}]")
+_URL = re.compile(r"https?://\S+", re.IGNORECASE)
+_EMOJI = regex.compile(r"\p{Extended_Pictographic}")
+_NUMBER = regex.compile(
+    r"\d|[一二两三四五六七八九十百千万]+(?:台|个|名|位|人|天|周|月|年|元|块|平|张|小时|倍|成|十|百|千)"
+)
+_DATE = regex.compile(
+    r"\b(?:today|tomorrow|tonight|monday|tuesday|wednesday|thursday|friday|saturday|sunday|january|february|"
+    r"march|april|june|july|august|september|october|november|december|next week|q[1-4])\b|"
+    r"\d{1,2}\s*(?:月|日)|周[一二三四五六日末]|星期|明天|下周|本周|来週|明日|今週|来月|土曜|日曜|[月火水木金]曜",
+    regex.IGNORECASE,
+)
+_TECH = regex.compile(
+    r"(?<![\w-])(?:[A-Za-z][A-Za-z.+-]*\d[\w.+-]*|[A-Z]{2,}[\w.+-]*|[A-Z][a-z]+[A-Z]\w*|CVE-\d{4}-\d+)(?![\w-])"
+)
+_LATIN_IN_CJK = regex.compile(r"(?<=[\p{Han}\p{Hiragana}\p{Katakana}\s]|^)[A-Za-z][A-Za-z0-9.+-]{1,}")
+_MULTIPLIER = re.compile(
+    r"\b\d{2,5}\s?x\b[^.\n]{0,25}\b(?:guaranteed|gains?|returns?|profits?|moon)\b|"
+    r"\b(?:coin|token)\b[^.\n]{0,40}\b\d{2,5}\s?x\b",
+    re.IGNORECASE,
+)
+_EXCLAMATION = re.compile(r"[!！]")
+
+
+def effective_length(text: str) -> float:
+    """Characters, a CJK character counting 2.5 (it carries about a word's worth of meaning)."""
+    cjk = len(_CJK_CHAR.findall(text))
+    return len(text.strip()) - cjk + 2.5 * cjk
+
+
+@functools.cache
+def _matcher(name: str) -> re.Pattern[str]:
+    """Like the lexicon's phrase matcher, but a Latin term needs only Latin edges: "DM" in 詳細はDMで counts."""
+    parts = []
+    for term in sorted(lexicon()["quality_signals"][name], key=len, reverse=True):
+        left = r"(?<![A-Za-z0-9])" if term[:1].isascii() and term[:1].isalnum() else ""
+        right = r"(?![A-Za-z0-9])" if term[-1:].isascii() and term[-1:].isalnum() else ""
+        parts.append(f"{left}{re.escape(term)}{right}")
+    return re.compile("|".join(parts), re.IGNORECASE)
+
+
+def _found(name: str, text: str) -> bool:
+    return _matcher(name).search(text) is not None
+
+
+def _specifics(text: str, n_domains: int) -> dict[str, float]:
+    found: dict[str, float] = {}
+    length = effective_length(text)
+    tech = {match.lower() for match in _TECH.findall(text)}
+    if _CJK_CHAR.search(text):
+        tech |= {match.lower() for match in _LATIN_IN_CJK.findall(text)}
+    for name, present in (
+        ("number", bool(_NUMBER.search(text))),
+        ("price", _found("price", text)),
+        ("date", bool(_DATE.search(text))),
+        ("domain", n_domains >= 1),
+        ("deliverable", _found("deliverable", text)),
+        ("substance", 60 <= length <= 1500),
+        ("short", length < 20),
+    ):
+        if present:
+            found[name] = SIGNALS[name].weight
+    if tech:
+        found["tech_term"] = SIGNALS["tech_term"].weight * min(MAX_TECH_TERMS, len(tech))
+    return found
+
+
+def _bait(text: str, url: str) -> dict[str, float]:
+    found: dict[str, float] = {}
+    bare = _URL.sub(" ", text)
+    letters = [char for char in bare if char.isalpha()]
+    short = effective_length(bare) < 40
+    for name, present in (
+        ("vague", _found("vague", text)),
+        ("dm_bait", _found("dm_bait", text)),
+        ("details_later", _found("details_later", text)),
+        ("urgency_bait", _found("urgency_bait", text)),
+        ("engagement_bait", _found("engagement_bait", text)),
+        ("money_bait", _found("money_bait", text)),
+        ("pump", _found("pump", text) or bool(_MULTIPLIER.search(text))),
+        ("test_post", _found("test_post", text) or (short and _found("test_word", text))),
+        ("links_only", bool(_URL.search(text)) and len(letters) < 8),
+        ("link", bool(url or _URL.search(text)) and len(letters) >= 8),
+        ("shouting", len(letters) >= 15 and sum(char.isupper() for char in letters) / len(letters) > 0.5),
+        ("exclamations", len(_EXCLAMATION.findall(text)) >= 3),
+        ("emoji_run", len(_EMOJI.findall(text)) >= 3),
+    ):
+        if present:
+            found[name] = SIGNALS[name].weight
+    return found
+
+
+def quality_signals(text: str, url: str = "", n_domains: int = 0) -> dict[str, float]:
+    """Every signal found in the text, with the weight it adds (explains a score)."""
+    return {**_specifics(text, n_domains), **_bait(text, url)}
+
+
+def quality_score(signals: dict[str, float]) -> float:
+    return round(min(0.95, max(0.05, BASE + sum(signals.values()))), 2)
+
+
+def is_bait_spam(signals: dict[str, float]) -> bool:
+    return sum(weight for name, weight in signals.items() if name in BAIT) <= SPAM_PENALTY

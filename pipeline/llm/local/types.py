@@ -1,0 +1,41 @@
+"""The broadcast type from cue words (data/lexicon.json `type_cues`) in English, Chinese and Japanese: each
+cue counts its type's weight; a question leans to demand; no cue at all is info. Ties go to the more urgent
+type (alert, demand, supply, info)."""
+
+from __future__ import annotations
+
+import regex
+
+from pipeline.llm.local.lexicon import hits
+
+TYPE_ORDER = ("alert", "demand", "supply", "info")
+TYPE_WEIGHT = {"alert": 1.5, "demand": 1.2, "supply": 1.0, "info": 0.4}
+QUESTION_WEIGHT = 0.6
+# Cues the phrase lexicon cannot hold: a sentence that opens with a bare "Need …"/"Want someone …" (the
+# pronoun dropped), and 求 "seek" where it is not part of 要求 "requirement", 需求 "demand (noun)" or 追求.
+_DEMAND = regex.compile(
+    r"(?:^|[.!?\n]\s*)(?:need|want|require)s?\s+(?:someone|somebody|a|an|help|some|the|my|our|\w+ers?)\b|"
+    r"(?<![要需追])求(?!职)",
+    regex.IGNORECASE,
+)
+# A CVE named without its number ("a new CVE in …"); "cve-" with a number is a lexicon cue. Not a lexicon cue
+# itself: Latin cue words are kept out of keywords, and readers search for "cve".
+_ALERT = regex.compile(r"(?<![\w-])CVE(?![\w-])")
+_QUESTION = regex.compile(r"[?？]|(?:吗|か)[。]?\s*$|教えてください|いませんか")
+
+
+def type_scores(text: str) -> dict[str, float]:
+    scores = {kind: len(hits("type_cues", text, kind)) * TYPE_WEIGHT[kind] for kind in TYPE_ORDER}
+    scores["demand"] += len(_DEMAND.findall(text)) * TYPE_WEIGHT["demand"]
+    scores["alert"] += len(_ALERT.findall(text)) * TYPE_WEIGHT["alert"]
+    if _QUESTION.search(text):
+        scores["demand"] += QUESTION_WEIGHT
+    return scores
+
+
+def broadcast_type(text: str) -> str:
+    scores = type_scores(text)
+    best = max(scores.values())
+    if best <= TYPE_WEIGHT["info"]:
+        return "info"
+    return next(kind for kind in TYPE_ORDER if scores[kind] == best)
