@@ -2,10 +2,15 @@
 
     .venv/bin/python -m bench.analyzer_quality                    # every section
     .venv/bin/python -m bench.analyzer_quality --section safety   # the safety check only
+    .venv/bin/python -m bench.analyzer_quality --section content  # spam, quality, type, keywords
 
 safety: bench/data/safety.jsonl (bench/safety_set.py), the tuning half and the held-out half reported apart;
 per language and per category: precision and recall of blocking; safe-but-edgy and normal posts passed;
 the calibration of the risk; CPU microseconds per item.
+
+content: bench/data/quality_*.jsonl (bench/analyzer_quality_content.py, which also runs alone with --show):
+spam blocked and normal passed by the gates, broadcast type per language, keyword precision/recall@5, the CPU
+of one extraction; tuning and held-out halves apart.
 """
 
 from __future__ import annotations
@@ -113,7 +118,18 @@ def safety_section() -> None:
     print(f"\nCPU per item (safety check, all cases): {_cpu_per_item(half('tuning') + half('heldout')):.0f} µs")
 
 
-SECTIONS: dict[str, Callable[[], None]] = {"safety": safety_section}
+def content_section() -> None:
+    from bench import analyzer_quality_content as content
+
+    print("== content: spam, quality, type, keywords")
+    print(f"{'half':9} {'measure':14} {'en':>10}  {'zh':>10}  {'ja':>10}  {'all':>10}")
+    content.gate_table(False)
+    content.type_table(False)
+    content.keyword_table(False)
+    print(f"extraction CPU: {content.cpu_per_item():.0f} µs per item")
+
+
+SECTIONS: dict[str, Callable[[], None]] = {"safety": safety_section, "content": content_section}
 
 
 def main() -> None:
