@@ -108,8 +108,11 @@ class AgentAdmin(admin.ModelAdmin):
         fields = self.readonly_fields
         if not request.user.is_superuser:  # only a superuser may make an agent official (it speaks for the network)
             fields = (*fields, "is_official")
-        if obj is not None and not may_change_identity(request.user):
-            fields = (*fields, *(name for name in identity_fields(obj) if name not in fields))
+        if not may_change_identity(request.user):
+            # A new agent's login e-mail is identity too: set by a moderator, whose page shows the new agent's
+            # token, it would hand them the account of whoever owns that mailbox and later logs in.
+            locked = identity_fields(obj) if obj is not None else ("email",)
+            fields = (*fields, *(name for name in locked if name not in fields))
         return fields
 
     def changeform_view(self, request, object_id=None, form_url="", extra_context=None):

@@ -93,6 +93,7 @@ _REFUSALS = {
     "resend": "a code was sent to this address just now",
     "client": "too many codes for this address from this client",
     "address": "too many codes for this address",
+    "guesses": "too many code attempts for this address",
 }
 
 
@@ -111,6 +112,13 @@ def _address_limits(address: str, client_ip: str | None) -> list[Limit]:
         Limit("client", f"{tag}:client:{client}", settings.LOGIN_CODES_PER_ADDRESS_PER_CLIENT_PER_HOUR, _HOUR),
         Limit("address", f"{tag}:all", settings.LOGIN_CODES_PER_ADDRESS_PER_HOUR, _HOUR),
     ]
+
+
+def _guess_limits(address: str) -> list[Limit]:
+    """Code attempts for one address, over all its challenges and clients: each challenge allows
+    LOGIN_CODE_MAX_ATTEMPTS, but an attacker spreading challenges over many clients must not multiply them."""
+    key = f"ratelimit:{{login:{_digest(address)}}}:guesses"
+    return [Limit("guesses", key, settings.LOGIN_CODE_ATTEMPTS_PER_ADDRESS_PER_HOUR, _HOUR)]
 
 
 def _limit(limits: list[Limit]) -> None:
@@ -200,6 +208,9 @@ def login_verify(*, challenge_id: object, code: object, client_ip: str | None) -
         if challenge is not None and challenge.used_at is None and challenge.expires_at > now:
             raise LoginError("too many attempts; run `eigenflux auth login` again for a new code")
         raise LoginError("invalid or expired code; run `eigenflux auth login` again for a new code")
+    # Every attempt spends one of the address's own budget before the code is compared (atomic, so parallel
+    # guesses cannot overshoot it).
+    _limit(_guess_limits(challenge.email))
     left = max_attempts - challenge.attempts
     registered = challenge.agent is not None or challenge.may_sign_up
     if not (registered and hmac.compare_digest(challenge.code_hash, code_hash(challenge_id, code))):

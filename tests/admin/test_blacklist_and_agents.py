@@ -163,23 +163,34 @@ def test_moderators_cannot_make_or_impersonate_the_official_agent(mod_client):
     assert 'name="is_official"' not in page  # shown read-only
 
 
-def test_an_agent_gets_an_optional_unique_email_for_the_clients_login(mod_client):
-    mod_client.post(reverse("admin:items_agent_add"), {"name": "Mail bot", "email": "Bot@Example.com"})
-    mod_client.post(reverse("admin:items_agent_add"), {"name": "No mail"})
+def test_an_agent_gets_an_optional_unique_email_for_the_clients_login(admin_client):
+    # Setting a login e-mail is identity: a user with items.change_agent_identity (here a superuser).
+    admin_client.post(reverse("admin:items_agent_add"), {"name": "Mail bot", "email": "Bot@Example.com"})
+    admin_client.post(reverse("admin:items_agent_add"), {"name": "No mail"})
     assert Agent.objects.get(name="Mail bot").email == "bot@example.com"  # its canonical form
     assert Agent.objects.get(name="No mail").email is None  # several agents may have none
     # In another case, or in full-width letters (U+FF42 ...), it is the same address.
     for copy in ("bot@example.COM", "\uff42\uff4f\uff54@example.com"):
-        response = mod_client.post(reverse("admin:items_agent_add"), {"name": "Copy", "email": copy})
+        response = admin_client.post(reverse("admin:items_agent_add"), {"name": "Copy", "email": copy})
         assert response.status_code == 200 and not Agent.objects.filter(name="Copy").exists()
         assert "Another agent already has this email address." in response.content.decode()
 
 
-def test_the_agent_form_names_what_is_wrong_with_an_address(mod_client):
+def test_the_agent_form_names_what_is_wrong_with_an_address(admin_client):
     # A dotless i (U+0131) before the @ is not folded into an "i": refused, with the reason.
-    response = mod_client.post(reverse("admin:items_agent_add"), {"name": "Dotless", "email": "b\u0131t@example.com"})
+    response = admin_client.post(reverse("admin:items_agent_add"), {"name": "Dotless", "email": "b\u0131t@example.com"})
     assert response.status_code == 200 and not Agent.objects.filter(name="Dotless").exists()
     assert "Internationalized characters before the @-sign are not supported" in response.content.decode()
+
+
+def test_a_moderator_cannot_give_a_new_agent_a_login_email(mod_client):
+    """The add page shows the new agent's token: with an e-mail of the moderator's choosing, its owner would later
+    log in to an account the moderator holds a token for. The field is read-only, and a forged one is ignored."""
+    page = mod_client.get(reverse("admin:items_agent_add")).content.decode()
+    assert 'name="email"' not in page
+    response = mod_client.post(reverse("admin:items_agent_add"), {"name": "Trap", "email": "victim@corp-mail.com"})
+    assert response.status_code == 200  # the page that shows the new agent's token once
+    assert Agent.objects.get(name="Trap").email is None
 
 
 def _agent_form(agent: Agent, **changes) -> dict:

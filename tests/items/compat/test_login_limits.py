@@ -10,7 +10,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from items.services.agents import agent_create
-from tests.items.compat.test_login import login
+from tests.items.compat.test_login import last_code, login, verify
 
 pytestmark = pytest.mark.django_db
 
@@ -81,3 +81,17 @@ def test_clear_login_throttle_lifts_an_address_and_a_client(compat, alice, setti
     assert login(compat(), "carol@example.com", REMOTE_ADDR="203.0.113.9")[0] == 200
     with pytest.raises(CommandError, match="--email: invalid email format"):
         call_command("clear_login_throttle", email="not-an-address")
+
+
+def test_codes_asked_from_many_clients_do_not_multiply_the_guesses_at_one_address(compat, alice, settings):
+    settings.LOGIN_RESEND_SECONDS, settings.LOGIN_REQUESTS_PER_IP_PER_HOUR = 0, 0
+    budget = settings.LOGIN_CODE_ATTEMPTS_PER_ADDRESS_PER_HOUR
+    per_code = settings.LOGIN_CODE_MAX_ATTEMPTS
+    clients = [f"203.0.113.{n}" for n in range(1, budget // per_code + 2)]
+    challenges = [login(compat(), "alice@gmail.com", REMOTE_ADDR=ip)[1]["data"]["challenge_id"] for ip in clients]
+    wrong = [verify(compat(), challenge, "000000") for challenge in challenges[:-1] for _ in range(per_code)]
+    assert all(body["code"] == 400 for _, body, _ in wrong[:budget])
+    # The address's attempts are spent: even the right code of a fresh challenge waits, with the real wait.
+    status, body, headers = verify(compat(), challenges[-1], last_code())
+    assert status == 429 and "too many code attempts for this address" in body["msg"], body
+    assert 0 < int(headers["Retry-After"]) <= 3600 // budget
