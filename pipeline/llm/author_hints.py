@@ -81,6 +81,7 @@ KNOWN_DOMAINS = frozenset(
 )
 _WORD = regex.compile(r"[\p{L}\p{N}]+")
 _CJK = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]")
+_CJK_RUN = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]+")
 _STOP = frozenset(
     [
         "a",
@@ -111,7 +112,9 @@ _STOP = frozenset(
         "your",
     ]
 )
-INFLECTION = 3  # a summary word matches a content word it extends, or that extends it, by this many letters
+# A summary word matches a content word that it extends, or that extends it, by one of these endings only (not
+# any few letters: "acme" must not let "acmeai" through).
+INFLECTIONS = frozenset({"s", "es", "d", "ed", "ing", "r", "er", "ers", "ion", "ions"})
 
 
 @dataclass(frozen=True)
@@ -167,11 +170,13 @@ def contains(text: str, term: str) -> bool:
 
 
 def _units(text: str) -> set[str]:
-    """Words (or, for CJK text, character pairs) to compare a summary with the content."""
-    if _CJK.search(text):
-        chars = _CJK.findall(text)
-        return {a + b for a, b in itertools.pairwise(chars)}
-    return {word for word in (w.lower() for w in _WORD.findall(text)) if word not in _STOP}
+    """Words, and for CJK text character pairs, to compare a summary with the content: a CJK summary's Latin
+    words and numbers are units too, so none of them can ride in on the CJK part's agreement."""
+    units: set[str] = set()
+    for run in _CJK_RUN.findall(text):
+        units |= {a + b for a, b in itertools.pairwise(run)} or {run}
+    rest = _CJK_RUN.sub(" ", text)
+    return units | {word for word in (w.lower() for w in _WORD.findall(rest)) if word not in _STOP}
 
 
 def summary_agrees(summary: str, content: str) -> bool:
@@ -181,13 +186,12 @@ def summary_agrees(summary: str, content: str) -> bool:
     if len(claimed) < 2:
         return False
 
+    def inflected(a: str, b: str) -> bool:
+        shorter, longer = sorted((a, b), key=len)
+        return len(shorter) >= 4 and longer.startswith(shorter) and longer[len(shorter) :] in INFLECTIONS
+
     def found(unit: str) -> bool:
-        return unit in present or any(
-            min(len(unit), len(word)) >= 4
-            and abs(len(unit) - len(word)) <= INFLECTION
-            and (word.startswith(unit) or unit.startswith(word))
-            for word in present
-        )
+        return unit in present or any(inflected(unit, word) for word in present)
 
     return all(found(unit) for unit in claimed)
 

@@ -6,6 +6,8 @@ Such answers say "cannot tell", never "down", so the breaker tries a real entry 
 
 from __future__ import annotations
 
+import logging
+
 import openai
 from django.core.exceptions import ImproperlyConfigured
 
@@ -16,6 +18,8 @@ from pipeline.runtime.breaker import Verdict
 PROBE_TIMEOUT_SECONDS = 5.0
 # Answers that mean the server is there but cannot serve model calls now (as the call layer retries them).
 _DOWN_STATUS = frozenset({408, 429}) | (frozenset(range(500, 600)) - {501})
+
+log = logging.getLogger(__name__)
 
 
 def endpoints_verdict() -> Verdict:
@@ -55,4 +59,7 @@ def _endpoint_verdict(config: ClientConfig) -> Verdict:
         return Verdict.DOWN
     except openai.APIStatusError as exc:
         return Verdict.DOWN if exc.status_code in _DOWN_STATUS else Verdict.UNKNOWN
+    except Exception:  # it answered, not the question: a page that is not a model list (a default page)
+        log.info("GET /models at %s answered something that is not a model list", config.base_url)
+        return Verdict.UNKNOWN
     return Verdict.UP

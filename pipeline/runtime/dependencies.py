@@ -10,6 +10,7 @@ early (an item already completed) never passes for proof that the model endpoint
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -23,6 +24,8 @@ from django.db import utils as db_utils
 
 from eigenflux.dbprobe import OUTAGE_SQLSTATE_PREFIXES, postgres_answers_directly
 from pipeline.runtime.breaker import Verdict
+
+log = logging.getLogger(__name__)
 
 POSTGRESQL = "postgresql"
 MODEL = "model"
@@ -123,6 +126,9 @@ def probe(dependency: str) -> Verdict:
             return endpoints_verdict()
     except (redis.RedisError, OSError):
         return Verdict.DOWN
+    except Exception:  # a probe that breaks must not stall the breaker waiting for its hint
+        log.exception("probing %s failed; its verdict is unknown", dependency)
+        return Verdict.UNKNOWN
     return Verdict.UP
 
 

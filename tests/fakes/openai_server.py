@@ -174,6 +174,7 @@ class FakeOpenAIServer:
         self.outage: Fault | None = None  # while set, every request gets this fault (scripts are kept)
         self.reasoning_tokens = 0  # reported in every reply's usage unless a Reply says otherwise
         self.models_status = 200  # what GET /v1/models answers (200: the list)
+        self.models_html = False  # True: a 200 that is a web page, not a model list (a gateway's default page)
         self.requests: list[RecordedRequest] = []
         self._scripts: dict[str, deque[Any]] = defaultdict(deque)
         self._matching: dict[str, list[tuple[str, deque[Any]]]] = defaultdict(list)
@@ -246,7 +247,7 @@ class FakeOpenAIServer:
             self._scripts.clear()
             self._matching.clear()
             self._embeddings.clear()
-            self.models_status = 200
+            self.models_status, self.models_html = 200, False
             self._defaults = {task: dict(reply) for task, reply in DEFAULT_REPLIES.items()}
             self.latency = 0.0
             self.reasoning_tokens = 0
@@ -298,6 +299,13 @@ class FakeOpenAIServer:
                 outage = server.outage
                 if outage is not None:
                     self._answer(path, {}, "models", outage, 0)
+                elif path.endswith("/models") and server.models_status == 200 and server.models_html:
+                    page = b"<!doctype html><html><body>Welcome to the gateway</body></html>"
+                    self.send_response(200)
+                    self.send_header("content-type", "text/html")
+                    self.send_header("content-length", str(len(page)))
+                    self.end_headers()
+                    self.wfile.write(page)
                 elif path.endswith("/models") and server.models_status == 200:
                     models = [server.safety_model, "fake-main", "fake-embedding"]
                     data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in models]

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from items.services.enrichment_state import parse_expire_time
 from pipeline.llm import local
-from pipeline.llm.author_hints import parse_author_hints
+from pipeline.llm.author_hints import parse_author_hints, summary_agrees
 from pipeline.llm.tasks import extract_item
 from tests.fakes.openai_server import DEFAULT_REPLIES
 
@@ -209,6 +209,26 @@ def test_a_summary_hint_with_words_the_content_lacks_is_not_taken():
     assert (
         local.extract(content=CONTENT, notes=agreeing).summary == "Renting spare GPU hours in Frankfurt for the weekend"
     )
+
+
+@pytest.mark.parametrize(
+    ("content", "summary"),
+    [
+        # A CJK summary's Latin words are checked too, not carried by its CJK part's agreement.
+        ("我们招聘工程师，欢迎联系", "招聘工程师 Project Falcon layoffs"),
+        ("弊社はエンジニアを募集しています", "エンジニアを募集 Falcon 2027"),
+        # An ending is an inflection only if it is one: "acme" does not let "acmeai" through.
+        ("Acme is hiring a reviewer for the parser", "Acmeai hiring reviewer parser"),
+    ],
+)
+def test_a_summary_hint_cannot_carry_words_the_content_lacks(content, summary):
+    assert not summary_agrees(summary, content)
+    assert local.extract(content=content, notes=notes(summary=summary)).summary != summary
+
+
+def test_a_summary_hint_in_the_contents_words_and_inflections_agrees():
+    assert summary_agrees("招聘工程师", "我们招聘工程师，欢迎联系")
+    assert summary_agrees("Reviewers wanted for parsers", "Reviewer wanted for the parser")
 
 
 @pytest.mark.django_db

@@ -299,6 +299,13 @@ class TestIsUp:
         assert is_up(MODEL) is (verdict is not Verdict.DOWN)  # cannot tell: a failure is the entry's own
         assert {r.status for r in fake_llm.requests_for("models")} == {status}
 
+    def test_a_models_page_that_is_not_a_model_list_cannot_tell(self, fake_llm):
+        # A gateway whose base URL serves a web page: the SDK cannot parse it (it raises neither a connection
+        # nor a status error); the probe must still give a verdict, or a half-open breaker waits for ever.
+        fake_llm.server.models_html = True
+        assert probe(MODEL) is Verdict.UNKNOWN
+        assert is_up(MODEL) is True
+
     def test_one_endpoint_down_makes_the_verdict_down(self, fake_llm, settings):
         fake_llm.server.models_status = 501
         settings.SAFETY_LLM_BASE_URL = "http://127.0.0.1:1/v1"  # nothing listens there
