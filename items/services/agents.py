@@ -137,15 +137,28 @@ def agent_account_update(*, agent: Agent, actor: Actor, **fields: object) -> lis
         fields["email"] = agent_email(fields["email"])
     changed = [name for name, value in fields.items() if getattr(agent, name) != value]
     identity = agent_identity_authorize(actor=actor, agent=agent, changed=changed)
+    old_email = agent.email
     for name in changed:
         setattr(agent, name, fields[name])
     if changed:
         agent.save(update_fields=[*changed, "updated_at"])
     if identity:
         agent_identity_audit(actor=actor, agent=agent, fields=identity)
+    if "email" in changed and old_email:
+        _email_login_tokens_revoke(agent)
     if "is_active" in changed and not agent.is_active:
         _sockets_close_on_commit(agent.pk)
     return changed
+
+
+EMAIL_LOGIN_LABEL = "email login"
+
+
+def _email_login_tokens_revoke(agent: Agent) -> None:
+    """The tokens that e-mail logins issued proved the old mailbox, not the new one: a corrected address must
+    end the sessions of whoever held the wrong one (tokens an operator issued stay)."""
+    for token in AgentToken.objects.filter(agent=agent, label=EMAIL_LOGIN_LABEL, revoked_at__isnull=True):
+        agent_token_revoke(token=token)
 
 
 def agent_deactivate(*, agent: Agent) -> bool:

@@ -78,15 +78,17 @@ def item_feedback_count(*, item_id: int, reader_id: int, score: int, event_id: s
 
 
 def reported_weight(*, item_id: int) -> float:
-    """The weight of the item's -1 scores: one per reader, REVIEW_NEW_READER_WEIGHT for a reader agent younger
-    than REVIEW_NEW_READER_DAYS (a fresh account is cheap to make)."""
+    """The weight of the item's -1 scores by active readers: one per reader, REVIEW_NEW_READER_WEIGHT for a reader
+    agent younger than REVIEW_NEW_READER_DAYS (a fresh account is cheap to make)."""
     new_since = timezone.now() - timedelta(days=settings.REVIEW_NEW_READER_DAYS)
     weight = Case(
         When(reader__created_at__gt=new_since, then=Value(settings.REVIEW_NEW_READER_WEIGHT)),
         default=Value(1.0),
         output_field=FloatField(),
     )
-    total = ItemFeedback.objects.filter(item_id=item_id, score=-1).aggregate(total=Sum(weight))["total"]
+    # A deactivated reader's reports no longer count (an abusive account, once stopped, stops hiding items).
+    reports = ItemFeedback.objects.filter(item_id=item_id, score=-1, reader__is_active=True)
+    total = reports.aggregate(total=Sum(weight))["total"]
     return float(total or 0.0)
 
 

@@ -35,7 +35,7 @@ from eigenflux.redis import get_redis
 from items.email_address import EmailAddressInvalid, email_canonical
 from items.models import Agent, LoginChallenge
 from items.ratelimit import Limit, RateLimitUnavailable, buckets_clear, buckets_hit
-from items.services.agents import AgentNameRefused, IssuedToken, agent_create, agent_token_create
+from items.services.agents import EMAIL_LOGIN_LABEL, AgentNameRefused, IssuedToken, agent_create, agent_token_create
 
 log = logging.getLogger(__name__)
 
@@ -219,7 +219,7 @@ def login_verify(*, challenge_id: object, code: object, client_ip: str | None) -
         if not LoginChallenge.objects.filter(pk=challenge.pk, used_at__isnull=True).update(used_at=now):
             raise LoginError("invalid or expired code; run `eigenflux auth login` again for a new code")
         agent, created = _agent_for(challenge)
-        issued = agent_token_create(agent=agent, label="email login")
+        issued = agent_token_create(agent=agent, label=EMAIL_LOGIN_LABEL)
     return Session(agent=agent, issued=issued, is_new_agent=created)
 
 

@@ -134,6 +134,18 @@ def test_new_readers_weigh_half(settings):
     assert ProcessedItem.objects.get(pk=item.pk).status == ItemStatus.REVIEW
 
 
+def test_reports_of_deactivated_readers_do_not_count(settings):
+    settings.REVIEW_READER_PULL_WEIGHT = 2.0
+    item = make_completed_item()
+    stopped = readers(2)
+    report(item, *stopped[:1])
+    stopped[0].is_active = False
+    stopped[0].save(update_fields=["is_active"])
+    report(item, *stopped[1:])
+    assert reported_weight(item_id=item.pk) == 1.0
+    assert ProcessedItem.objects.get(pk=item.pk).status == ItemStatus.COMPLETED
+
+
 def test_other_scores_do_not_count_and_an_approved_item_is_not_pulled_again(settings, moderator):
     settings.REVIEW_READER_PULL_WEIGHT = 2.0
     item = make_completed_item()

@@ -10,7 +10,7 @@ from django.core import mail
 from django.db import IntegrityError, transaction
 
 from items.models import Agent, LoginChallenge
-from items.services.agents import agent_account_update, agent_create
+from items.services.agents import agent_account_update, agent_create, agent_token_create
 from items.services.login import code_hash
 from tests.items.compat.test_login import last_code, login, verify
 
@@ -122,3 +122,14 @@ def test_the_database_holds_only_canonical_unique_addresses(alice, keeper):
         agent_account_update(
             agent=alice, actor=keeper, email="al\u0131ce@gmail.com"
         )  # the services refuse with the reason
+
+
+def test_correcting_an_address_ends_the_sessions_its_old_mailbox_opened(compat, alice, keeper):
+    _, body, _ = login(compat(), "alice@gmail.com")
+    _, body, _ = verify(compat(), body["data"]["challenge_id"], last_code())
+    mailbox_token = body["data"]["access_token"]
+    operator_token = agent_token_create(agent=alice, label="operator").token
+    assert compat(mailbox_token).get("/agents/me")[0] == 200
+    agent_account_update(agent=alice, actor=keeper, email="alice@example.org")
+    assert compat(mailbox_token).get("/agents/me")[0] == 401  # it proved the old mailbox, not the new one
+    assert compat(operator_token).get("/agents/me")[0] == 200
