@@ -69,11 +69,14 @@ class SimilarHit:
 
 
 def exact_duplicate_of(item: ProcessedItem) -> RawItem | None:
-    """The earliest completed item with the same normalised-content hash within the duplicate window."""
+    """The earliest completed or held (`review`) item with the same normalised-content hash within the duplicate
+    window: a copy of a held item is its duplicate too, or approving both would publish the same text twice."""
     since = timezone.now() - timedelta(days=settings.DUPLICATE_WINDOW_DAYS)
     return (
         RawItem.objects.filter(
-            content_hash=item.raw.content_hash, created_at__gte=since, processed__status=ItemStatus.COMPLETED
+            content_hash=item.raw.content_hash,
+            created_at__gte=since,
+            processed__status__in=(ItemStatus.COMPLETED, ItemStatus.REVIEW),
         )
         .exclude(pk=item.pk)
         .order_by("created_at")

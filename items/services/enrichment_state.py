@@ -266,7 +266,7 @@ def item_complete(
                 cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [item.raw.content_hash])
             original = exact_duplicate_of(item)
             if original is not None:
-                reason = f"item {original.pk} with the same content completed first"
+                reason = f"item {original.pk} with the same content was enriched first"
                 late = Decision(DecisionStage.DUPLICATE, "discard", "exact", reason)
                 kept = {k: v for k, v in fields.items() if k not in ("group_id", "suggestion")}
                 return item_discard(

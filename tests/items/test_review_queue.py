@@ -14,9 +14,10 @@ from django.utils import timezone
 
 from items.events import ITEM_COMPLETED, ITEM_DISCARDED, ITEM_HELD
 from items.models import Agent, DecisionStage, FeedDelivery, ItemStatus, ModerationDecision, OutboxEvent, ProcessedItem
+from items.selectors import exact_duplicate_of
 from items.services.feedback import item_feedback_count, reported_weight
 from items.services.moderation import ActionRefused, item_requeue, item_review_approve, item_review_reject
-from tests.factories import make_agent, make_completed_item, make_held_item
+from tests.factories import make_agent, make_completed_item, make_held_item, make_item
 from tests.items.compat.conftest import compat  # noqa: F401 - the fixture
 from tests.pipeline.enrichment.conftest import unit
 
@@ -91,6 +92,12 @@ def test_approve_and_reject_refuse_items_that_are_not_held(moderator):
     with pytest.raises(ActionRefused, match="it is completed"):
         item_review_reject(item=completed, moderator=moderator, reason="x")
     assert ProcessedItem.objects.get(pk=completed.pk).status == ItemStatus.COMPLETED
+
+
+def test_a_copy_of_a_held_item_is_its_duplicate_so_approving_cannot_publish_the_text_twice():
+    held = make_held_item(content="Selling a lightly used RTX 4090, 1200 EUR, pickup in Lyon.")
+    copy = make_item(content="Selling a lightly used RTX 4090, 1200 EUR, pickup in Lyon.")
+    assert exact_duplicate_of(ProcessedItem.objects.select_related("raw").get(pk=copy.pk)) == held.raw
 
 
 def test_a_held_item_can_be_requeued_as_a_new_run(moderator):
