@@ -11,7 +11,6 @@ through, as the API's rate limits do, and says so in the log.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from dataclasses import dataclass
 
@@ -20,7 +19,7 @@ from django.conf import settings
 
 from eigenflux.clientaddr import client_network
 from eigenflux.redis import get_redis
-from items.ratelimit import Limit, buckets_clear, buckets_hit
+from items.ratelimit import Limit, buckets_clear, buckets_hit, key_digest
 
 log = logging.getLogger(__name__)
 
@@ -39,18 +38,14 @@ class Lockout:
     scope: str  # what is locked, in words ("for this account", ...)
 
 
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
-
-
 def _user_tag(username: str) -> str:
     # Usernames compare case-insensitively (as people type them); one hash tag per username, so its buckets
     # share a Redis Cluster slot and `clear_login_throttle --username` finds them all.
-    return f"admin-login:fail:{{u:{_digest(username.strip().casefold())}}}"
+    return f"admin-login:fail:{{u:{key_digest(username.strip().casefold())}}}"
 
 
 def _address_key(address: str) -> str:
-    return _digest(client_network(address))
+    return key_digest(client_network(address))
 
 
 def _limits(username: str, address: str) -> tuple[list[Limit], list[Limit]]:

@@ -159,6 +159,11 @@ def address_blocked_for(address: str) -> int:
         return max(1, int(left + 0.999))
 
 
+def key_digest(text: str) -> str:
+    """What a rate-limit key carries instead of an address (e-mail, IP, username): never the text itself."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
 def unauthenticated_hit(*, address: str) -> Verdict:
     """Count one failed authentication from `address`; over the per-minute limit the address is blocked
     (in this process at once, in the others at their next failure from it) until the window ends."""
@@ -167,7 +172,7 @@ def unauthenticated_hit(*, address: str) -> Verdict:
         return Verdict(True, 0)
     window = current_window(WINDOW_SECONDS)
     # Hashed: an address may be IPv6 or, from a misconfigured proxy, arbitrary text.
-    key = f"ratelimit:unauth:{hashlib.sha256(address.encode()).hexdigest()[:32]}:{window}"
+    key = f"ratelimit:unauth:{key_digest(address)}:{window}"
     try:
         client = get_redis()
         count, ttl = _script(client)(keys=[key], args=[WINDOW_SECONDS + 1], client=client)

@@ -14,7 +14,6 @@ not reveal who is registered; with EIGENFLUX_OPEN_SIGNUP the code is sent and ve
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import logging
 import secrets
@@ -34,7 +33,7 @@ from eigenflux.clientaddr import client_network
 from eigenflux.redis import get_redis
 from items.email_address import EmailAddressInvalid, email_canonical
 from items.models import Agent, LoginChallenge
-from items.ratelimit import Limit, RateLimitUnavailable, buckets_clear, buckets_hit
+from items.ratelimit import Limit, RateLimitUnavailable, buckets_clear, buckets_hit, key_digest
 from items.services.agents import EMAIL_LOGIN_LABEL, AgentNameRefused, IssuedToken, agent_create, agent_token_create
 
 log = logging.getLogger(__name__)
@@ -83,11 +82,6 @@ def code_hash(challenge_id: str, code: str) -> str:
     return salted_hmac("eigenflux.login-code", f"{challenge_id}:{code}", algorithm="sha256").hexdigest()
 
 
-def _digest(text: str) -> str:
-    # Rate-limit keys carry a digest, never an address (e-mail or IP) itself.
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
-
-
 _REFUSALS = {
     "ip": "too many login requests",
     "resend": "a code was sent to this address just now",
@@ -98,14 +92,14 @@ _REFUSALS = {
 
 
 def _ip_limits(client_ip: str | None) -> list[Limit]:
-    key = f"ratelimit:login-ip:{_digest(client_network(client_ip))}"
+    key = f"ratelimit:login-ip:{key_digest(client_network(client_ip))}"
     return [Limit("ip", key, settings.LOGIN_REQUESTS_PER_IP_PER_HOUR, _HOUR)]
 
 
 def _address_limits(address: str, client_ip: str | None) -> list[Limit]:
     """The resend wait and the code budget per (address, client), and the address's own, higher, ceiling: one
     client alone cannot lock an address out. One hash tag, so the three are checked and spent atomically."""
-    tag, client = f"ratelimit:{{login:{_digest(address)}}}", _digest(client_network(client_ip))
+    tag, client = f"ratelimit:{{login:{key_digest(address)}}}", key_digest(client_network(client_ip))
     resend = settings.LOGIN_RESEND_SECONDS
     return [
         Limit("resend", f"{tag}:resend:{client}", 1 if resend else 0, max(1, resend)),
@@ -117,7 +111,7 @@ def _address_limits(address: str, client_ip: str | None) -> list[Limit]:
 def _guess_limits(address: str) -> list[Limit]:
     """Code attempts for one address, over all its challenges and clients: each challenge allows
     LOGIN_CODE_MAX_ATTEMPTS, but an attacker spreading challenges over many clients must not multiply them."""
-    key = f"ratelimit:{{login:{_digest(address)}}}:guesses"
+    key = f"ratelimit:{{login:{key_digest(address)}}}:guesses"
     return [Limit("guesses", key, settings.LOGIN_CODE_ATTEMPTS_PER_ADDRESS_PER_HOUR, _HOUR)]
 
 
@@ -138,10 +132,10 @@ def login_limits_clear(*, email: str | None = None, client_ip: str | None = None
     keys: list[str] = []
     if client_ip:
         keys += [limit.key for limit in _ip_limits(client_ip)]
-        match = f"ratelimit:{{login:*}}:*:{_digest(client_network(client_ip))}"
+        match = f"ratelimit:{{login:*}}:*:{key_digest(client_network(client_ip))}"
         keys += list(get_redis().scan_iter(match=match, count=1000))
     if email:
-        tag = f"ratelimit:{{login:{_digest(normalise_email(email))}}}"
+        tag = f"ratelimit:{{login:{key_digest(normalise_email(email))}}}"
         keys += list(get_redis().scan_iter(match=f"{tag}:*", count=1000))
     return buckets_clear(keys)
 
