@@ -35,6 +35,10 @@ def report(modeladmin: admin.ModelAdmin, request: HttpRequest, verb: str, done: 
         )
 
 
+class ActionRefusedNever(Exception):
+    """The default `refused` of apply_each: a service that refuses only by returning False."""
+
+
 def apply_each(
     modeladmin: admin.ModelAdmin,
     request: HttpRequest,
@@ -42,16 +46,20 @@ def apply_each(
     service: Callable[[Row], Any],
     *,
     verb: str,
-    refused: type[Exception],
+    refused: type[Exception] = ActionRefusedNever,
+    unchanged: Callable[[Row], str] | None = None,
 ) -> None:
-    """Call `service` once per row; a row it refuses (raises `refused`) is reported with the reason, the others
-    are counted."""
+    """Call `service` once per row; a row it refuses (raises `refused`, or returns False when `unchanged` says
+    why: "already inactive") is reported with the reason, the others are counted."""
     done, refusals = 0, []
     for row in rows:
         try:
-            service(row)
+            result = service(row)
         except refused as exc:
             refusals.append(str(exc))
+            continue
+        if result is False and unchanged is not None:
+            refusals.append(unchanged(row))
             continue
         done += 1
     report(modeladmin, request, verb, done, refusals)

@@ -11,7 +11,7 @@ from django.db import transaction
 from django.db.models import Count, Q
 from django.template.response import TemplateResponse
 
-from items.admin.actions import report
+from items.admin.actions import apply_each
 from items.email_address import EmailAddressInvalid
 from items.models import Agent, AgentToken
 from items.services.agent_identity import IdentityChangeRefused, identity_fields, may_change_identity
@@ -209,13 +209,14 @@ class AgentAdmin(admin.ModelAdmin):
 
     @admin.action(description="Deactivate (tokens stop working, open sockets close)", permissions=["change"])
     def deactivate_agents(self, request, queryset):
-        done, refusals = 0, []
-        for agent in queryset:
-            if agent_deactivate(agent=agent):
-                done += 1
-            else:
-                refusals.append(f"{agent.name} was already inactive")
-        report(self, request, "Deactivated", done, refusals)
+        apply_each(
+            self,
+            request,
+            queryset,
+            lambda agent: agent_deactivate(agent=agent),
+            verb="Deactivated",
+            unchanged=lambda agent: f"{agent.name} was already inactive",
+        )
 
 
 class TokenStateFilter(admin.SimpleListFilter):
@@ -252,10 +253,11 @@ class AgentTokenAdmin(admin.ModelAdmin):
 
     @admin.action(description="Revoke selected tokens", permissions=["change"])
     def revoke_tokens(self, request, queryset):
-        done, refusals = 0, []
-        for token in queryset:
-            if agent_token_revoke(token=token):
-                done += 1
-            else:
-                refusals.append(f"{token.prefix}… was already revoked")
-        report(self, request, "Revoked", done, refusals)
+        apply_each(
+            self,
+            request,
+            queryset,
+            lambda token: agent_token_revoke(token=token),
+            verb="Revoked",
+            unchanged=lambda token: f"{token.prefix}… was already revoked",
+        )
