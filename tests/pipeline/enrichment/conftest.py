@@ -4,13 +4,14 @@ the test Redis and the fake OpenAI-compatible server (whose request log counts e
 from __future__ import annotations
 
 import math
+import signal
 
 import pytest
 
 from items.events import ITEM_PUBLISHED, STREAM_ITEM_PUBLISH
 from pipeline.consumers.item_publish import ItemPublishConsumer
 from pipeline.runtime.event import Event, Lease
-from tests.pipeline.runtime.fixtures import pipeline_env, run_pipeline  # noqa: F401 - fixtures
+from tests.pipeline.runtime.fixtures import pipeline_env, run_pipeline, wait_for  # noqa: F401 - fixtures
 
 ENRICHMENT_MODULES = "pipeline.consumers.item_publish"
 
@@ -71,3 +72,20 @@ def publish_entry(item_id: int, lease: Lease | None = None) -> Event:
         traceparent="",
         lease=lease or Lease(),
     )
+
+
+def pending_entries(redis_client) -> list[dict]:
+    """The item-publish group's entries delivered and not yet acknowledged."""
+    return redis_client.xpending_range(STREAM_ITEM_PUBLISH, ItemPublishConsumer.group, "-", "+", 10)
+
+
+def kill_then_reclaim(first, start, redis_client, env: dict[str, str]) -> None:
+    """SIGKILL the enrichment process `first` mid-item, wait until its stream entry has been idle past the lease
+    (PIPELINE_LEASE_SECONDS 1.5 in `env`), then let a --burst run (`start`: the run_pipeline fixture) reclaim
+    and finish it."""
+    first.signal(signal.SIGKILL)
+    assert first.wait(10) == -signal.SIGKILL
+    idle = lambda: all(p["time_since_delivered"] > 1600 for p in pending_entries(redis_client))  # noqa: E731
+    wait_for(idle, 10, message="the entry idle")
+    again = start("--burst", "--consumer", "item-publish", "--no-housekeeping", env=env)
+    assert again.wait(60) == 0, again.output()[-3000:]

@@ -4,19 +4,17 @@ written (docs/enrichment.md#decisions-and-their-order)."""
 
 from __future__ import annotations
 
-import signal
 from collections import Counter
 
 import pytest
 
-from items.events import STREAM_ITEM_PUBLISH
 from items.models import ItemStatus, ModerationDecision, ProcessedItem
 from pipeline.consumers.item_publish import ItemPublishConsumer
 from pipeline.runtime import LeaseLost
 from pipeline.runtime.event import Lease
 from tests.factories import make_agent, make_item
 from tests.fakes.openai_server import Fault
-from tests.pipeline.enrichment.conftest import ENRICHMENT_MODULES, publish_entry
+from tests.pipeline.enrichment.conftest import ENRICHMENT_MODULES, kill_then_reclaim, publish_entry
 from tests.pipeline.runtime.fixtures import wait_for
 
 TASKS = ("embed", "safety", "process_item", "suggest_action")
@@ -76,13 +74,7 @@ def test_a_pipeline_killed_after_the_safety_checkpoint_records_each_step_once(fa
     first = run_pipeline("--consumer", "item-publish", "--no-housekeeping", env=env)
     wait_for(lambda: fake_llm.count("process_item") == 1, 60, message="the extraction asked for")
     assert ProcessedItem.objects.get(pk=pk).safety_passed_at is not None  # the safety checkpoint committed
-    first.signal(signal.SIGKILL)
-    assert first.wait(10) == -signal.SIGKILL
-    pending = lambda: redis_client.xpending_range(STREAM_ITEM_PUBLISH, ItemPublishConsumer.group, "-", "+", 10)  # noqa: E731
-    wait_for(lambda: all(p["time_since_delivered"] > 1600 for p in pending()), 10, message="the entry idle")
-
-    again = run_pipeline("--burst", "--consumer", "item-publish", "--no-housekeeping", env=env)
-    assert again.wait(60) == 0, again.output()[-3000:]
+    kill_then_reclaim(first, run_pipeline, redis_client, env)
 
     assert ProcessedItem.objects.get(pk=pk).status == ItemStatus.COMPLETED
     assert passes(pk) == Counter(PASSES), history(pk)

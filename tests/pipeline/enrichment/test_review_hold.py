@@ -4,8 +4,6 @@ line and one `item.held`, however often the entry is delivered, and in no more t
 
 from __future__ import annotations
 
-import signal
-
 import pytest
 from django.db import connection
 
@@ -17,7 +15,7 @@ from pipeline.runtime import NothingToDo
 from pipeline.runtime.event import Lease
 from tests.factories import make_agent, make_item
 from tests.fakes.openai_server import DEFAULT_REPLIES, Fault
-from tests.pipeline.enrichment.conftest import ENRICHMENT_MODULES, publish_entry
+from tests.pipeline.enrichment.conftest import ENRICHMENT_MODULES, kill_then_reclaim, pending_entries, publish_entry
 from tests.pipeline.enrichment.test_transactions import TransactionCounter
 from tests.pipeline.runtime.fixtures import wait_for
 
@@ -138,13 +136,7 @@ def test_a_pipeline_killed_before_the_hold_holds_the_item_once(fake_llm, run_pip
     first = run_pipeline("--consumer", "item-publish", "--no-housekeeping", env=env)
     wait_for(lambda: fake_llm.count("suggest_action") == 1, 60, message="the suggestion asked for")
     assert ProcessedItem.objects.get(pk=pk).safety_risk == 0.5  # the risk was checkpointed with the safety pass
-    first.signal(signal.SIGKILL)
-    assert first.wait(10) == -signal.SIGKILL
-    pending = lambda: redis_client.xpending_range(STREAM_ITEM_PUBLISH, ItemPublishConsumer.group, "-", "+", 10)  # noqa: E731
-    wait_for(lambda: all(p["time_since_delivered"] > 1600 for p in pending()), 10, message="the entry idle")
-
-    again = run_pipeline("--burst", "--consumer", "item-publish", "--no-housekeeping", env=env)
-    assert again.wait(60) == 0, again.output()[-3000:]
+    kill_then_reclaim(first, run_pipeline, redis_client, env)
 
     assert ProcessedItem.objects.get(pk=pk).status == ItemStatus.REVIEW
     assert held_lines(pk) == [("pipeline", "held", "safety_risk")]
@@ -156,7 +148,7 @@ def test_a_pipeline_killed_before_the_hold_holds_the_item_once(fake_llm, run_pip
         "process_item": 1,
         "suggest_action": 2,
     }
-    assert pending() == []  # acknowledged: nothing left to deliver
+    assert pending_entries(redis_client) == []  # acknowledged: nothing left to deliver
 
     # The entry once more (as after a kill between the hold's commit and the ACK, or the sweeper's republish):
     # nothing changes and no model is asked.
