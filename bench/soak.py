@@ -29,7 +29,7 @@ from pipeline.streams import dlq_seen_key, dlq_stream  # noqa: E402
 SOAK_DB = "eigenflux_soak"
 REDIS_DB = 8
 
-# Retention windows for the soak (the defaults are hours or days; see README, "Configuration").
+# Retention windows for the soak (the defaults are hours or days; see docs/configuration.md).
 RETENTION = {
     "OUTBOX_RETENTION_HOURS": "0.05",  # floored at twice the sweeper deadline (~6 min)
     "CONSUMED_EVENT_RETENTION_HOURS": "0.05",

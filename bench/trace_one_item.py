@@ -1,4 +1,4 @@
-"""One item's trace, printed as a span tree with timings: what the README's "Tracing" paragraph shows.
+"""One item's trace, printed as a span tree with timings: what docs/operations.md, "Traces", shows.
 
 Publishes one broadcast through the HTTP API in this process (tracing set up as the web process does), then runs
 `manage.py run_pipeline --burst` with the enrichment, official-agent, audit and notify consumers against the

@@ -127,7 +127,7 @@ def _supervise(children: dict[str, subprocess.Popen], settings) -> int:
 
 
 def web_command(host: str, port: str) -> list[str]:
-    """uvicorn as `make run` starts it; README ("Serving") explains each option."""
+    """uvicorn as `make run` starts it; docs/deployment.md ("Serving") explains each option."""
     return [
         sys.executable,
         "-m",

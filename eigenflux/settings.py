@@ -1,4 +1,4 @@
-"""Settings, all read from the environment with working defaults (see README, "Configuration").
+"""Settings, all read from the environment with working defaults (every variable: docs/configuration.md).
 
 With DATABASE_URL / REDIS_URL unset, embedded PostgreSQL and Redis are started under .data/.
 """
@@ -109,8 +109,8 @@ TEMPLATES = [
 # --- PostgreSQL -------------------------------------------------------------------------------
 DATABASE_URL = env_str("DATABASE_URL") or embedded.postgres_url(DATA_DIR)
 # Each process holds at most a pool's worth of connections (psycopg_pool, shared by all its threads), so the
-# total is processes x pool size whatever the number of requests or handler threads (README, "Database
-# connections"). Off (e.g. behind PgBouncer): one connection per thread, kept DB_CONN_MAX_AGE seconds.
+# total is processes x pool size whatever the number of requests or handler threads (docs/scaling.md,
+# "Database connections"). Off (e.g. behind PgBouncer): one connection per thread, kept DB_CONN_MAX_AGE seconds.
 DB_POOL = env_bool("DB_POOL", True)
 DB_POOL_MIN_SIZE = env_int("DB_POOL_MIN_SIZE", 2, minimum=0)
 DB_POOL_MAX_SIZE = env_int("DB_POOL_MAX_SIZE", 10, minimum=1)
@@ -274,7 +274,7 @@ WS_AUTH_RECHECK_SECONDS = env_float("WS_AUTH_RECHECK_SECONDS", 30.0, minimum=0.1
 RATE_LIMIT_SEARCH_EMBEDDINGS_PER_MINUTE = env_int("RATE_LIMIT_SEARCH_EMBEDDINGS_PER_MINUTE", 60, minimum=0)
 SEARCH_EMBEDDING_CACHE_SECONDS = env_int("SEARCH_EMBEDDING_CACHE_SECONDS", 24 * 3600, minimum=1)
 
-# --- The EigenFlux client's API (README, "Using the EigenFlux client") -----------------------------
+# --- The EigenFlux client's API (docs/api.md, "Using the EigenFlux client") -----------------------------
 # Mounted at /<prefix>/api/v1/ so that a client whose server endpoint is http://host:port/<prefix> works
 # unchanged; empty turns it off.
 EIGENFLUX_COMPAT_PREFIX = compat_prefix("EIGENFLUX_COMPAT_PREFIX", "eigenflux")
@@ -380,7 +380,7 @@ ALERT_GROUP_WINDOW_HOURS = env_float("ALERT_GROUP_WINDOW_HOURS", 6.0, minimum=0.
 # How long an item's claim lasts without progress; every step renews it (a crashed consumer's claim lapses).
 ENRICHMENT_LEASE_SECONDS = env_float("ENRICHMENT_LEASE_SECONDS", 120.0, minimum=1.0)
 
-# --- Search (README.md#agent-api) ---------------------------------------------------------------
+# --- Search (docs/api.md) ---------------------------------------------------------------
 # Semantic results below this cosine similarity are not returned and do not enter hybrid fusion. Unset: the
 # floor calibrated for the embedding in use (pipeline/llm/embeddings.py; recalibrate with
 # `bench/search_quality.py --calibrate` when you change the model).

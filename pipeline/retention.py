@@ -1,7 +1,7 @@
 """Retention of what grows with traffic (run by the maintenance job, pipeline.scheduled_jobs).
 
 Each table that grows with every item, beyond the items themselves and their decisions, is pruned on its
-own setting (README, "Configuration"): dispatched outbox rows, consumed-event records, model-call rows (rolled
+own setting (docs/configuration.md): dispatched outbox rows, consumed-event records, model-call rows (rolled
 up per hour first, so cost history and the prompts page keep their figures), audit rows (kept by default),
 and dead letters that were resolved or requeued. Deletes go in batches, one statement each, so no long lock
 is held. Redis keys that grow are bounded where they are written (streams by MINID or MAXLEN, the dead-letter

@@ -1,5 +1,5 @@
 """The code stays in pieces a reader can hold: every module under 400 lines and every function under 60, or
-a one-line reason below (README, "Development"). A new long module or function fails here until it is split or
+a one-line reason below (docs/development.md). A new long module or function fails here until it is split or
 given its reason; a reason whose module or function got short again fails too, so the list stays true."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One JSON error shape for every failure: {"error": {"code", "message", "field"?}} (README.md#agent-api)."""
+"""One JSON error shape for every failure: {"error": {"code", "message", "field"?}} (docs/api.md)."""
 
 from __future__ import annotations
 

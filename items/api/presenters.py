@@ -8,7 +8,7 @@ from items.models import Agent, ItemStatus, ProcessedItem
 def item_payload(item: ProcessedItem, reader: Agent) -> dict:
     own = item.author_id == reader.pk
     duplicate_of = None
-    # Shown only to the author, and only when the earlier item is the author's own too (README.md#agent-api).
+    # Shown only to the author, and only when the earlier item is the author's own too (docs/api.md).
     if own and item.duplicate_of_id is not None and item.duplicate_of.author_id == reader.pk:
         duplicate_of = str(item.duplicate_of_id)
     return {

@@ -14,7 +14,7 @@ from items.services.feedback import SCORES
 from items.text import text_problem
 
 # Publish limits are in weighted characters: Han, Hiragana, Katakana and Hangul code points weigh 2 (one of
-# them carries about as much as two Latin letters; README.md#agent-api); everything else weighs 1.
+# them carries about as much as two Latin letters; docs/api.md); everything else weighs 1.
 CONTENT_MAX_WEIGHTED = 4000
 NOTES_MAX_WEIGHTED = 2000
 _WIDE = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]")

@@ -297,7 +297,7 @@ def check_uvicorn(where: str, argv: list[str]) -> None:
     assert hasattr(__import__(module, fromlist=[attribute]), attribute), f"{where}: no ASGI app {context.params['app']}"
     assert context.params["host"] == "0.0.0.0"  # noqa: S104 - reachable from outside the container
     assert context.params["access_log"] is False, f"{where}: access lines would carry WebSocket tokens"
-    # The request-head timeout and the JSON 400 for requests h11 refuses (README, "Serving").
+    # The request-head timeout and the JSON 400 for requests h11 refuses (docs/deployment.md, "Serving").
     assert context.params["http"] == "eigenflux.httpserver:H11Protocol", f"{where}: uvicorn's own HTTP protocol"
 
 
@@ -477,9 +477,9 @@ def test_the_kubernetes_prometheus_rule_is_alerts_yml():
     assert rule["spec"] == load_yaml(DEPLOY / "prometheus" / "alerts.yml")
 
 
-def test_every_alert_has_a_severity_a_summary_and_a_runbook_line_and_the_readme_explains_it():
-    readme = (REPO / "README.md").read_text()
-    operations = readme[readme.index("## Operations") :]
+def test_every_alert_has_a_severity_a_summary_and_a_runbook_line_and_the_docs_explain_it():
+    operations = (REPO / "docs" / "operations.md").read_text()
+    alerts = operations[operations.index("## Alerts") :]
     rules = alert_rules()
     assert {r["alert"] for r in rules} >= {
         "EigenfluxStreamLagGrowing",
@@ -493,4 +493,4 @@ def test_every_alert_has_a_severity_a_summary_and_a_runbook_line_and_the_readme_
     for rule in rules:
         assert rule["labels"]["severity"] in ("page", "ticket"), rule["alert"]
         assert rule["annotations"]["summary"] and "First" in rule["annotations"]["runbook"], rule["alert"]
-        assert f"`{rule['alert']}`" in operations, f"README Operations does not explain {rule['alert']}"
+        assert f"`{rule['alert']}`" in alerts, f"docs/operations.md, Alerts, does not explain {rule['alert']}"

@@ -4,7 +4,7 @@ opens), resumes by itself, and every item completes — zero dead letters, no mo
 
 The outages here last 12 s, twice the whole retry span these tests configure (0.5 + 1 s of backoff between
 three deliveries), so without the breakers every entry in flight would be dead-lettered; the 60 s outages of
-the README figures (bench/outages.py) exercise the same mechanism for longer. PostgreSQL is taken down for the
+docs/benchmarks.md (bench/outages.py) exercise the same mechanism for longer. PostgreSQL is taken down for the
 pipeline process only, through a TCP proxy in front of the real server; the model endpoint is the fake
 OpenAI-compatible server answering 503 (or dropping connections) to everyone.
 """
