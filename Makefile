@@ -22,15 +22,19 @@ run: $(STAMP) ## start everything (embedded PostgreSQL + Redis, web on 127.0.0.1
 	$(BIN)/python -m eigenflux.devstack
 
 # The whole suite in two passes: the tests not marked slow in parallel workers, then the slow ones (they start
-# processes and servers and measure waits) one at a time. Exit status 5 is "nothing collected" (PYTEST_ARGS
-# naming only fast or only slow tests), not a failure.
+# processes and servers and mostly wait on them) in SLOW_WORKERS workers, a whole module per worker so that a
+# module's shared servers start once. Exit status 5 is "nothing collected" (PYTEST_ARGS naming only fast or only
+# slow tests), not a failure.
 test: lint ## lint, then the whole test suite against real PostgreSQL and Redis (what CI runs)
 	$(BIN)/python -m pytest -m "not slow" -n $(TEST_WORKERS) -q $(PYTEST_ARGS) || [ $$? -eq 5 ]
-	$(BIN)/python -m pytest -m slow $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	$(BIN)/python -m pytest -m slow -n $(SLOW_WORKERS) --dist loadfile -q $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 # Workers for the parallel runs: each gets its own test database and Redis DB (tests/conftest.py). Tests mostly
 # wait (on PostgreSQL, Redis, sockets), so more workers than cores still pays on 2 cores.
 TEST_WORKERS ?= 4
+# Slow tests start servers and processes of their own and wait on timers: two at a time halves the waiting on
+# 2 cores without starving the processes a test measures (SLOW_WORKERS=0 runs them one at a time in-process).
+SLOW_WORKERS ?= 2
 
 test-fast: $(STAMP) ## every test not marked slow, in parallel (pytest-xdist): the quick check while working
 	$(BIN)/python -m pytest -m "not slow" -n $(TEST_WORKERS) -q $(PYTEST_ARGS)
