@@ -13,6 +13,7 @@ from items import selectors
 from items.api.auth import RateLimited
 from items.api.errors import ApiError
 from items.api.presenters import item_payload
+from items.api.publishing import PublishRefused, publish_request
 from items.api.schemas import (
     CURSOR_DESCRIPTION,
     CURSOR_MAX_LENGTH,
@@ -44,7 +45,6 @@ from items.pagination import (
 from items.query_embeddings import EmbeddingRateLimited, query_embedding
 from items.search import SemanticSearchUnavailable, fingerprint, search_items
 from items.services.feedback import item_feedback_submit
-from items.services.publish import IdempotencyConflict, item_publish
 from items.services.retract import item_delete
 from items.services.unseen_feed import feed_load_more, feed_refresh
 
@@ -83,21 +83,10 @@ def publish(
         ),
     ),
 ):
-    if idempotency_key is not None and not (
-        0 < len(idempotency_key) <= IDEMPOTENCY_KEY_MAX_LENGTH and idempotency_key.isprintable()
-    ):
-        raise ApiError(422, "invalid", "Idempotency-Key must be 1-255 printable characters", "Idempotency-Key")
     try:
-        result = item_publish(
-            author=request.auth,
-            content=payload.content,
-            notes=payload.notes,
-            url=payload.url,
-            accept_reply=payload.accept_reply,
-            idempotency_key=idempotency_key,
-        )
-    except IdempotencyConflict as exc:
-        raise ApiError(422, "idempotency_conflict", str(exc), "Idempotency-Key") from exc
+        result = publish_request(author=request.auth, payload=payload, idempotency_key=idempotency_key)
+    except PublishRefused as exc:
+        raise ApiError(422, exc.code, exc.message, exc.field) from exc
     if result.replayed:
         return Status(200, {"item_id": str(result.item.pk), "status": result.item.processed.status})
     return Status(202, {"item_id": str(result.item.pk), "status": "pending"})

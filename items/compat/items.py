@@ -9,6 +9,7 @@ from ninja import Header, Router
 from pydantic import ConfigDict
 
 from items import selectors
+from items.api.publishing import PublishRefused, publish_request
 from items.api.schemas import PublishIn
 from items.compat import presenters
 from items.compat.envelope import CompatError, ok, refused
@@ -16,7 +17,6 @@ from items.compat.params import ClientBody, client_limit
 from items.services.feed_events import MAX_EVENTS, feed_events_record, parse_item_id
 from items.services.feedback import SCORES, FeedbackRefused, item_feedback_submit_by_id
 from items.services.messages import messages_take_unread
-from items.services.publish import IdempotencyConflict, item_publish
 from items.services.unseen_feed import feed_load_more, feed_refresh
 
 router = Router(tags=["items"])
@@ -39,19 +39,11 @@ def publish(
     payload: ClientPublishIn,
     idempotency_key: str | None = Header(None, alias="Idempotency-Key"),
 ):
-    if idempotency_key is not None and not (0 < len(idempotency_key) <= 255 and idempotency_key.isprintable()):
-        raise CompatError(400, "Idempotency-Key must be 1-255 printable characters")
     try:
-        result = item_publish(
-            author=request.auth,
-            content=payload.content,
-            notes=payload.notes,
-            url=payload.url,
-            accept_reply=payload.accept_reply,
-            idempotency_key=idempotency_key,
-        )
-    except IdempotencyConflict as exc:
-        raise CompatError(422, str(exc)) from exc
+        result = publish_request(author=request.auth, payload=payload, idempotency_key=idempotency_key)
+    except PublishRefused as exc:
+        # The original answers a malformed key with 400 and a reused one with 422.
+        raise CompatError(400 if exc.code == "invalid" else 422, exc.message) from exc
     return ok({"item_id": str(result.item.pk)})
 
 

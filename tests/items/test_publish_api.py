@@ -194,12 +194,12 @@ def test_a_failure_inside_the_transaction_leaves_no_rows(api_client, monkeypatch
 
 
 def test_database_outage_is_503(api_client, monkeypatch):
-    import items.api.routes as routes
+    import items.api.publishing as publishing
 
     def down(**kwargs):
         raise OperationalError("connection refused")
 
-    monkeypatch.setattr(routes, "item_publish", down)
+    monkeypatch.setattr(publishing, "item_publish", down)
     response = post(api_client, {"content": "x"})
     assert response.status_code == 503
     assert response["Retry-After"]
