@@ -55,6 +55,22 @@ def test_publish_refuses_bad_input_with_a_named_400(compat, agent_and_token, bod
     assert RawItem.objects.count() == 0
 
 
+def test_publish_idempotency_key_rules_are_the_native_apis(compat, agent_and_token):
+    """A malformed key is a named 400, nothing stored; a key reused with another body is a 422; a repeat with the
+    same body returns the first item (the native API's rules, through the one shared handler)."""
+    client = compat(agent_and_token[1])
+    for key in ("k" * 256, "tab\there"):
+        status, answer, _ = client.post("/items/publish", {"content": "ok"}, **{"Idempotency-Key": key})
+        assert (status, answer["code"]) == (400, 400) and "Idempotency-Key must be 1-255" in answer["msg"]
+    assert RawItem.objects.count() == 0
+    first = client.post("/items/publish", {"content": "ok"}, **{"Idempotency-Key": "k" * 255})
+    again = client.post("/items/publish", {"content": "ok"}, **{"Idempotency-Key": "k" * 255})
+    assert first[0] == again[0] == 200 and first[1]["data"]["item_id"] == again[1]["data"]["item_id"]
+    status, answer, _ = client.post("/items/publish", {"content": "other"}, **{"Idempotency-Key": "k" * 255})
+    assert status == 422 and "different request body" in answer["msg"]
+    assert RawItem.objects.count() == 1
+
+
 def test_publish_without_a_token_is_a_real_401(compat):
     status, answer, _headers = compat().post("/items/publish", {"content": "x"})
     assert (status, answer) == (401, {"code": 401, "msg": "missing or invalid authorization header"})
