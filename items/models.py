@@ -609,15 +609,11 @@ class ItemMilestone(models.Model):
     kind = models.CharField(max_length=16, choices=MilestoneKind.choices)
     threshold = models.PositiveIntegerField()
     rule = models.ForeignKey(MilestoneRule, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    message = models.OneToOneField(
-        Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="milestone"
-    )
+    message = models.OneToOneField(Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="milestone")
     reached_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["item", "kind", "threshold"], name="item_milestone_once")
-        ]
+        constraints = [models.UniqueConstraint(fields=["item", "kind", "threshold"], name="item_milestone_once")]
 
     def __str__(self) -> str:
         return f"item {self.item_id}: {self.kind} {self.threshold}"

@@ -5,97 +5,172 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('items', '0021_review_queue'),
+        ("items", "0021_review_queue"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='FeedImpression',
+            name="FeedImpression",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('page_id', models.UUIDField(help_text="The page's event id: a redelivered event writes nothing twice.")),
-                ('reader_id', models.BigIntegerField()),
-                ('item_id', models.BigIntegerField()),
-                ('position', models.PositiveSmallIntegerField(help_text='1-based, in the delivery (a load_more page continues).')),
-                ('score', models.FloatField(blank=True, help_text="The ranking's score, when it gives one.", null=True)),
-                ('feed', models.CharField(choices=[('for_me', 'for_me'), ('unseen', 'unseen'), ('client', 'client')], max_length=16)),
-                ('ranking_version', models.CharField(max_length=64)),
-                ('delivery_id', models.CharField(blank=True, help_text="The unseen feed's impression id.", max_length=64)),
-                ('served_at', models.DateTimeField()),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "page_id",
+                    models.UUIDField(help_text="The page's event id: a redelivered event writes nothing twice."),
+                ),
+                ("reader_id", models.BigIntegerField()),
+                ("item_id", models.BigIntegerField()),
+                (
+                    "position",
+                    models.PositiveSmallIntegerField(
+                        help_text="1-based, in the delivery (a load_more page continues)."
+                    ),
+                ),
+                (
+                    "score",
+                    models.FloatField(blank=True, help_text="The ranking's score, when it gives one.", null=True),
+                ),
+                (
+                    "feed",
+                    models.CharField(
+                        choices=[("for_me", "for_me"), ("unseen", "unseen"), ("client", "client")], max_length=16
+                    ),
+                ),
+                ("ranking_version", models.CharField(max_length=64)),
+                (
+                    "delivery_id",
+                    models.CharField(blank=True, help_text="The unseen feed's impression id.", max_length=64),
+                ),
+                ("served_at", models.DateTimeField()),
             ],
         ),
         migrations.CreateModel(
-            name='ItemMilestone',
+            name="ItemMilestone",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(choices=[('consumed', 'consumed'), ('score_two', '+2 scores'), ('readers', 'readers who scored')], max_length=16)),
-                ('threshold', models.PositiveIntegerField()),
-                ('reached_at', models.DateTimeField(auto_now_add=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("consumed", "consumed"),
+                            ("score_two", "+2 scores"),
+                            ("readers", "readers who scored"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("threshold", models.PositiveIntegerField()),
+                ("reached_at", models.DateTimeField(auto_now_add=True)),
             ],
         ),
         migrations.CreateModel(
-            name='MilestoneRule',
+            name="MilestoneRule",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(choices=[('consumed', 'consumed'), ('score_two', '+2 scores'), ('readers', 'readers who scored')], max_length=16)),
-                ('threshold', models.PositiveIntegerField(help_text='The count that reaches the milestone (at least 1).')),
-                ('message_template', models.TextField(help_text='Text to the author; may use {summary}, {threshold}, {count} and {item_id}.')),
-                ('enabled', models.BooleanField(default=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("consumed", "consumed"),
+                            ("score_two", "+2 scores"),
+                            ("readers", "readers who scored"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "threshold",
+                    models.PositiveIntegerField(help_text="The count that reaches the milestone (at least 1)."),
+                ),
+                (
+                    "message_template",
+                    models.TextField(
+                        help_text="Text to the author; may use {summary}, {threshold}, {count} and {item_id}."
+                    ),
+                ),
+                ("enabled", models.BooleanField(default=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
             ],
         ),
         migrations.RemoveConstraint(
-            model_name='message',
-            name='message_once_per_kind',
+            model_name="message",
+            name="message_once_per_kind",
         ),
         migrations.AlterField(
-            model_name='message',
-            name='kind',
-            field=models.CharField(choices=[('direct', 'direct'), ('welcome', 'welcome'), ('first_broadcast', 'first broadcast'), ('milestone', 'milestone')], default='direct', max_length=20),
+            model_name="message",
+            name="kind",
+            field=models.CharField(
+                choices=[
+                    ("direct", "direct"),
+                    ("welcome", "welcome"),
+                    ("first_broadcast", "first broadcast"),
+                    ("milestone", "milestone"),
+                ],
+                default="direct",
+                max_length=20,
+            ),
         ),
         migrations.AddConstraint(
-            model_name='message',
-            constraint=models.UniqueConstraint(condition=models.Q(('kind__in', ['direct', 'milestone']), _negated=True), fields=('recipient', 'kind'), name='message_once_per_kind'),
+            model_name="message",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("kind__in", ["direct", "milestone"]), _negated=True),
+                fields=("recipient", "kind"),
+                name="message_once_per_kind",
+            ),
         ),
         migrations.AddIndex(
-            model_name='feedimpression',
-            index=models.Index(fields=['served_at'], name='impression_served'),
+            model_name="feedimpression",
+            index=models.Index(fields=["served_at"], name="impression_served"),
         ),
         migrations.AddIndex(
-            model_name='feedimpression',
-            index=models.Index(fields=['reader_id', 'item_id', 'served_at'], name='impression_reader_item'),
+            model_name="feedimpression",
+            index=models.Index(fields=["reader_id", "item_id", "served_at"], name="impression_reader_item"),
         ),
         migrations.AddConstraint(
-            model_name='feedimpression',
-            constraint=models.UniqueConstraint(fields=('page_id', 'position'), name='impression_page_position'),
+            model_name="feedimpression",
+            constraint=models.UniqueConstraint(fields=("page_id", "position"), name="impression_page_position"),
         ),
         migrations.AddField(
-            model_name='itemmilestone',
-            name='item',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='milestones', to='items.processeditem'),
+            model_name="itemmilestone",
+            name="item",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE, related_name="milestones", to="items.processeditem"
+            ),
         ),
         migrations.AddField(
-            model_name='itemmilestone',
-            name='message',
-            field=models.OneToOneField(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='milestone', to='items.message'),
+            model_name="itemmilestone",
+            name="message",
+            field=models.OneToOneField(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="milestone",
+                to="items.message",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='milestonerule',
-            constraint=models.UniqueConstraint(fields=('kind', 'threshold'), name='milestone_rule_kind_threshold'),
+            model_name="milestonerule",
+            constraint=models.UniqueConstraint(fields=("kind", "threshold"), name="milestone_rule_kind_threshold"),
         ),
         migrations.AddConstraint(
-            model_name='milestonerule',
-            constraint=models.CheckConstraint(condition=models.Q(('threshold__gte', 1)), name='milestone_rule_threshold_positive'),
+            model_name="milestonerule",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("threshold__gte", 1)), name="milestone_rule_threshold_positive"
+            ),
         ),
         migrations.AddField(
-            model_name='itemmilestone',
-            name='rule',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='items.milestonerule'),
+            model_name="itemmilestone",
+            name="rule",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="+",
+                to="items.milestonerule",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='itemmilestone',
-            constraint=models.UniqueConstraint(fields=('item', 'kind', 'threshold'), name='item_milestone_once'),
+            model_name="itemmilestone",
+            constraint=models.UniqueConstraint(fields=("item", "kind", "threshold"), name="item_milestone_once"),
         ),
     ]
