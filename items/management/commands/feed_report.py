@@ -37,6 +37,10 @@ class Command(BaseCommand):
         "(feed events)."
     )
 
+    def create_parser(self, prog_name, subcommand, **kwargs):
+        # `--version` names a ranking version here, not Django's: the later definition replaces the base one.
+        return super().create_parser(prog_name, subcommand, conflict_handler="resolve", **kwargs)
+
     def add_arguments(self, parser):
         parser.add_argument("--days", type=int, default=7, help="Days to cover, today included (default 7).")
         parser.add_argument("--version", dest="ranking_version", help="Only this ranking version.")
