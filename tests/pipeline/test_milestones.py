@@ -7,9 +7,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from channels.db import database_sync_to_async
 from channels.layers import channel_layers
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import User
+from django.db import connections
 from django.test import Client
 from django.urls import reverse
 
@@ -139,12 +141,10 @@ def test_the_websocket_receives_the_milestone(transactional_db, rules):
         socket = WebsocketCommunicator(application, f"/ws/v1/events?token={token}")
         connected, _ = await socket.connect()
         assert connected
-        await asyncio.to_thread(ItemNotifyConsumer().handle, event)
-        received = await socket.receive_json_from(timeout=10)
+        # The consumer's handler, synchronous as the runtime runs it, in a worker thread of this event loop.
+        await database_sync_to_async(ItemNotifyConsumer().handle)(event)
+        received = await socket.receive_json_from(timeout=30)
         await socket.disconnect()
-        from channels.db import database_sync_to_async
-        from django.db import connections
-
         await database_sync_to_async(connections.close_all)()
         return received
 
