@@ -44,7 +44,7 @@ from items.pagination import (
 from items.query_embeddings import EmbeddingRateLimited, query_embedding
 from items.search import SemanticSearchUnavailable, fingerprint, search_items
 from items.services.feedback import item_feedback_submit
-from items.services.impressions import impressions_record
+from items.services.impressions import RECENCY_VERSION, impressions_record
 from items.services.publish import IdempotencyConflict, item_publish
 from items.services.retract import item_delete
 from items.services.unseen_feed import feed_load_more, feed_refresh
@@ -258,7 +258,12 @@ def _unseen_feed(request: HttpRequest, filters: FeedQuery) -> dict:
     else:
         delivery = feed_refresh(**options)
     impressions_record(
-        reader=request.auth, items=delivery.items, scores=None, feed=FeedName.UNSEEN, delivery_id=delivery.impression_id
+        reader=request.auth,
+        items=delivery.items,
+        scores=None,
+        feed=FeedName.UNSEEN,
+        delivery_id=delivery.impression_id,
+        ranking_version=None if filters.for_me else RECENCY_VERSION,
     )
     return {
         "items": [item_payload(item, request.auth) for item in delivery.items],

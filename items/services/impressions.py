@@ -24,6 +24,8 @@ from items.outbox import outbox_event_create
 log = logging.getLogger(__name__)
 
 SCORE_DIGITS = 6
+# The version logged for a page in plain newest-first order (the unseen feed without `for_me`): not the ranking.
+RECENCY_VERSION = "recency"
 
 
 class BadPage(ValueError):
@@ -37,10 +39,11 @@ def impressions_record(
     feed: str,
     scores: Sequence[float | None] | None = None,
     delivery_id: str = "",
+    ranking_version: str | None = None,
 ) -> bool:
     """Log one feed page served to `reader` (items in the order served, with the ranking's score of each when it
-    has one) under FEED_RANKING_VERSION; False for an empty page, which logs nothing. Joins the caller's
-    transaction when there is one, so a page and its log commit together.
+    has one) under `ranking_version` (default FEED_RANKING_VERSION); False for an empty page, which logs nothing.
+    Joins the caller's transaction when there is one, so a page and its log commit together.
 
     Positions count from 1 across a delivery (`delivery_id`, the unseen feed's impression id): a load_more page
     continues where the pages before it stopped."""
@@ -53,7 +56,7 @@ def impressions_record(
     data = {
         "reader_id": str(reader.pk),
         "feed": feed,
-        "ranking_version": settings.FEED_RANKING_VERSION,
+        "ranking_version": ranking_version or settings.FEED_RANKING_VERSION,
         "delivery_id": delivery_id,
         "first_position": _first_position(delivery_id, len(items)),
         "served_at": timezone.now().isoformat(),

@@ -64,16 +64,24 @@ def test_a_for_me_page_is_one_event_stored_as_a_row_per_item(network, settings):
     assert len({r.page_id for r in rows}) == 1
 
 
-def test_unseen_pages_continue_their_positions_across_the_delivery(network):
+def test_unseen_pages_continue_their_positions_across_the_delivery(network, settings):
+    settings.FEED_RANKING_VERSION = "test-v7"
     _, token, _ = network
     client = client_for(token)
-    first = client.get("/api/v1/feed?unseen=1&limit=2").json()
-    second = client.get(f"/api/v1/feed?unseen=1&limit=2&cursor={first['next_cursor']}").json()
+    first = client.get("/api/v1/feed?unseen=1&for_me=1&limit=2").json()
+    second = client.get(f"/api/v1/feed?unseen=1&for_me=1&limit=2&cursor={first['next_cursor']}").json()
     served = [int(i["item_id"]) for i in first["items"] + second["items"]]
     rows = store_pages()
     assert [(r.item_id, r.position, r.feed) for r in rows] == [(pk, n, "unseen") for n, pk in enumerate(served, 1)]
     assert len({r.delivery_id for r in rows}) == 1 and rows[0].delivery_id.startswith("imp_")
     assert len({r.page_id for r in rows}) == 2
+    assert {r.ranking_version for r in rows} == {"test-v7"}
+
+
+def test_an_unseen_page_in_plain_newest_first_order_is_logged_as_recency(network):
+    _, token, _ = network
+    assert client_for(token).get("/api/v1/feed?unseen=1&limit=2").json()["items"]
+    assert {r.ranking_version for r in store_pages()} == {"recency"}
 
 
 def test_the_client_feed_poll_logs_refresh_and_load_more(network):
