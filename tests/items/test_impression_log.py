@@ -217,3 +217,26 @@ def test_retention_deletes_impressions_older_than_the_setting(network, settings)
     assert not FeedImpression.objects.filter(pk=old.pk).exists()
     impression(reader.pk, items[2].pk, 1, now - timedelta(days=30))
     assert retention_run(now)["feed_impressions"] == 1
+
+
+def test_a_clients_score_and_event_join_the_impression_they_answer(network):
+    """Through the client's own calls: a poll, a score and a feed event; the stats consumer counts the score."""
+    from pipeline.consumers.item_stats import ItemStatsConsumer
+    from tests.items.compat.conftest import CompatClient
+
+    reader, token, _ = network
+    client = CompatClient(token)
+    served = client.get("/items/feed?action=refresh&limit=3")[1]["data"]
+    third = served["items"][2]["item_id"]
+    assert client.post("/items/feedback", {"items": [{"item_id": third, "score": 2}]})[1]["code"] == 0
+    event = {"item_id": third, "kind": "surface", "dedup_key": "e1", "impression_id": served["impression_id"]}
+    assert client.post("/items/events", {"events": [event]})[1]["code"] == 0
+    store_pages()
+    for row in OutboxEvent.objects.filter(event_type="io.eigenflux.item.feedback.v1"):
+        ItemStatsConsumer().handle(outbox_stream_event(row, group=ItemStatsConsumer.group))
+    score = ItemFeedback.objects.get(reader=reader, item_id=int(third))
+    joined = impression_for(reader_id=reader.pk, item_id=int(third), at=score.created_at)
+    assert (joined.position, joined.feed, joined.delivery_id) == (3, "client", served["impression_id"])
+    rows = {row.position: row for row in feed_report(days=1)}
+    assert (rows[3].scored, rows[3].positive, rows[3].acted) == (1, 1, 1)
+    assert (rows[1].scored, rows[1].acted) == (0, 0)
