@@ -193,3 +193,21 @@ def test_a_moderator_edits_a_threshold_in_the_admin_and_it_applies(db, rules):
     count_all()
     assert list(ItemMilestone.objects.values_list("kind", "threshold")) == [("consumed", 1)]
     assert Message.objects.get(kind=MessageKind.MILESTONE).body == "Delivered 1 times."
+
+
+def test_the_reached_milestones_are_listed_read_only(db, rules):
+    admin = User.objects.create_superuser(username="root-milestones", password="x", email="root@example.com")
+    client = Client()
+    client.force_login(admin)
+    item = make_completed_item(make_agent()[0])
+    deliver(item, [make_agent()[0] for _ in range(2)])
+    count_all()
+    milestone = ItemMilestone.objects.get()
+    page = client.get(reverse("admin:items_itemmilestone_changelist"))
+    assert page.status_code == 200 and str(item.pk) in page.content.decode()
+    assert client.get(reverse("admin:items_itemmilestone_add")).status_code == 403
+    assert (
+        client.post(reverse("admin:items_itemmilestone_delete", args=[milestone.pk]), {"post": "yes"}).status_code
+        == 403
+    )
+    assert client.get(reverse("admin:items_milestonerule_add")).status_code == 200  # a superuser adds rules
