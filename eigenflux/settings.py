@@ -282,6 +282,9 @@ EIGENFLUX_COMPAT_PREFIX = compat_prefix("EIGENFLUX_COMPAT_PREFIX", "eigenflux")
 # within this many days; the delivery cache behind load_more lives this long (seconds).
 FEED_SEEN_DAYS = env_int("FEED_SEEN_DAYS", 30, minimum=1)
 FEED_DELIVERY_CACHE_SECONDS = env_int("FEED_DELIVERY_CACHE_SECONDS", 1800, minimum=10)
+# The impression log (docs/feed-log.md): every feed page served is logged with this ranking version, so that
+# `manage.py feed_report` compares rankings on logged data; change it whenever the ranking changes.
+FEED_RANKING_VERSION = env_str("FEED_RANKING_VERSION", "keywords-v1") or "keywords-v1"
 # E-mail login (one-time codes): unknown addresses create an agent only with open sign-up.
 EIGENFLUX_OPEN_SIGNUP = env_bool("EIGENFLUX_OPEN_SIGNUP", False)
 LOGIN_CODE_TTL_SECONDS = env_int("LOGIN_CODE_TTL_SECONDS", 600, minimum=60)
@@ -430,6 +433,8 @@ CONSUMED_EVENT_RETENTION_HOURS = env_float("CONSUMED_EVENT_RETENTION_HOURS", 168
 LLM_CALL_RETENTION_HOURS = env_float("LLM_CALL_RETENTION_HOURS", 168.0, minimum=0.01)
 AUDIT_RETENTION_DAYS = env_float("AUDIT_RETENTION_DAYS", 0.0, minimum=0.0)
 DEAD_LETTER_RETENTION_DAYS = env_float("DEAD_LETTER_RETENTION_DAYS", 30.0, minimum=0.001)
+# Impression-log rows (one per item served on a feed page), kept this many days for feed_report.
+FEED_IMPRESSION_RETENTION_DAYS = env_float("FEED_IMPRESSION_RETENTION_DAYS", 90.0, minimum=0.001)
 # The admin's pipeline health page: WebSocket push interval and the throughput window.
 ADMIN_HEALTH_PUSH_SECONDS = env_float("ADMIN_HEALTH_PUSH_SECONDS", 2.0, minimum=0.2)
 ADMIN_HEALTH_THROUGHPUT_MINUTES = env_int("ADMIN_HEALTH_THROUGHPUT_MINUTES", 10, minimum=1)

@@ -13,6 +13,8 @@ STREAM_ITEM_PUBLISH = "stream:item:publish"
 STREAM_ITEM_EVENTS = "stream:item:events"
 STREAM_PROFILE_UPDATE = "stream:profile:update"
 STREAM_ITEM_STATS = "stream:item:stats"
+# The impression log (docs/feed-log.md): one event per feed page served, persisted by cg:replay:log.
+STREAM_REPLAY_LOG = "stream:replay:log"
 
 ITEM_PUBLISHED = "io.eigenflux.item.published.v1"
 ITEM_COMPLETED = "io.eigenflux.item.completed.v1"
@@ -24,6 +26,9 @@ ITEM_HELD = "io.eigenflux.item.held.v1"
 ITEM_FEEDBACK = "io.eigenflux.item.feedback.v1"
 ITEM_DELIVERED = "io.eigenflux.item.delivered.v1"
 PROFILE_UPDATED = "io.eigenflux.profile.updated.v1"
+FEED_PAGE_SERVED = "io.eigenflux.feed.page_served.v1"
+# An item reached one of its author's milestones (a MilestoneRule): pushed to the author's WebSockets.
+ITEM_MILESTONE = "io.eigenflux.item.milestone.v1"
 OUTCOME_TYPES = frozenset({ITEM_COMPLETED, ITEM_DISCARDED, ITEM_FAILED, ITEM_DELETED, ITEM_HELD})
 
 # Entries over this size are refused at the producer: events carry ids and references, not content.

@@ -405,6 +405,8 @@ class MessageKind(models.TextChoices):
     """The official agent's welcome, sent once per agent."""
     FIRST_BROADCAST = "first_broadcast", "first broadcast"
     """The official agent's reply to a new agent's first broadcast, sent once per agent."""
+    MILESTONE = "milestone", "milestone"
+    """An item of the recipient reached a milestone (an ItemMilestone): once per item and milestone."""
 
 
 class Message(models.Model):
@@ -422,10 +424,11 @@ class Message(models.Model):
     class Meta:
         indexes = [models.Index(fields=["recipient", "-id"], name="message_recipient_newest")]
         constraints = [
-            # The official agent's welcome and first-broadcast reply exist at most once per agent.
+            # The official agent's welcome and first-broadcast reply exist at most once per agent (a milestone
+            # message is once per ItemMilestone, which holds it).
             models.UniqueConstraint(
                 fields=["recipient", "kind"],
-                condition=~models.Q(kind="direct"),
+                condition=~models.Q(kind__in=["direct", "milestone"]),
                 name="message_once_per_kind",
             )
         ]
@@ -529,3 +532,88 @@ class AgentClientSettings(models.Model):
 
     def __str__(self) -> str:
         return f"client settings of {self.agent_id}"
+
+
+class FeedName(models.TextChoices):
+    FOR_ME = "for_me", "for_me"
+    """GET /api/v1/feed?for_me=1: one ranked page."""
+    UNSEEN = "unseen", "unseen"
+    """GET /api/v1/feed?unseen=1: the unseen feed, a refresh or the rest of a delivery."""
+    CLIENT = "client", "client"
+    """The EigenFlux client's `feed poll` (refresh, load_more, more)."""
+
+
+class FeedImpression(models.Model):
+    """The impression log (docs/feed-log.md): one item served at one position of one feed page, written by the
+    cg:replay:log consumer from the page's event. Reader and item are plain ids: a log row is never joined on
+    for integrity, and outlives neither its retention (FEED_IMPRESSION_RETENTION_DAYS) nor needs its item."""
+
+    page_id = models.UUIDField(help_text="The page's event id: a redelivered event writes nothing twice.")
+    reader_id = models.BigIntegerField()
+    item_id = models.BigIntegerField()
+    position = models.PositiveSmallIntegerField(help_text="1-based, in the delivery (a load_more page continues).")
+    score = models.FloatField(null=True, blank=True, help_text="The ranking's score, when it gives one.")
+    feed = models.CharField(max_length=16, choices=FeedName.choices)
+    ranking_version = models.CharField(max_length=64)
+    delivery_id = models.CharField(max_length=64, blank=True, help_text="The unseen feed's impression id.")
+    served_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["page_id", "position"], name="impression_page_position")]
+        indexes = [
+            models.Index(fields=["served_at"], name="impression_served"),
+            models.Index(fields=["reader_id", "item_id", "served_at"], name="impression_reader_item"),
+        ]
+
+    def __str__(self) -> str:
+        return f"item {self.item_id} at {self.position} to {self.reader_id} ({self.feed})"
+
+
+class MilestoneKind(models.TextChoices):
+    CONSUMED = "consumed", "consumed"
+    """Feed deliveries of the item (the author's `consumed` statistic)."""
+    SCORE_TWO = "score_two", "+2 scores"
+    """Readers whose score for the item is +2."""
+    READERS = "readers", "readers who scored"
+    """Readers who scored the item at all."""
+
+
+class MilestoneRule(models.Model):
+    """An author milestone (docs/feed-log.md#author-milestones): when an item's counter of `kind` reaches
+    `threshold`, its author gets `message_template` once, in the inbox, on the WebSocket and in the client's
+    notifications. Edited in the admin; the defaults come from a data migration."""
+
+    kind = models.CharField(max_length=16, choices=MilestoneKind.choices)
+    threshold = models.PositiveIntegerField(help_text="The count that reaches the milestone (at least 1).")
+    message_template = models.TextField(
+        help_text="Text to the author; may use {summary}, {threshold}, {count} and {item_id}."
+    )
+    enabled = models.BooleanField(default=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["kind", "threshold"], name="milestone_rule_kind_threshold"),
+            models.CheckConstraint(condition=models.Q(threshold__gte=1), name="milestone_rule_threshold_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} reaches {self.threshold}"
+
+
+class ItemMilestone(models.Model):
+    """A milestone an item reached, once per (item, kind, threshold): the unique key that makes the author's
+    notification exactly once, written in the stats consumer's transaction with the counter that reached it."""
+
+    item = models.ForeignKey(ProcessedItem, on_delete=models.CASCADE, related_name="milestones")
+    kind = models.CharField(max_length=16, choices=MilestoneKind.choices)
+    threshold = models.PositiveIntegerField()
+    rule = models.ForeignKey(MilestoneRule, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    message = models.OneToOneField(Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="milestone")
+    reached_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["item", "kind", "threshold"], name="item_milestone_once")]
+
+    def __str__(self) -> str:
+        return f"item {self.item_id}: {self.kind} {self.threshold}"

@@ -53,6 +53,21 @@ def outcome_message(envelope: dict[str, str], data: dict) -> dict:
     }
 
 
+def milestone_message(envelope: dict[str, str], data: dict, text: str) -> dict:
+    """An `item.milestone` event as the author's sockets receive it (docs/feed-log.md#author-milestones)."""
+    return {
+        "type": "item.event",
+        "event": {
+            "id": envelope.get("id", ""),
+            "type": envelope.get("type", ""),
+            "time": envelope.get("time", ""),
+            "item_id": str(data.get("item_id", "")),
+            "milestone": {"kind": data.get("kind", ""), "threshold": data.get("threshold"), "count": data.get("count")},
+            "message": text,
+        },
+    }
+
+
 def _announce(agent_id: int, message: dict, what: str) -> None:
     """Best effort: a lost push is caught by the sockets' periodic re-check."""
     try:

@@ -21,6 +21,7 @@ from items.events import (
     ITEM_PUBLISHED,
     STREAM_ITEM_PUBLISH,
     STREAM_PROFILE_UPDATE,
+    STREAM_REPLAY_LOG,
 )
 from items.models import ItemStatus, OutboxEvent, ProcessedItem
 from items.outbox import outbox_event_create
@@ -35,7 +36,8 @@ log = logging.getLogger(__name__)
 
 # Streams trimmed by MINID (the others are capped by MAXLEN when written). Dead-letter streams are trimmed the
 # same way, below what the archive group has not finished, so no letter goes before it is archived.
-INGEST_STREAMS = (STREAM_ITEM_PUBLISH, STREAM_PROFILE_UPDATE)
+# The impression log is trimmed the same way: a page event goes only once cg:replay:log has stored it.
+INGEST_STREAMS = (STREAM_ITEM_PUBLISH, STREAM_PROFILE_UPDATE, STREAM_REPLAY_LOG)
 ENRICHMENT_GROUP = "cg:item:publish"
 
 # Counts entries after a group's last-delivered id, for Redis < 7 whose XINFO GROUPS has no `lag`.

@@ -3,9 +3,9 @@
 Each table that grows with every item, beyond the items themselves and their decisions, is pruned on its
 own setting (docs/configuration.md): dispatched outbox rows, consumed-event records, model-call rows (rolled
 up per hour first, so cost history and the prompts page keep their figures), audit rows (kept by default),
-and dead letters that were resolved or requeued. Deletes go in batches, one statement each, so no long lock
-is held. Redis keys that grow are bounded where they are written (streams by MINID or MAXLEN, the dead-letter
-`seen` index by age) or pruned by housekeeping (departed consumers).
+impression-log rows, and dead letters that were resolved or requeued. Deletes go in batches, one statement
+each, so no long lock is held. Redis keys that grow are bounded where they are written (streams by MINID or
+MAXLEN, the dead-letter `seen` index by age) or pruned by housekeeping (departed consumers).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from items.models import FeedImpression
 from items.outbox import outbox_events_prune
 from pipeline.dead_letter_records import dead_letters_resolve_superseded
 from pipeline.models import AuditEvent, ConsumedEvent, DeadLetter, DeadLetterState, LLMCall, LLMCallHourly
@@ -104,6 +105,12 @@ def audit_events_prune(now: datetime | None = None) -> int:
     return _delete_before(AuditEvent, "recorded_at", cutoff)
 
 
+def feed_impressions_prune(now: datetime | None = None) -> int:
+    """Impression-log rows served more than FEED_IMPRESSION_RETENTION_DAYS ago (docs/feed-log.md)."""
+    cutoff = (now or timezone.now()) - timedelta(days=settings.FEED_IMPRESSION_RETENTION_DAYS)
+    return _delete_before(FeedImpression, "served_at", cutoff)
+
+
 def dead_letters_prune(now: datetime | None = None) -> int:
     """Dead letters closed (resolved, or requeued) more than DEAD_LETTER_RETENTION_DAYS ago. Open ones stay
     until a person (or the auto-requeue job) deals with them."""
@@ -122,6 +129,7 @@ def retention_run(now: datetime | None = None) -> dict[str, int]:
         "consumed_events": consumed_events_prune(now),
         "llm_calls_rolled_up": llm_calls_roll_up(now),
         "audit_events": audit_events_prune(now),
+        "feed_impressions": feed_impressions_prune(now),
         "dead_letters_superseded": dead_letters_resolve_superseded(),
         "dead_letters": dead_letters_prune(now),
         "sessions": Session.objects.filter(expire_date__lt=now).delete()[0],

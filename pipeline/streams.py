@@ -1,7 +1,7 @@
 """The pipeline's Redis streams and the helpers every module names, orders and bounds them with
 (docs/architecture.md#streams-and-groups).
 
-- Names: the four streams events travel on (their names are constants in items/events.py), each one's
+- Names: the five streams events travel on (their names are constants in items/events.py), each one's
   dead-letter stream `{<stream>}:dlq` (hash-tagged into its stream's Redis Cluster slot, because the
   dead-letter script touches both in one call) and its `seen` index, and the dead-letter stream names older
   versions wrote, which the scheduled drain still empties.
@@ -12,11 +12,17 @@
 from __future__ import annotations
 
 from eigenflux.redis import slot_tag
-from items.events import STREAM_ITEM_EVENTS, STREAM_ITEM_PUBLISH, STREAM_ITEM_STATS, STREAM_PROFILE_UPDATE
+from items.events import (
+    STREAM_ITEM_EVENTS,
+    STREAM_ITEM_PUBLISH,
+    STREAM_ITEM_STATS,
+    STREAM_PROFILE_UPDATE,
+    STREAM_REPLAY_LOG,
+)
 
 DLQ_SUFFIX = ":dlq"
 
-KNOWN_STREAMS = (STREAM_ITEM_PUBLISH, STREAM_ITEM_EVENTS, STREAM_PROFILE_UPDATE, STREAM_ITEM_STATS)
+KNOWN_STREAMS = (STREAM_ITEM_PUBLISH, STREAM_ITEM_EVENTS, STREAM_PROFILE_UPDATE, STREAM_ITEM_STATS, STREAM_REPLAY_LOG)
 
 
 def dlq_stream(stream: str) -> str:

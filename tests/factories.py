@@ -77,3 +77,29 @@ def make_held_item(author: Agent | None = None, content: str | None = None, **fi
         item=item, actor="pipeline", stage=DecisionStage.REVIEW, verdict="held", category=category, reason="held"
     )
     return ProcessedItem.objects.select_related("raw").get(pk=item.pk)
+
+
+def outbox_stream_event(row, *, group: str, delivery_count: int = 1):
+    """The stream entry an outbox row becomes, as a consumer of `group` receives it (handled in-process, without
+    the relay and Redis: for tests of a handler's effects; the relay's own path is tested through run_pipeline)."""
+    import json
+
+    from pipeline.runtime.event import Event, Lease
+
+    envelope = dict(row.envelope)
+    return Event(
+        stream=row.stream,
+        group=group,
+        message_id=f"{row.pk}-0",
+        delivery_count=delivery_count,
+        envelope=envelope,
+        id=envelope["id"],
+        type=envelope["type"],
+        subject=envelope["subject"],
+        data=json.loads(envelope["data"]),
+        replay=False,
+        correlation_id=envelope.get("correlationid", ""),
+        causation_id="",
+        traceparent="",
+        lease=Lease(),
+    )

@@ -30,7 +30,7 @@ from items.api.schemas import (
     storable,
 )
 from items.feed import feed_cached
-from items.models import BroadcastType, ItemStatus, ProcessedItem
+from items.models import BroadcastType, FeedName, ItemStatus, ProcessedItem
 from items.pagination import (
     DEFAULT_LIMIT,
     MAX_LIMIT,
@@ -44,6 +44,7 @@ from items.pagination import (
 )
 from items.query_embeddings import EmbeddingRateLimited, query_embedding
 from items.search import SemanticSearchUnavailable, fingerprint, search_items
+from items.services import impressions
 from items.services.feedback import item_feedback_submit
 from items.services.retract import item_delete
 from items.services.unseen_feed import feed_load_more, feed_refresh
@@ -207,6 +208,7 @@ def _feed(request: HttpRequest, filters: FeedQuery) -> dict:
         rows = selectors.feed_for_reader(
             reader=request.auth, broadcast_type=filters.broadcast_type, domain=filters.domain, limit=filters.limit
         )
+        impressions.impressions_record(reader=request.auth, items=rows, scores=None, feed=FeedName.FOR_ME)
         return {"items": [item_payload(item, request.auth) for item in rows], "next_cursor": None}
 
     def build() -> dict:
@@ -244,6 +246,14 @@ def _unseen_feed(request: HttpRequest, filters: FeedQuery) -> dict:
         delivery = feed_load_more(impression_id=impression_id, **options)
     else:
         delivery = feed_refresh(**options)
+    impressions.impressions_record(
+        reader=request.auth,
+        items=delivery.items,
+        scores=None,
+        feed=FeedName.UNSEEN,
+        delivery_id=delivery.impression_id,
+        ranking_version=None if filters.for_me else impressions.RECENCY_VERSION,
+    )
     return {
         "items": [item_payload(item, request.auth) for item in delivery.items],
         "next_cursor": encode_impression_cursor(delivery.impression_id) if delivery.has_more else None,

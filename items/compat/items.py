@@ -14,8 +14,10 @@ from items.api.schemas import PublishIn
 from items.compat import presenters
 from items.compat.envelope import CompatError, ok, refused
 from items.compat.params import ClientBody, client_limit
+from items.models import FeedName
 from items.services.feed_events import MAX_EVENTS, feed_events_record, parse_item_id
 from items.services.feedback import SCORES, FeedbackRefused, item_feedback_submit_by_id
+from items.services.impressions import impressions_record
 from items.services.messages import messages_take_unread
 from items.services.unseen_feed import feed_load_more, feed_refresh
 
@@ -60,6 +62,9 @@ def feed(request: HttpRequest, action: str | None = None, limit: str | None = No
         delivery = feed_refresh(reader=request.auth, limit=count)
     else:
         delivery = feed_load_more(reader=request.auth, limit=count)
+    impressions_record(
+        reader=request.auth, items=delivery.items, scores=None, feed=FeedName.CLIENT, delivery_id=delivery.impression_id
+    )
     notifications = []
     if delivery.refreshed:
         unread = messages_take_unread(recipient=request.auth, limit=NOTIFICATIONS_PER_REFRESH)

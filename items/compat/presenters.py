@@ -5,7 +5,16 @@ nothing a reader may not see (no `notes`, no discard details, no author name).""
 from __future__ import annotations
 
 from items.compat.envelope import iso, ms
-from items.models import Agent, ItemFeedback, ItemStats, ItemStatus, Message, ProcessedItem, PublicReason
+from items.models import (
+    Agent,
+    ItemFeedback,
+    ItemStats,
+    ItemStatus,
+    Message,
+    MessageKind,
+    ProcessedItem,
+    PublicReason,
+)
 
 STATUS_CODES = {
     ItemStatus.PENDING: 0,
@@ -179,11 +188,13 @@ def profile(agent: Agent, influence: dict[str, int], *, feed_delivery_preference
 
 
 def notification(message: Message) -> dict:
-    """An inbox message (e.g. the official agent's welcome) as a one-time system announcement."""
+    """An inbox message (e.g. the official agent's welcome) as a one-time system announcement; an author
+    milestone as the client's `milestone`/<kind> pair (docs/feed-log.md#author-milestones)."""
+    milestone = getattr(message, "milestone", None) if message.kind == MessageKind.MILESTONE else None
     return {
         "notification_id": str(message.pk),
-        "type": "announcement",
+        "type": milestone.kind if milestone is not None else "announcement",
         "content": message.body,
         "created_at": ms(message.created_at),
-        "source_type": "system",
+        "source_type": "milestone" if milestone is not None else "system",
     }

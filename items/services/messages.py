@@ -41,7 +41,7 @@ def messages_take_unread(*, recipient: Agent, limit: int) -> list[Message]:
     with transaction.atomic():
         rows = list(
             Message.objects.select_for_update(skip_locked=True, of=("self",))
-            .select_related("sender")
+            .select_related("sender", "milestone")
             .filter(recipient=recipient, read_at__isnull=True)
             .order_by("pk")[:limit]
         )

@@ -31,7 +31,13 @@ import uuid
 import redis
 
 from eigenflux.redis import get_redis
-from items.events import STREAM_ITEM_EVENTS, STREAM_ITEM_PUBLISH, STREAM_ITEM_STATS, STREAM_PROFILE_UPDATE
+from items.events import (
+    STREAM_ITEM_EVENTS,
+    STREAM_ITEM_PUBLISH,
+    STREAM_ITEM_STATS,
+    STREAM_PROFILE_UPDATE,
+    STREAM_REPLAY_LOG,
+)
 from pipeline.dead_letter_records import Archived, dead_letter_archive_fields, dead_letter_archive_malformed
 from pipeline.runtime import Consumer, Event, GiveUp, RetryPolicy, register
 from pipeline.runtime.deadletter import ARCHIVE_GROUP, letter_payload
@@ -252,4 +258,16 @@ class ItemStatsDeadLetters(_DeadLetterArchive):
     stream = dlq_stream(STREAM_ITEM_STATS)
 
 
-ARCHIVE_CONSUMERS = (ItemPublishDeadLetters, ItemEventsDeadLetters, ProfileUpdateDeadLetters, ItemStatsDeadLetters)
+@register
+class ReplayLogDeadLetters(_DeadLetterArchive):
+    name = "dlq-archive-replay-log"
+    stream = dlq_stream(STREAM_REPLAY_LOG)
+
+
+ARCHIVE_CONSUMERS = (
+    ItemPublishDeadLetters,
+    ItemEventsDeadLetters,
+    ProfileUpdateDeadLetters,
+    ItemStatsDeadLetters,
+    ReplayLogDeadLetters,
+)

@@ -1,4 +1,5 @@
-"""cg:item:notify: pushes each outcome event to its author's open WebSockets (items.ws)."""
+"""cg:item:notify: pushes each outcome event, and each milestone an item reaches, to its author's open WebSockets
+(items.ws)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,10 @@ import redis
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
-from items.events import OUTCOME_TYPES, STREAM_ITEM_EVENTS
-from items.ws import agent_group, outcome_message
-from pipeline.runtime import Consumer, DeadLetterNow, Event, RetryLater, register
+from items.events import ITEM_MILESTONE, OUTCOME_TYPES, STREAM_ITEM_EVENTS
+from items.models import Message
+from items.ws import agent_group, milestone_message, outcome_message
+from pipeline.runtime import Consumer, DeadLetterNow, Event, NothingToDo, RetryLater, register
 
 
 @register
@@ -16,16 +18,29 @@ class ItemNotifyConsumer(Consumer):
     name = "item-notify"
     stream = STREAM_ITEM_EVENTS
     group = "cg:item:notify"
-    event_types = OUTCOME_TYPES
+    event_types = OUTCOME_TYPES | {ITEM_MILESTONE}
 
     def handle(self, event: Event) -> None:
         author_id = event.data.get("author_id")
         if not str(author_id or "").isdigit():
             raise DeadLetterNow(f"outcome event without author_id: {event.data!r}"[:500])
+        message = (
+            self._milestone(event) if event.type == ITEM_MILESTONE else outcome_message(event.envelope, event.data)
+        )
         try:
             # Delivery is at least once: clients de-duplicate by the event id they receive.
-            async_to_sync(get_channel_layer().group_send)(
-                agent_group(int(author_id)), outcome_message(event.envelope, event.data)
-            )
+            async_to_sync(get_channel_layer().group_send)(agent_group(int(author_id)), message)
         except (OSError, redis.RedisError) as exc:
             raise RetryLater(f"channel layer unavailable: {exc}") from exc
+
+    def _milestone(self, event: Event) -> dict:
+        """The milestone's text is the inbox message's body (the event carries ids, not text)."""
+        message_id = str(event.data.get("message_id") or "")
+        body = (
+            Message.objects.filter(pk=int(message_id)).values_list("body", flat=True).first()
+            if message_id.isdigit()
+            else None
+        )
+        if body is None:  # the author (and its inbox) is gone, or the event is not a milestone's
+            raise NothingToDo(f"milestone event without a message: {event.data!r}"[:500])
+        return milestone_message(event.envelope, event.data, body)

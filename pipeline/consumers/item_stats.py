@@ -1,5 +1,6 @@
 """cg:item:stats: feedback counters, exactly once per event and once per (reader, item); feed deliveries
-(the `consumed` counter), exactly once per event."""
+(the `consumed` counter), exactly once per event; and the author milestones those counters reach, in the same
+transaction (items.services.milestones)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from django.db import transaction
 
 from items.events import ITEM_DELIVERED, ITEM_FEEDBACK, STREAM_ITEM_STATS
 from items.services.feedback import SCORES, item_deliveries_count, item_feedback_count
+from items.services.milestones import item_milestones_reach
+from pipeline.official import official_agent
 from pipeline.runtime import Consumer, DeadLetterNow, Event, NothingToDo, consume_once, register
 
 
@@ -33,6 +36,7 @@ class ItemStatsConsumer(Consumer):
                 raise NothingToDo(f"event {event.id} was already counted")
             if not item_feedback_count(item_id=item_id, reader_id=reader_id, score=score, event_id=event.id):
                 raise DeadLetterNow(f"feedback for unknown item {item_id} or reader {reader_id}")
+            item_milestones_reach(item_ids=[item_id], sender=official_agent)
 
     def _delivered(self, event: Event) -> None:
         item_ids = event.data.get("item_ids")
@@ -42,4 +46,6 @@ class ItemStatsConsumer(Consumer):
             event.lease.check()
             if not consume_once(event):
                 raise NothingToDo(f"event {event.id} was already counted")
-            item_deliveries_count(item_ids=[int(i) for i in item_ids])
+            ids = [int(i) for i in item_ids]
+            item_deliveries_count(item_ids=ids)
+            item_milestones_reach(item_ids=ids, sender=official_agent)
