@@ -41,7 +41,7 @@ def unseed(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("items", "0022_wt_feedlog_impressions_milestones"),
+        ("items", "0022_feed_impressions_and_milestones"),
         ("auth", "0012_alter_user_first_name_max_length"),
         ("contenttypes", "0002_remove_content_type_name"),
     ]
