@@ -8,7 +8,7 @@ Uses a scratch database on the embedded (or DATABASE_URL) PostgreSQL, dropped at
 dedicated Redis db (BENCH_REDIS_DB, default 12) that it flushes before and after.
 
     flock /tmp/eigenflux-bench.lock .venv/bin/python bench/search_quality.py [--embedding minilm|hashing]
-        [--min-similarity X] [--calibrate] [--json results.json]
+        [--min-similarity X] [--calibrate] [--json results.json] [--queries search_queries_independent.jsonl]
 """
 
 from __future__ import annotations
@@ -55,6 +55,11 @@ def parse_args() -> argparse.Namespace:
         "--calibrate", action="store_true", help="also sweep the semantic floor over the corpus and suggest a value"
     )
     parser.add_argument("--json", type=Path, help="write the figures to this file as well")
+    parser.add_argument(
+        "--queries",
+        default="search_queries.jsonl",
+        help="the labelled query file in bench/data (search_queries_independent.jsonl: written apart from tuning)",
+    )
     parser.add_argument(
         "--show", metavar="LANG", help="print each tuning-half query of this language with its top results"
     )
@@ -269,7 +274,7 @@ def calibrate(client: Client, queries: list[dict], docs: dict[str, dict], item_t
 def main() -> None:
     docs_list = load_jsonl("search_corpus.jsonl")
     docs = {doc["id"]: doc for doc in docs_list}
-    queries = load_jsonl("search_queries.jsonl")
+    queries = load_jsonl(ARGS.queries)
     real = [query for query in queries if not query.get("nonsense")]
     tune = tuning_half(real)
     nonsense = [query for query in queries if query.get("nonsense")]
