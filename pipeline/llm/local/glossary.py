@@ -17,7 +17,7 @@ dictionary first, other Han text with the Chinese one first; the other dictionar
 lacks. Words of hiragana alone (particles, inflections) and single characters are not glossed: they carry
 grammar more often than topic.
 
-Both files are parsed once per process on first use (about 2 s), kept as two plain dicts (about 60 MB), and
+Both files are parsed once per process on first use (2-3 s), kept as two plain dicts (about 90 MB resident), and
 read under no lock (dict reads are thread-safe; the first load is behind one).
 """
 
