@@ -72,7 +72,7 @@ _REASONS = {
     "fraud": "Local rules: scam or fraudulent investment wording.",
     "violent_extremism": "Local rules: violent or extremist wording.",
     "hate_harassment": "Local rules: hateful or harassing wording.",
-    "child_safety": "Local rules: sexual content or contact involving minors.",
+    "child_safety": "Local rules: sexual content or contact involving minors, or minors recruited for illicit work.",
     "self_harm": "Local rules: encourages or instructs self-harm or suicide.",
     "sexual_content": "Local rules: non-consensual or extortionate sexual content.",
     "private_data": "Local rules: publishes or sells someone's personal data.",
