@@ -124,7 +124,8 @@ class Enrichment:
         extraction, fields = self._extraction()
         model = fields["analyzer"]
         if extraction.discard:
-            verdict = Decision(DecisionStage.EXTRACTION, "discard", extraction.discard_reason, extraction.summary, model)
+            reason = extraction.discard_reason
+            verdict = Decision(DecisionStage.EXTRACTION, "discard", reason, extraction.summary, model)
             unsure = discard_hold(extraction)
             if unsure is None:
                 return self._discard(verdict, **fields)
