@@ -115,6 +115,9 @@ def _assess(text: str) -> tuple[float, list[str], bool]:
         learned *= UNSUPPORTED_LEARNED_RISK
     if learned > risk:
         risk = learned
+    if learned >= settings.SAFETY_LOCAL_BLOCK_THRESHOLD and not flags:
+        # A classifier-led block: the flag of the bare term seen, or of the nearest category. When a rule fired,
+        # its flag stands (the classifier's confidence does not make a self-harm phrase a threat).
         flags += [hit.flag for hit in hits_found if hit.kind == "term"]
         flags.append(
             safety_lexicon()["categories"][nearest]["flag"] if nearest in safety_lexicon()["categories"] else "fraud"

@@ -129,8 +129,12 @@ def rule_hits(folded: str) -> list[RuleHit]:
     if _near(minors, _spans(_group("sexual"), text) + _spans(_group("grooming"), text), window):
         found.append(RuleHit(HARD_RULE, "child_safety", "hard_rule"))
     for category in _categories():
-        if category.phrases.search(text):
-            found.append(RuleHit(category.name, category.flag, "phrase"))
+        phrases = _spans(category.phrases, text)
+        if phrases:
+            # A phrase next to a defusing word (a course on spotting mule ads, a report on a scam ring) is
+            # evidence for the classifier, not a verdict.
+            kind = "term" if _defused(text, phrases, window) else "phrase"
+            found.append(RuleHit(category.name, category.flag, kind))
             continue
         terms = _spans(category.terms, text)
         if not terms:

@@ -252,3 +252,23 @@ def test_a_latin_term_glued_to_chinese_text_is_still_a_word():
     """CJK has no spaces: 出售ransomware must read the word "ransomware" (a CJK letter is no word edge)."""
     assert not local.safety_verdict(content="出售ransomware，七三分成，私聊").safe
     assert local.safety_verdict(content="我们的团队用Rust写后端，出售 SaaS 订阅").safe
+
+
+@pytest.mark.parametrize(
+    ("edgy", "unsafe"),
+    [
+        ("研修：出し子の勧誘広告の見分け方を学ぶ講座です。", "出し子募集、カードを受け取るだけで日払い。"),
+        (
+            "Prevention training: how money mule recruiters approach students.",
+            "Money mules wanted, keep 10% of each transfer.",
+        ),
+    ],
+)
+def test_a_phrase_next_to_a_defusing_word_is_left_to_the_classifier(edgy, unsafe):
+    assert local.safety_verdict(content=edgy).safe
+    assert not local.safety_verdict(content=unsafe).safe
+
+
+def test_a_rule_keeps_its_flag_however_sure_the_classifier_is():
+    verdict = local.safety_verdict(content="Just kill yourself tonight, here is the easiest method, nobody cares.")
+    assert (verdict.safe, verdict.flag) == (False, "self_harm")
