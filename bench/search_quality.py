@@ -8,16 +8,14 @@ Uses a scratch database on the embedded (or DATABASE_URL) PostgreSQL, dropped at
 dedicated Redis db (BENCH_REDIS_DB, default 12) that it flushes before and after.
 
     flock /tmp/eigenflux-bench.lock .venv/bin/python bench/search_quality.py [--embedding minilm|hashing]
-        [--min-similarity X] [--calibrate] [--json results.json]
+        [--min-similarity X] [--calibrate] [--json results.json] [--queries search_queries_independent.jsonl]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
-import random
 import resource
 import statistics
 import sys
@@ -26,25 +24,10 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT / "bench" / "data"
 sys.path.insert(0, str(ROOT))
 SCRATCH_DB = "bench_eigenflux_search_quality"
 MODES = ("keyword", "semantic", "hybrid")
-LANGS = ("en", "zh", "ja", "mixed")
 DEPTH = 20  # results asked per query (recall@20)
-SPLIT_SEED = 14  # fixed: which half of each language's queries is the tuning half
-
-
-def tuning_half(queries: list[dict]) -> set[str]:
-    """A random half of each language's queries (fixed seed), the ones looked at while tuning; the other half
-    is reported separately as held out."""
-    rng = random.Random(SPLIT_SEED)
-    chosen: set[str] = set()
-    for lang in LANGS:
-        ids = sorted(query["id"] for query in queries if query["lang"] == lang)
-        rng.shuffle(ids)
-        chosen |= set(ids[: len(ids) // 2])
-    return chosen
 
 
 def parse_args() -> argparse.Namespace:
@@ -55,6 +38,11 @@ def parse_args() -> argparse.Namespace:
         "--calibrate", action="store_true", help="also sweep the semantic floor over the corpus and suggest a value"
     )
     parser.add_argument("--json", type=Path, help="write the figures to this file as well")
+    parser.add_argument(
+        "--queries",
+        default="search_queries.jsonl",
+        help="the labelled query file in bench/data (search_queries_independent.jsonl: written apart from tuning)",
+    )
     parser.add_argument(
         "--show", metavar="LANG", help="print each tuning-half query of this language with its top results"
     )
@@ -79,6 +67,7 @@ from django.conf import settings  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.test import Client  # noqa: E402
 
+from bench.search_labels import LANGS, SPLIT_SEED, dcg, grade, load_jsonl, tuning_half  # noqa: E402
 from eigenflux.redis import get_redis  # noqa: E402
 from items.models import ProcessedItem  # noqa: E402
 from items.services.agents import agent_create, agent_token_create  # noqa: E402
@@ -88,36 +77,12 @@ from pipeline.runtime.supervisor import Supervisor  # noqa: E402
 from tests.conftest import redis_url_with_db  # noqa: E402
 
 
-def load_jsonl(name: str) -> list[dict]:
-    with (DATA / name).open(encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
-
-
 def rss_mb() -> float:
     with open("/proc/self/status", encoding="ascii") as handle:
         for line in handle:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
     return float("nan")
-
-
-# --- relevance labels ---------------------------------------------------------------------------------------
-def doc_langs(doc: dict) -> set[str]:
-    return {"en", doc["expected_lang"]} if doc["lang"] == "mixed" else {doc["lang"]}
-
-
-def grade(query: dict, doc: dict) -> int:
-    """The query's grade for a broadcast: its own entry, else its topic's; one step lower when the broadcast
-    shares no language with the query (bench/data/README.md)."""
-    grades = query["grades"]
-    value = grades.get(doc["id"], grades.get(f"topic:{doc['topic']}", 0))
-    if value and query["lang"] != "mixed" and query["lang"] not in doc_langs(doc):
-        value -= 1
-    return value
-
-
-def dcg(gains: list[int]) -> float:
-    return sum((2**g - 1) / math.log2(rank + 2) for rank, g in enumerate(gains))
 
 
 def query_metrics(query: dict, found: list[str], docs: dict[str, dict], indexed: set[str]) -> dict[str, float]:
@@ -269,7 +234,7 @@ def calibrate(client: Client, queries: list[dict], docs: dict[str, dict], item_t
 def main() -> None:
     docs_list = load_jsonl("search_corpus.jsonl")
     docs = {doc["id"]: doc for doc in docs_list}
-    queries = load_jsonl("search_queries.jsonl")
+    queries = load_jsonl(ARGS.queries)
     real = [query for query in queries if not query.get("nonsense")]
     tune = tuning_half(real)
     nonsense = [query for query in queries if query.get("nonsense")]

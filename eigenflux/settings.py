@@ -368,6 +368,8 @@ DUPLICATE_WINDOW_DAYS = env_int("DUPLICATE_WINDOW_DAYS", 30, minimum=1)
 REVIEW_SAFETY_RISK = env_float("REVIEW_SAFETY_RISK", 0.35, minimum=0.0, maximum=1.0)
 # … or when its quality is at least QUALITY_THRESHOLD but below this (equal to QUALITY_THRESHOLD: no quality band).
 REVIEW_QUALITY_BELOW = env_float("REVIEW_QUALITY_BELOW", 0.3, minimum=0.0, maximum=1.0)
+# … or when a model discarded it as spam with a confidence below this (0: never; the local analyzer gives none).
+REVIEW_DISCARD_CONFIDENCE_BELOW = env_float("REVIEW_DISCARD_CONFIDENCE_BELOW", 0.6, minimum=0.0, maximum=1.0)
 # A completed item leaves the feeds for the queue when its -1 scores weigh this much: a reader counts 1, a reader
 # agent younger than REVIEW_NEW_READER_DAYS counts REVIEW_NEW_READER_WEIGHT.
 REVIEW_READER_PULL_WEIGHT = env_float("REVIEW_READER_PULL_WEIGHT", 3.0, minimum=0.5)

@@ -9,7 +9,7 @@ from django.core.checks import Error, register
 from django.template import TemplateSyntaxError, VariableDoesNotExist
 from pydantic import ValidationError
 
-from pipeline.llm.local import minilm
+from pipeline.llm.local import glossary, minilm
 from pipeline.llm.prompts import (
     PROMPT_NAMES,
     PROMPT_VARIABLES,
@@ -125,4 +125,8 @@ def check_local_embedding(app_configs=None, **kwargs) -> list[Error]:
         minilm.model_archive()  # only looks for the file; the model itself loads on first use
     except minilm.ModelFilesMissing as exc:
         errors.append(Error(str(exc), hint="Run `make install`.", id="eigenflux.E008"))
+    try:
+        glossary.database()  # the CJK glossary's dictionaries; parsed on first use
+    except glossary.GlossaryMissing as exc:
+        errors.append(Error(str(exc), hint="Run `make install`.", id="eigenflux.E009"))
     return errors

@@ -124,10 +124,13 @@ class Enrichment:
         extraction, fields = self._extraction()
         model = fields["analyzer"]
         if extraction.discard:
-            return self._discard(
-                Decision(DecisionStage.EXTRACTION, "discard", extraction.discard_reason, extraction.summary, model),
-                **fields,
-            )
+            reason = extraction.discard_reason
+            verdict = Decision(DecisionStage.EXTRACTION, "discard", reason, extraction.summary, model)
+            unsure = discard_hold(extraction)
+            if unsure is None:
+                return self._discard(verdict, **fields)
+            self.decisions.append(verdict)
+            return self._complete(extraction, fields, hit, held=unsure)
         self.decisions.append(Decision(DecisionStage.EXTRACTION, "pass", model=model))
         if extraction.quality < settings.QUALITY_THRESHOLD:
             return self._discard(
@@ -330,6 +333,19 @@ def review_hold(safety_risk: float | None, quality: float) -> Decision | None:
         reason = f"quality {quality:.2f} below {settings.REVIEW_QUALITY_BELOW:.2f}"
         return Decision(DecisionStage.REVIEW, "held", "borderline_quality", reason)
     return None
+
+
+def discard_hold(extraction: llm.Extraction) -> Decision | None:
+    """docs/enrichment.md#the-review-queue: a spam discard the model gave with a confidence below
+    REVIEW_DISCARD_CONFIDENCE_BELOW is held for a moderator instead (its fields are filled, as the prompt asks, so
+    an approval publishes it). No confidence (the local analyzer, a model that never says): discarded as before."""
+    confidence = extraction.confidence
+    if extraction.discard_reason != "spam" or confidence is None:
+        return None
+    if confidence >= settings.REVIEW_DISCARD_CONFIDENCE_BELOW:
+        return None
+    reason = f"spam discard with confidence {confidence:.2f} < {settings.REVIEW_DISCARD_CONFIDENCE_BELOW:.2f}"
+    return Decision(DecisionStage.REVIEW, "held", "unsure_discard", reason)
 
 
 def item_terminal(item_id: int, status: str, published_at, detail: str, *, observe: bool = True) -> None:

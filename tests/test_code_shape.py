@@ -15,7 +15,6 @@ FUNCTION_LINES = 60
 LONG_MODULES = {
     "eigenflux/settings.py": "every setting in one module, one commented section per subsystem: one place to look",
     "items/models.py": "the items app's whole data model; its models refer to one another and Django expects them here",
-    "bench/search_quality.py": "one benchmark: corpus loading, every query in every mode, the metric table",
     "tests/admin/test_item_actions.py": "every moderation action on items, each with its permission check",
     "tests/deploy/test_files.py": "every deploy file (compose, Kubernetes, alerts) checked against the settings",
     "tests/fakes/openai_server.py": "the fake model server: scripts, faults and every endpoint the SDK calls",

@@ -79,6 +79,9 @@ class Extraction(_Strict):
     source_type: SourceType
     expected_response: ExpectedResponse
     expire_time: str = Field(max_length=40)
+    # How sure the model is of its admission verdict (discard or keep), 0-1; optional: a model that never says
+    # stays as it was. A spam discard below REVIEW_DISCARD_CONFIDENCE_BELOW waits for a moderator instead.
+    confidence: float | None = Field(default=None, ge=0.0, le=1.0)
 
     @field_validator("keywords", "domains")
     @classmethod

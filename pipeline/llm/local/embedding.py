@@ -3,15 +3,22 @@
 `minilm` (the default): all-MiniLM-L6-v2, a real sentence-embedding model run in-process. It was trained on
 English and reads Chinese, Japanese and Korean as a bag of unrelated characters: it scores any two Chinese
 texts as similar (unrelated pairs average about 0.56 on the benchmark corpus), which would group unrelated
-broadcasts and drown CJK searches in noise. So a text's vector is the model's vector blended with a hashed
-vector of its CJK character bigrams, in proportion to its CJK share s:
+broadcasts and drown CJK searches in noise. So a text with Chinese or Japanese words is given to the model as
+its English gloss text (pipeline.llm.local.glossary: each word it finds in CC-CEDICT or JMdict replaced by its
+English glosses, Latin words and numbers kept), and that vector is blended with a hashed vector of the text's
+CJK character bigrams in proportion to its CJK share s:
 
-    v = normalise( sqrt(1 - w*s) * minilm(text) + sqrt(w*s) * bigrams(text) ),  w = CJK_BLEND
+    v = normalise( sqrt(1 - w*s) * minilm(gloss or text) + sqrt(w*s) * bigrams(text) ),  w = CJK_BLEND
 
-English text (s = 0) gets the model's vector unchanged; Chinese text is compared mostly by shared
-character pairs, plus the model's view of its Latin words and numbers. CJK_BLEND was chosen on the labelled
-corpus (docs/search.md): it removed every false grouping of unrelated Chinese items and raised Chinese
-semantic nDCG@10 from 0.16 to about 0.5 while leaving English unchanged.
+So 线性代数, 線形代数 and "linear algebra" meet in the model's space, from dictionaries written by others rather
+than a lexicon tuned on our corpus; the bigrams keep what the dictionaries lack (names, new words) and tell
+near-duplicates apart. A text the dictionaries know no word of is read as it is; English text (s = 0) gets
+the model's vector unchanged. The model runs once per text either way, so the glossary adds no forward pass.
+
+CJK_BLEND was chosen with bench/embedding_blend.py on the tuning half of the labelled queries (docs/search.md):
+semantic nDCG@10 there rose from 0.59 (bigrams at 0.7 and the raw text) to 0.82, with no pair of broadcasts
+from different topics reaching the grouping threshold. Changing it, or the dictionaries, changes stored
+vectors: run `manage.py reembed_items`.
 
 `hashing`: feature hashing of words and character trigrams (no model; the embedding before MiniLM).
 """
@@ -23,9 +30,9 @@ import math
 import numpy as np
 from django.conf import settings
 
-from pipeline.llm.local import hashing, minilm
+from pipeline.llm.local import glossary, hashing, minilm
 
-CJK_BLEND = 0.7
+CJK_BLEND = 0.2
 
 
 def embed_texts(texts: list[str], dimensions: int) -> list[list[float]]:
@@ -37,9 +44,11 @@ def embed_texts(texts: list[str], dimensions: int) -> list[list[float]]:
             f"LOCAL_EMBEDDING=minilm makes {minilm.DIMENSIONS}-dimensional vectors but EMBEDDING_DIMENSIONS is "
             f"{dimensions}: set EMBEDDING_DIMENSIONS={minilm.DIMENSIONS} (and migrate) or LOCAL_EMBEDDING=hashing"
         )
-    vectors = minilm.model().embed(texts)
+    shares = [hashing.cjk_share(text) for text in texts]
+    read = [(_gloss(text) or text) if share else text for text, share in zip(texts, shares, strict=True)]
+    vectors = minilm.model().embed(read)
     for row, text in enumerate(texts):
-        share = CJK_BLEND * hashing.cjk_share(text)
+        share = CJK_BLEND * shares[row]
         if share:
             lexical = np.asarray(hashing.cjk_bigram_vector(text, dimensions), dtype=np.float32)
             lexical /= max(float(np.linalg.norm(lexical)), 1e-12)
@@ -47,3 +56,11 @@ def embed_texts(texts: list[str], dimensions: int) -> list[list[float]]:
             vectors[row] = blended / max(float(np.linalg.norm(blended)), 1e-12)
     rows: list[list[float]] = vectors.tolist()
     return rows
+
+
+def _gloss(text: str) -> str:
+    try:
+        return glossary.gloss_text(text)
+    except glossary.GlossaryMissing as exc:
+        # A model error like a missing model file: the item is retried, then dead-lettered, never half-embedded.
+        raise minilm.ModelFilesMissing(str(exc)) from exc

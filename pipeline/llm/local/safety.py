@@ -72,7 +72,7 @@ _REASONS = {
     "fraud": "Local rules: scam or fraudulent investment wording.",
     "violent_extremism": "Local rules: violent or extremist wording.",
     "hate_harassment": "Local rules: hateful or harassing wording.",
-    "child_safety": "Local rules: sexual content or contact involving minors.",
+    "child_safety": "Local rules: sexual content or contact involving minors, or minors recruited for illicit work.",
     "self_harm": "Local rules: encourages or instructs self-harm or suicide.",
     "sexual_content": "Local rules: non-consensual or extortionate sexual content.",
     "private_data": "Local rules: publishes or sells someone's personal data.",
@@ -115,6 +115,9 @@ def _assess(text: str) -> tuple[float, list[str], bool]:
         learned *= UNSUPPORTED_LEARNED_RISK
     if learned > risk:
         risk = learned
+    if learned >= settings.SAFETY_LOCAL_BLOCK_THRESHOLD and not flags:
+        # A classifier-led block: the flag of the bare term seen, or of the nearest category. When a rule fired,
+        # its flag stands (the classifier's confidence does not make a self-harm phrase a threat).
         flags += [hit.flag for hit in hits_found if hit.kind == "term"]
         flags.append(
             safety_lexicon()["categories"][nearest]["flag"] if nearest in safety_lexicon()["categories"] else "fraud"

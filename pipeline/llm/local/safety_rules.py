@@ -28,6 +28,8 @@ class Category:
     phrases: regex.Pattern[str]
     terms: regex.Pattern[str]
     cues: tuple[str, ...]
+    # Its terms are everyday words (kids, 高校生): alone they are no evidence, not even for the classifier.
+    everyday_terms: bool
 
 
 @dataclass(frozen=True)
@@ -44,10 +46,11 @@ def _term_pattern(term: str) -> str:
     if term.endswith("*"):
         body = regex.escape(term[:-1]) + r"[\p{L}\p{N}]*"
     elif term[-1:].isascii() and term[-1:].isalnum():
-        body = regex.escape(term) + _INFLECTIONS + r"(?![\p{L}\p{N}])"
+        body = regex.escape(term) + _INFLECTIONS + r"(?![\p{Latin}\p{N}])"
     else:
         body = regex.escape(term)
-    return (r"(?<![\p{L}\p{N}])" if ascii_word else "") + str(body)
+    # Word edges against Latin letters and digits only: "出租ddos" holds the word "ddos" (CJK has no spaces).
+    return (r"(?<![\p{Latin}\p{N}])" if ascii_word else "") + str(body)
 
 
 def compile_terms(terms: list[str]) -> regex.Pattern[str]:
@@ -65,7 +68,14 @@ def safety_lexicon() -> dict[str, Any]:
 @functools.cache
 def _categories() -> tuple[Category, ...]:
     return tuple(
-        Category(name, spec["flag"], compile_terms(spec["phrases"]), compile_terms(spec["terms"]), tuple(spec["cues"]))
+        Category(
+            name,
+            spec["flag"],
+            compile_terms(spec["phrases"]),
+            compile_terms(spec["terms"]),
+            tuple(spec["cues"]),
+            bool(spec.get("everyday_terms", False)),
+        )
         for name, spec in safety_lexicon()["categories"].items()
     )
 
@@ -119,8 +129,12 @@ def rule_hits(folded: str) -> list[RuleHit]:
     if _near(minors, _spans(_group("sexual"), text) + _spans(_group("grooming"), text), window):
         found.append(RuleHit(HARD_RULE, "child_safety", "hard_rule"))
     for category in _categories():
-        if category.phrases.search(text):
-            found.append(RuleHit(category.name, category.flag, "phrase"))
+        phrases = _spans(category.phrases, text)
+        if phrases:
+            # A phrase next to a defusing word (a course on spotting mule ads, a report on a scam ring) is
+            # evidence for the classifier, not a verdict.
+            kind = "term" if _defused(text, phrases, window) else "phrase"
+            found.append(RuleHit(category.name, category.flag, kind))
             continue
         terms = _spans(category.terms, text)
         if not terms:
@@ -128,6 +142,6 @@ def rule_hits(folded: str) -> list[RuleHit]:
         paired = [span for cue in category.cues for span in _near(terms, _spans(_group(cue), text), window)]
         if paired and not _defused(text, paired, window):
             found.append(RuleHit(category.name, category.flag, "combination"))
-        else:
+        elif not category.everyday_terms:
             found.append(RuleHit(category.name, category.flag, "term"))
     return found

@@ -205,3 +205,65 @@ def test_the_safety_verdict_may_carry_a_risk_and_the_prompt_asks_for_it():
             SafetyVerdict.model_validate({**SAFE, "risk": bad})
     assert '"risk"' in prompt_source("safety")
     assert SafetyVerdict.model_validate(example_output("safety")).risk is not None
+
+
+def spam(confidence: float | None, reason: str = "spam") -> dict:
+    reply = {**DEFAULT_REPLIES["process_item"], "discard": True, "discard_reason": reason}
+    return reply if confidence is None else {**reply, "confidence": confidence}
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("reply", "status"),
+    [
+        (spam(0.4), ItemStatus.REVIEW),
+        (spam(0.59), ItemStatus.REVIEW),
+        (spam(0.6), ItemStatus.DISCARDED),
+        (spam(None), ItemStatus.DISCARDED),  # a model that gives no confidence discards as before
+        (spam(0.2, reason="malicious"), ItemStatus.DISCARDED),  # only spam is held; malice never waits
+    ],
+)
+def test_a_spam_discard_the_model_is_unsure_of_is_held(fake_llm, thresholds, settings, reply, status):
+    settings.REVIEW_DISCARD_CONFIDENCE_BELOW = 0.6
+    fake_llm.script("process_item", reply)
+    pk = make_item(content="Work from home and earn 500 a day, details by DM.").pk
+    run_once(pk)
+    item = ProcessedItem.objects.get(pk=pk)
+    assert item.status == status
+    if status == ItemStatus.REVIEW:
+        assert held_lines(pk) == [("pipeline", "held", "unsure_discard")]
+        assert item.summary and item.keywords  # the model filled them: an approval publishes the item
+        assert outcomes(pk) == [ITEM_HELD]
+        stages = ModerationDecision.objects.filter(item_id=pk).values_list("stage", "verdict")
+        assert (DecisionStage.EXTRACTION, "discard") in set(stages)  # the model's verdict stays in the history
+    else:
+        assert held_lines(pk) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_unsure_spam_discard_approved_by_a_moderator_is_published(fake_llm, thresholds):
+    from django.contrib.auth import get_user_model
+
+    from items.services.moderation import item_review_approve
+
+    fake_llm.script("process_item", spam(0.3))
+    pk = make_item(content="Work from home and earn 500 a day, details by DM.").pk
+    run_once(pk)
+    moderator = get_user_model().objects.create_user("mod-unsure", password="x", is_staff=True)
+    item = item_review_approve(item=ProcessedItem.objects.get(pk=pk), moderator=moderator)
+    assert item.status == ItemStatus.COMPLETED and item.search_vector is not None
+    assert outcomes(pk) == [ITEM_HELD, ITEM_COMPLETED]
+
+
+def test_the_extraction_may_carry_a_confidence_and_the_prompt_asks_for_it():
+    from pydantic import ValidationError
+
+    from pipeline.llm.prompts import example_output, prompt_source
+    from pipeline.llm.schemas import Extraction
+
+    assert Extraction.model_validate(DEFAULT_REPLIES["process_item"]).confidence is None
+    for bad in (1.5, -0.1, "0.4"):
+        with pytest.raises(ValidationError):
+            Extraction.model_validate({**DEFAULT_REPLIES["process_item"], "confidence": bad})
+    assert '"confidence"' in prompt_source("process_item")
+    assert Extraction.model_validate(example_output("process_item")).confidence is not None

@@ -99,3 +99,21 @@ def test_a_vector_size_the_model_cannot_make_is_refused(minilm_settings):
     assert "eigenflux.E007" in {message.id for message in run_checks()}
     minilm_settings.EMBEDDING_DIMENSIONS = 384
     assert "eigenflux.E007" not in {message.id for message in run_checks()}
+
+
+def test_the_same_topic_meets_across_english_chinese_and_japanese(minilm_settings):
+    """The glosses (CC-CEDICT, JMdict) carry CJK text into the model's English space; bigrams alone cannot
+    (linear algebra in Chinese and Japanese shares two characters of four, and none with English)."""
+    english, chinese, japanese, unrelated_en, unrelated_zh = vectors(
+        [
+            "Looking for a linear algebra tutor for a university student, two evenings a week.",
+            "为大学生寻找线性代数家教，每周两个晚上。",
+            "大学生のための線形代数の家庭教師を探しています。週二回の夜です。",
+            "Container space from Shanghai to Rotterdam on the next two sailings.",
+            "下两个航次有从上海到鹿特丹的集装箱舱位。",
+        ]
+    )
+    assert chinese @ english > 0.5 and japanese @ english > 0.5 and chinese @ japanese > 0.5
+    for text in (english, chinese, japanese):
+        assert text @ unrelated_en < 0.3 and text @ unrelated_zh < 0.3
+    assert unrelated_zh @ unrelated_en > 0.5  # the shipping offer meets its translation too

@@ -221,3 +221,54 @@ def test_the_block_threshold_is_a_setting(settings):
 
 def test_every_lexicon_category_maps_to_a_schema_flag():
     assert {spec["flag"] for spec in safety_lexicon()["categories"].values()} <= set(SAFETY_FLAGS)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Need kids aged 14-16 to deliver packages around town after school, quick cash, no ID needed.",
+        "招一些十四五岁的初中生帮忙送货跑腿，当天结钱。",
+        "中高生を募集、荷物の運び役、即日現金。",
+    ],
+)
+def test_minors_recruited_for_errands_are_blocked_without_any_secrecy_cue(text):
+    verdict = local.safety_verdict(content=text)
+    assert (verdict.safe, verdict.flag) == (False, "child_safety")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Looking for a chemistry tutor for my 15 year old daughter, Saturdays, near the station.",
+        "给上初中的女儿找个英语家教，周末上门。",
+        "高校生アルバイト募集、カフェのホール、時給1200円。",
+    ],
+)
+def test_minors_in_ordinary_posts_pass(text):
+    assert local.safety_verdict(content=text).safe
+
+
+def test_a_latin_term_glued_to_chinese_text_is_still_a_word():
+    """CJK has no spaces: 出售ransomware must read the word "ransomware" (a CJK letter is no word edge)."""
+    assert not local.safety_verdict(content="出售ransomware，七三分成，私聊").safe
+    assert local.safety_verdict(content="我们的团队用Rust写后端，出售 SaaS 订阅").safe
+
+
+@pytest.mark.parametrize(
+    ("edgy", "unsafe"),
+    [
+        ("研修：出し子の勧誘広告の見分け方を学ぶ講座です。", "出し子募集、カードを受け取るだけで日払い。"),
+        (
+            "Prevention training: how money mule recruiters approach students.",
+            "Money mules wanted, keep 10% of each transfer.",
+        ),
+    ],
+)
+def test_a_phrase_next_to_a_defusing_word_is_left_to_the_classifier(edgy, unsafe):
+    assert local.safety_verdict(content=edgy).safe
+    assert not local.safety_verdict(content=unsafe).safe
+
+
+def test_a_rule_keeps_its_flag_however_sure_the_classifier_is():
+    verdict = local.safety_verdict(content="Just kill yourself tonight, here is the easiest method, nobody cares.")
+    assert (verdict.safe, verdict.flag) == (False, "self_harm")
