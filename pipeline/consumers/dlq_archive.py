@@ -30,7 +30,7 @@ import uuid
 
 import redis
 
-from eigenflux.redis import get_redis
+from eigenflux.base.redis import get_redis
 from items.events import STREAM_ITEM_EVENTS, STREAM_ITEM_PUBLISH, STREAM_ITEM_STATS, STREAM_PROFILE_UPDATE
 from pipeline.dead_letter_records import Archived, dead_letter_archive_fields, dead_letter_archive_malformed
 from pipeline.runtime import Consumer, Event, GiveUp, RetryPolicy, register
