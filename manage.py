@@ -6,7 +6,7 @@ import sys
 
 
 def main() -> None:
-    from eigenflux.parentwatch import watch_parent_from_environment
+    from eigenflux.base.parentwatch import watch_parent_from_environment
 
     watch_parent_from_environment()  # a child of `make run` stops when it is gone
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "eigenflux.settings")

@@ -32,7 +32,7 @@ django.setup()
 from django.conf import settings  # noqa: E402
 
 from bench.cluster_consumers import STREAMS, TYPE  # noqa: E402
-from eigenflux.redis import get_redis  # noqa: E402
+from eigenflux.base.redis import get_redis  # noqa: E402
 from pipeline.runtime import liveness  # noqa: E402
 from tests.cluster.servers import RedisClusterServers  # noqa: E402
 from tests.conftest import redis_url_with_db  # noqa: E402

@@ -211,7 +211,7 @@ def main() -> int:
     server_env = dict(item.split("=", 1) for item in args.server_env)
 
     setup_django(server_env)
-    from eigenflux.checks import connection_budget
+    from eigenflux.base.checks import connection_budget
 
     tokens = make_tokens(args.clients)
     proc = None if args.url else start_stack(args.port, args.metrics_port, server_env)

@@ -47,7 +47,7 @@ def main() -> int:
 
     from django.db import connection
 
-    from eigenflux.redis import get_redis
+    from eigenflux.base.redis import get_redis
     from items.models import ItemStatus, ProcessedItem
     from items.services.agents import agent_create
     from items.services.publish import item_publish

@@ -231,7 +231,7 @@ def latency_part(modes: list[str], args) -> dict[str, dict[str, list[float]]]:
     from django.db import connection
     from django.test import override_settings
 
-    from eigenflux.redis import get_redis
+    from eigenflux.base.redis import get_redis
     from items.events import STREAM_ITEM_PUBLISH
     from items.models import Agent
     from items.services.publish import item_publish

@@ -147,7 +147,7 @@ def publish(n: int, agents: list, tag: str) -> tuple[list[int], list[dict]]:
 
 
 def run_config(config: Config, args, agents: list, tag: str, probe: Probe, env: dict) -> Result:
-    from eigenflux.redis import get_redis
+    from eigenflux.base.redis import get_redis
 
     n = max(args.min_items, args.items_per_slot * config.in_flight)
     ids, envelopes = publish(n, agents, tag)
@@ -252,7 +252,7 @@ def main() -> int:
 
     from django.conf import settings
 
-    from eigenflux.redis import get_redis
+    from eigenflux.base.redis import get_redis
     from items.services.agents import agent_create
     from tests.fakes.fixtures import FakeLLM
     from tests.fakes.openai_server import FakeOpenAIServer

@@ -28,7 +28,7 @@ import psycopg  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.db import connection, transaction  # noqa: E402
 
-from eigenflux.redis import get_redis  # noqa: E402
+from eigenflux.base.redis import get_redis  # noqa: E402
 from items.outbox import NOTIFY_CHANNEL, outbox_event_create  # noqa: E402
 from pipeline.relay import OutboxRelay  # noqa: E402
 from tests.conftest import redis_url_with_db  # noqa: E402

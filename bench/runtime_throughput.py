@@ -25,7 +25,7 @@ django.setup()
 
 from django.conf import settings  # noqa: E402
 
-from eigenflux.redis import get_redis  # noqa: E402
+from eigenflux.base.redis import get_redis  # noqa: E402
 from pipeline.runtime import Consumer  # noqa: E402
 from pipeline.runtime.supervisor import Supervisor  # noqa: E402
 from pipeline.streams import dlq_seen_key, dlq_stream  # noqa: E402

@@ -25,7 +25,7 @@ def scratch_environment(db: str, redis_db: int, **extra: str) -> dict[str, str]:
     migrate, set Django up; returns the environment for child processes."""
     import psycopg
 
-    from eigenflux import embedded
+    from eigenflux.base import embedded
 
     data_dir = Path(os.environ.get("EIGENFLUX_DATA_DIR") or ROOT / ".data")
     base_db = os.environ.get("DATABASE_URL") or embedded.postgres_url(data_dir)

@@ -68,7 +68,7 @@ from django.db import connection  # noqa: E402
 from django.test import Client  # noqa: E402
 
 from bench.search_labels import LANGS, SPLIT_SEED, dcg, grade, load_jsonl, tuning_half  # noqa: E402
-from eigenflux.redis import get_redis  # noqa: E402
+from eigenflux.base.redis import get_redis  # noqa: E402
 from items.models import ProcessedItem  # noqa: E402
 from items.services.agents import agent_create, agent_token_create  # noqa: E402
 from pipeline import llm  # noqa: E402

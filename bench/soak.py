@@ -163,7 +163,7 @@ def main() -> int:
     args = parser.parse_args()
 
     env = setup_environment()
-    from eigenflux.redis import get_redis
+    from eigenflux.base.redis import get_redis
     from items.services.agents import agent_create
     from items.services.publish import item_publish
     from pipeline.scheduled_jobs import maintenance_run

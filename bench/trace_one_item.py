@@ -38,8 +38,8 @@ def main() -> None:
     env = scratch_environment("eigenflux_trace_one", 9)
     from django.test import Client
 
-    from eigenflux import tracing
-    from eigenflux.redis import get_redis
+    from eigenflux.base import tracing
+    from eigenflux.base.redis import get_redis
     from tests.factories import make_agent
 
     get_redis().flushdb()

@@ -2,7 +2,7 @@
 off (no endpoint: the default), then with the SDK installed and spans dropped by a no-op exporter (the cost of
 making the spans, not of sending them).
 
-No database or Redis: the helpers of eigenflux.tracing are timed alone, as the runtime, the outbox and the
+No database or Redis: the helpers of eigenflux.base.tracing are timed alone, as the runtime, the outbox and the
 model layer call them. Run: .venv/bin/python bench/tracing_overhead.py [iterations]
 """
 
@@ -23,8 +23,12 @@ django.setup()
 
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult  # noqa: E402
 
-from eigenflux import tracing  # noqa: E402
+from eigenflux.base import tracing  # noqa: E402
+from items.outbox import outbox_write_span  # noqa: E402
+from pipeline.llm.tracing import model_call_span  # noqa: E402
+from pipeline.relay import end_relay_spans, relay_spans  # noqa: E402
 from pipeline.runtime.event import Event  # noqa: E402
+from pipeline.runtime.tracing import handling_span  # noqa: E402
 
 
 class DropSpans(SpanExporter):
@@ -62,19 +66,19 @@ def measure(iterations: int) -> dict[str, float]:
     entry = event()
 
     def handling() -> None:
-        with tracing.handling_span(entry, consumer="c", delivery_count=1):
+        with handling_span(entry, consumer="c", delivery_count=1):
             pass
 
     def outbox_write() -> None:
-        with tracing.outbox_write_span(stream="stream:item:publish", event_type="t", traceparent=None) as span:
+        with outbox_write_span(stream="stream:item:publish", event_type="t", traceparent=None) as span:
             tracing.set_message_id(span, "e")
 
     def relay() -> None:
         envelope = {"id": "e", "type": "t", "traceparent": entry.traceparent}
-        tracing.end_relay_spans(tracing.relay_spans([("stream:item:publish", envelope)]), ["1-0"])
+        end_relay_spans(relay_spans([("stream:item:publish", envelope)]), ["1-0"])
 
     def model_call() -> None:
-        tracing.model_call_span(prompt="process_item", model="m", attempt=1).end("ok", input_tokens=1, output_tokens=1)
+        model_call_span(prompt="process_item", model="m", attempt=1).end("ok", input_tokens=1, output_tokens=1)
 
     return {
         name: per_call_us(function, iterations)

@@ -28,7 +28,7 @@ from django.conf import settings  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
-from eigenflux.redis import get_redis  # noqa: E402
+from eigenflux.base.redis import get_redis  # noqa: E402
 from items import selectors  # noqa: E402
 from items.models import Agent, FeedDelivery, ItemStatus, ProcessedItem, RawItem  # noqa: E402
 from items.services.agents import agent_create  # noqa: E402

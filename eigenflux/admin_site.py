@@ -10,7 +10,7 @@ from django.contrib import admin
 from django.contrib.admin.forms import AdminAuthenticationForm
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 
-from eigenflux.clientaddr import request_client_address
+from eigenflux.base.clientaddr import request_client_address
 from eigenflux.login_throttle import CLEAR_COMMAND, login_failed, login_lockout, login_succeeded
 
 THROTTLED = "throttled"

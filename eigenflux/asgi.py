@@ -8,8 +8,8 @@ import os
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "eigenflux.settings")
-from eigenflux import tracing
-from eigenflux.parentwatch import watch_parent_from_environment
+from eigenflux.base import tracing
+from eigenflux.base.parentwatch import watch_parent_from_environment
 
 watch_parent_from_environment()  # under `make run`: stop when it is gone
 
@@ -22,7 +22,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.urls import path, re_path  # noqa: E402
 
-from eigenflux.bodylimit import BodyLimitASGI  # noqa: E402
+from eigenflux.base.bodylimit import BodyLimitASGI  # noqa: E402
 from eigenflux.ws_not_found import websocket_not_found  # noqa: E402
 from items.ws import AgentEventsConsumer  # noqa: E402
 from pipeline.ws import HealthConsumer  # noqa: E402
@@ -43,6 +43,6 @@ application = ProtocolTypeRouter(
     }
 )
 
-from eigenflux.longlived import freeze  # noqa: E402
+from eigenflux.base.longlived import freeze  # noqa: E402
 
 freeze("loading the application")

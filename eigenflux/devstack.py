@@ -7,8 +7,8 @@ reaches only this process, which then sends each child exactly one SIGTERM: the 
 work instead of reading a second signal as "exit now". A second Ctrl-C forwards a second SIGTERM (the pipeline
 then exits at once, leaving unfinished entries pending for reclaim).
 
-Only one stack runs per data directory (eigenflux.devlock: a second `make run` refuses before it starts anything).
-The children stop when this process is gone, even SIGKILLed (eigenflux.parentwatch); a stack that fails stops
+Only one stack runs per data directory (eigenflux.base.devlock: a second `make run` refuses before it starts anything).
+The children stop when this process is gone, even SIGKILLed (eigenflux.base.parentwatch); a stack that fails stops
 no server it did not start itself."""
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from pathlib import Path
 import django
 from django.core.management import call_command
 
-from eigenflux import embedded
-from eigenflux.devlock import DevstackLock, StackRunning, devstack_lock
-from eigenflux.environ import env_path
+from eigenflux.base import embedded
+from eigenflux.base.devlock import DevstackLock, StackRunning, devstack_lock
+from eigenflux.base.environ import env_path
 
 HOST = os.environ.get("HOST", "127.0.0.1")
 PORT = os.environ.get("PORT", "8000")
@@ -71,7 +71,7 @@ def _start_children(settings, lock: DevstackLock, metrics_token: str) -> dict[st
     from django.db import connection, connections
 
     # Children get explicit URLs, so they use the servers this process uses; they are listed as the servers'
-    # users, and each stops when this process is gone (EIGENFLUX_PARENT_PID, eigenflux.parentwatch).
+    # users, and each stops when this process is gone (EIGENFLUX_PARENT_PID, eigenflux.base.parentwatch).
     env = os.environ | {
         "DATABASE_URL": settings.DATABASE_URL,
         "REDIS_URL": settings.REDIS_URL,

@@ -10,7 +10,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 from prometheus_client import Gauge
 
-from eigenflux.redis import get_redis
+from eigenflux.base.redis import get_redis
 
 # Set by every /readyz (the orchestrator's readiness probe calls it every few seconds), so Prometheus sees
 # what the probes see and can alert on it (deploy/prometheus/alerts.yml, EigenfluxNotReady).

@@ -3,7 +3,7 @@
 uvicorn has no header read timeout: its keep-alive timer starts only after a response, so a client that
 connects and sends nothing, or trickles its request line and headers a byte at a time, holds the connection
 forever. Here a connection whose request head is not complete REQUEST_HEADER_TIMEOUT_SECONDS after its first
-byte (or after connecting) is closed. The body has its own deadline (eigenflux.bodylimit).
+byte (or after connecting) is closed. The body has its own deadline (eigenflux.base.bodylimit).
 
 A request h11 cannot parse (most often raw UTF-8 in the path or query string: RFC 9112 allows only ASCII
 there, so clients must percent-encode) never reaches the application; uvicorn answers it with a plain-text

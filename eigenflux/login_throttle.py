@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import redis
 from django.conf import settings
 
-from eigenflux.clientaddr import client_network
-from eigenflux.redis import get_redis
+from eigenflux.base.clientaddr import client_network
+from eigenflux.base.redis import get_redis
 from items.ratelimit import Limit, buckets_clear, buckets_hit, key_digest
 
 log = logging.getLogger(__name__)

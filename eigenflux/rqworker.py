@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from rq import Worker
 
-from eigenflux import tracing
+from eigenflux.base import tracing
 
 
 class TracedWorker(Worker):

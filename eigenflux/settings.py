@@ -10,9 +10,9 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
-from eigenflux import embedded, logredact
-from eigenflux.dbpool import db_settings
-from eigenflux.environ import (
+from eigenflux.base import embedded, logredact
+from eigenflux.base.dbpool import db_settings
+from eigenflux.base.environ import (
     compat_prefix,
     env_bool,
     env_choice,
@@ -24,7 +24,7 @@ from eigenflux.environ import (
     env_path,
     env_str,
 )
-from eigenflux.redis import is_cluster_url
+from eigenflux.base.redis import is_cluster_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # Created (or tightened) with mode 0700: it holds the embedded databases and generated secrets.
@@ -32,7 +32,7 @@ DATA_DIR = embedded.private_dir(env_path("EIGENFLUX_DATA_DIR", BASE_DIR / ".data
 
 SECRET_KEY = env_str("SECRET_KEY") or embedded.secret_key(DATA_DIR)
 DEBUG = env_bool("DEBUG", False)
-# Freeze long-lived objects out of the garbage collector's full passes once loaded (eigenflux/longlived.py).
+# Freeze long-lived objects out of the garbage collector's full passes once loaded (eigenflux/base/longlived.py).
 GC_FREEZE = env_bool("GC_FREEZE", True)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
@@ -156,7 +156,7 @@ if DATABASE_DIRECT_URL:
         application_name="eigenflux-direct",
     )
     DATABASES["direct"]["TEST"] = {"MIRROR": "default"}
-# Read replicas (eigenflux.replicas): the feed, search and other agents' items are read from one of them; an
+# Read replicas (eigenflux.base.replicas): the feed, search and other agents' items are read from one of them; an
 # agent that wrote within DATABASE_REPLICA_PIN_SECONDS reads the primary (read-your-writes).
 DATABASE_REPLICA_URLS = env_list("DATABASE_REPLICA_URLS", [])
 DATABASE_REPLICA_PIN_SECONDS = env_int("DATABASE_REPLICA_PIN_SECONDS", 10, minimum=1)
@@ -173,7 +173,7 @@ for _number, _url in enumerate(DATABASE_REPLICA_URLS, start=1):
         behind_pooler=DISABLE_SERVER_SIDE_CURSORS,
     )
     DATABASES[f"replica{_number}"]["TEST"] = {"MIRROR": "default"}
-DATABASE_ROUTERS = ["eigenflux.replicas.ReplicaRouter"]
+DATABASE_ROUTERS = ["eigenflux.base.replicas.ReplicaRouter"]
 # Parallel test runs (several checkouts, helpers) can keep apart by naming their test database.
 if env_str("TEST_DATABASE_NAME"):
     DATABASES["default"]["TEST"] = {"NAME": env_str("TEST_DATABASE_NAME")}
@@ -181,7 +181,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis ------------------------------------------------------------------------------------
 REDIS_URL = env_str("REDIS_URL") or embedded.redis_url(DATA_DIR)
-# REDIS_URL names a Redis Cluster (eigenflux.redis): REDIS_CLUSTER=true, or a redis+cluster://h1:p1,h2:p2 URL.
+# REDIS_URL names a Redis Cluster (eigenflux.base.redis): REDIS_CLUSTER=true, or a redis+cluster://h1:p1,h2:p2 URL.
 REDIS_CLUSTER = is_cluster_url(REDIS_URL, flag=env_bool("REDIS_CLUSTER", False))
 # django-rq and the channel layer each need plain Redis (RQ's MULTI spans many keys; channels-redis shards by
 # itself across several hosts, not through a cluster). Required when REDIS_URL is a cluster.
@@ -197,7 +197,7 @@ RQ_QUEUES = {"default": {"URL": RQ_REDIS_URL, "DEFAULT_TIMEOUT": 300}}
 # django-rq's own admin entry only checks for staff; its pages are served at /admin/rq/ behind the moderators'
 # permission instead (eigenflux/rq_urls.py).
 RQ_SHOW_ADMIN_LINK = False
-# rq's worker, with tracing (eigenflux.tracing) set up and flushed after each job.
+# rq's worker, with tracing (eigenflux.base.tracing) set up and flushed after each job.
 RQ = {"WORKER_CLASS": "eigenflux.rqworker.TracedWorker"}
 
 
@@ -207,7 +207,7 @@ def channel_layers(urls: list[str]) -> dict:
     With several URLs channels-redis shards channels across them (consistent hashing of the channel name)."""
     return {
         "default": {
-            "BACKEND": "eigenflux.channel_layer.RedisChannelLayer",  # cancellable receive (see there)
+            "BACKEND": "eigenflux.base.channel_layer.RedisChannelLayer",  # cancellable receive (see there)
             "CONFIG": {"hosts": [{"address": url, "socket_timeout": 30} for url in urls]},
         }
     }
@@ -262,7 +262,7 @@ AUTH_NEGATIVE_CACHE_SECONDS = env_float("AUTH_NEGATIVE_CACHE_SECONDS", 60.0, min
 # Reverse proxies (addresses or CIDR networks) whose X-Forwarded-For is believed when deriving the client
 # address; empty = the socket peer is the client (a forwarded header is never trusted by default).
 TRUSTED_PROXIES = env_list("TRUSTED_PROXIES", [])
-# Slow clients (uvicorn, see eigenflux.httpserver and eigenflux.bodylimit): the request head and the body
+# Slow clients (uvicorn, see eigenflux.httpserver and eigenflux.base.bodylimit): the request head and the body
 # must each arrive within these many seconds, or the connection is closed (head) / answered 408 (body).
 REQUEST_HEADER_TIMEOUT_SECONDS = env_float("REQUEST_HEADER_TIMEOUT_SECONDS", 10.0, minimum=0.1)
 REQUEST_BODY_TIMEOUT_SECONDS = env_float("REQUEST_BODY_TIMEOUT_SECONDS", 15.0, minimum=0.1)
@@ -441,21 +441,24 @@ FEED_IMPRESSION_RETENTION_DAYS = env_float("FEED_IMPRESSION_RETENTION_DAYS", 90.
 ADMIN_HEALTH_PUSH_SECONDS = env_float("ADMIN_HEALTH_PUSH_SECONDS", 2.0, minimum=0.2)
 ADMIN_HEALTH_THROUGHPUT_MINUTES = env_int("ADMIN_HEALTH_THROUGHPUT_MINUTES", 10, minimum=1)
 
-# No token or query string reaches a log line (eigenflux.logredact): every record is redacted when it is made,
+# No token or query string reaches a log line (eigenflux.base.logredact): every record is redacted when it is made,
 # and tracebacks when they are formatted. uvicorn's and rq's loggers write through the same handler.
 logredact.install()
 # `text` (the default) or `json`: one JSON object per line, for log shippers. Either way every line carries the
-# ids of the work in hand (item, event, trace, consumer...), bound in code with eigenflux.logs.log_context.
+# ids of the work in hand (item, event, trace, consumer...), bound in code with eigenflux.base.logs.log_context.
 LOG_FORMAT = env_choice("LOG_FORMAT", "text", ("text", "json"))
-LOGGING_CONFIG = "eigenflux.logs.configure"  # dictConfig, plus warnings and uncaught errors as JSON lines
+LOGGING_CONFIG = "eigenflux.base.logs.configure"  # dictConfig, plus warnings and uncaught errors as JSON lines
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
-        "plain": {"()": "eigenflux.logs.TextFormatter", "format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
-        "json": {"()": "eigenflux.logs.JsonFormatter"},
+        "plain": {
+            "()": "eigenflux.base.logs.TextFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
+        },
+        "json": {"()": "eigenflux.base.logs.JsonFormatter"},
     },
-    "filters": {"log_context": {"()": "eigenflux.logs.LogContextFilter"}},
+    "filters": {"log_context": {"()": "eigenflux.base.logs.LogContextFilter"}},
     "handlers": {
         "console": {
             "class": "logging.StreamHandler",

@@ -6,13 +6,13 @@ from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "eigenflux.settings")
 
-from eigenflux import tracing
-from eigenflux.bodylimit import BodyLimitWSGI
+from eigenflux.base import tracing
+from eigenflux.base.bodylimit import BodyLimitWSGI
 
 tracing.setup("web")  # before the application loads its middleware (the Django instrumentation adds one)
 
 application = BodyLimitWSGI(get_wsgi_application())
 
-from eigenflux.longlived import freeze  # noqa: E402
+from eigenflux.base.longlived import freeze  # noqa: E402
 
 freeze("loading the application")

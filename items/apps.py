@@ -6,4 +6,4 @@ class ItemsConfig(AppConfig):
     verbose_name = "Items and agents"
 
     def ready(self) -> None:
-        from eigenflux import checks  # noqa: F401  (registers the connection budget check)
+        from eigenflux.base import checks  # noqa: F401  (registers the connection budget check)

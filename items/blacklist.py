@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from eigenflux.redis import get_redis
+from eigenflux.base.redis import get_redis
 from items.models import BlacklistKeyword
 
 CACHE_KEY = "cache:blacklist:v1"

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import redis
 from django.db import transaction
 
-from eigenflux.redis import get_redis
+from eigenflux.base.redis import get_redis
 
 VERSION_KEY = "feed:version"
 PAGE_SECONDS = 30

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind
 
-from eigenflux import tracing
+from eigenflux.base import tracing
 from items.events import build_envelope
 from items.models import OutboxEvent
 
@@ -38,7 +42,7 @@ def outbox_event_create(
         raise RuntimeError("outbox_event_create must run inside transaction.atomic()")
     # Traced as `create <stream>`: its context becomes the event's traceparent, so whatever handles the event
     # continues this trace (a given traceparent, e.g. a replay's, is continued instead of the current span).
-    with tracing.outbox_write_span(stream=stream, event_type=event_type, traceparent=traceparent) as span:
+    with outbox_write_span(stream=stream, event_type=event_type, traceparent=traceparent) as span:
         envelope = build_envelope(
             event_type=event_type,
             subject=subject,
@@ -118,3 +122,27 @@ def outbox_events_prune(*, dispatched_before: datetime, batch: int = 5000) -> in
         deleted += count
         if count < batch:
             return deleted
+
+
+@contextmanager
+def outbox_write_span(*, stream: str, event_type: str, traceparent: str | None) -> Iterator[trace.Span | None]:
+    """`create <stream>` around an outbox insert: a child of `traceparent` when one is given (a replay, an outcome
+    event), else of the current span (the publish request). Yields None when tracing is off."""
+    tracer = tracing.tracer()
+    if tracer is None:
+        yield None
+        return
+    parent = tracing.context_from_traceparent(traceparent) if traceparent else None
+    if parent is not None and not trace.get_current_span(parent).get_span_context().is_valid:
+        parent = None  # a malformed value: the current span's trace rather than a new one
+    with tracer.start_as_current_span(
+        f"create {stream}",
+        context=parent,
+        kind=SpanKind.PRODUCER,
+        attributes={
+            **tracing.messaging_attributes(stream, "create", "create"),
+            "cloudevents.event_type": event_type,
+        },
+        record_exception=False,
+    ) as span:
+        yield span

@@ -17,7 +17,7 @@ import struct
 import redis
 from django.conf import settings
 
-from eigenflux.redis import get_redis
+from eigenflux.base.redis import get_redis
 from items.ratelimit import rate_limit_hit
 from items.search import QueryVector, embed_query
 

@@ -17,7 +17,7 @@ import redis
 from django.conf import settings
 from redis.commands.core import Script
 
-from eigenflux.redis import get_redis
+from eigenflux.base.redis import get_redis
 
 log = logging.getLogger(__name__)
 

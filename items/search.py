@@ -40,8 +40,8 @@ from django.db.models import BigIntegerField, ExpressionWrapper, F, Subquery, Va
 from pgvector.django import CosineDistance
 from prometheus_client import Counter
 
-from eigenflux import tracing
-from eigenflux.dbpool import connection_to_spare
+from eigenflux.base import tracing
+from eigenflux.base.dbpool import connection_to_spare
 from items import textsearch
 from items.models import ProcessedItem
 from items.selectors import visible_items, with_raw

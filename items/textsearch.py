@@ -35,7 +35,7 @@ from django.contrib.postgres.search import SearchQuery, SearchVector
 from django.db import connection
 from django.db.models import Value
 
-from eigenflux.longlived import freeze
+from eigenflux.base.longlived import freeze
 
 TEXT_SEARCH_CONFIG = "english"
 # The prolonged sound mark (ー) and iteration marks belong to words but are not Han/Kana by script.

@@ -21,7 +21,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from channels.layers import get_channel_layer
 from django.conf import settings
 
-from eigenflux.clientaddr import scope_client_address
+from eigenflux.base.clientaddr import scope_client_address
 from items.authentication import AddressThrottled, NotAuthenticated, agent_authenticate
 from items.selectors import agent_for_token
 from items.tokens import token_hash

@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db import DatabaseError
 from django.utils import timezone
 
-from eigenflux import tracing
+from eigenflux.base import tracing
 from items.blacklist import blacklist_match
 from items.models import EXTRACTED_FIELDS, DecisionStage, ItemStatus, ProcessedItem, PublicReason
 from items.selectors import SimilarHit, exact_duplicate_of, most_similar

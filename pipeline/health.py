@@ -12,7 +12,7 @@ from django.db.models import Aggregate, Avg, Count, FloatField, Q, Sum
 from django.db.models.functions import TruncMinute
 from django.utils import timezone
 
-from eigenflux.redis import get_redis
+from eigenflux.base.redis import get_redis
 from items.models import ItemStatus, ProcessedItem, RawItem
 from pipeline.housekeeping import LAG_COUNT_CAP, group_lag, outbox_backlog
 from pipeline.models import DeadLetter, DeadLetterState, LLMCall, LLMCallHourly

@@ -15,8 +15,8 @@ from django.db.models import CharField, Exists, OuterRef, Q
 from django.db.models.functions import Cast
 from django.utils import timezone
 
-from eigenflux.dbpool import release_connection
-from eigenflux.redis import get_redis
+from eigenflux.base.dbpool import release_connection
+from eigenflux.base.redis import get_redis
 from items.events import (
     ITEM_PUBLISHED,
     STREAM_ITEM_PUBLISH,

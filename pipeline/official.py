@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 from django.conf import settings
 
-from eigenflux.redis import get_redis
+from eigenflux.base.redis import get_redis
 from items.models import Agent, MessageKind, RawItem
 from items.services.agents import agent_create
 from items.services.messages import message_send

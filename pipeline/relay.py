@@ -20,10 +20,12 @@ import redis
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from eigenflux import tracing
-from eigenflux.dbpool import release_connection
-from eigenflux.redis import get_redis, with_tag
+from eigenflux.base import tracing
+from eigenflux.base.dbpool import release_connection
+from eigenflux.base.redis import get_redis, with_tag
 from items.models import OutboxEvent
 from items.outbox import NOTIFY_CHANNEL
 from pipeline import metrics
@@ -121,13 +123,13 @@ class OutboxRelay:
         script = self.scripts.xadd_once
         envelopes = [json.loads(envelope) if isinstance(envelope, str) else envelope for _, _, _, envelope, _ in rows]
         # A `publish <stream>` span per event; the copy written to the stream carries its traceparent.
-        spans = tracing.relay_spans([(row[1], envelope) for row, envelope in zip(rows, envelopes, strict=True)])
+        spans = relay_spans([(row[1], envelope) for row, envelope in zip(rows, envelopes, strict=True)])
         try:
             results = self._xadd_rounds(rows, envelopes, script)
         except Exception as exc:
-            tracing.end_relay_spans(spans, [exc] * len(rows))
+            end_relay_spans(spans, [exc] * len(rows))
             raise
-        tracing.end_relay_spans(spans, results)
+        end_relay_spans(spans, results)
         return results
 
     def _xadd_rounds(self, rows: list, envelopes: list[dict], script) -> list:
@@ -255,3 +257,43 @@ class OutboxRelay:
             time.sleep(min(timeout, 1.0))
             return None, False
         return listener, notified
+
+
+# --- spans: `publish <stream>` per event XADDed (eigenflux.base.tracing) ----------------------------------------
+
+
+def relay_spans(rows: list[tuple[str, dict[str, str]]]) -> list[trace.Span] | None:
+    """One started `publish <stream>` span per (stream, envelope) about to be XADDed, each a child of the
+    envelope's `traceparent`; the envelope's `traceparent` is replaced by the span's own (the copy written to
+    the stream). None when tracing is off. End them with `end_relay_spans`."""
+    tracer = tracing.tracer()
+    if tracer is None:
+        return None
+    spans = []
+    for stream, envelope in rows:
+        span = tracer.start_span(
+            f"publish {stream}",
+            context=tracing.context_from_traceparent(envelope.get("traceparent")),
+            kind=SpanKind.PRODUCER,
+            attributes={
+                **tracing.messaging_attributes(stream, "send", "publish"),
+                "cloudevents.event_id": envelope.get("id", ""),
+                "cloudevents.event_type": envelope.get("type", ""),
+            },
+        )
+        envelope["traceparent"] = tracing.traceparent_of(span) or envelope.get("traceparent", "")
+        spans.append(span)
+    return spans
+
+
+def end_relay_spans(spans: list[trace.Span] | None, results: list) -> None:
+    """End the relay's spans with each XADD's result: the stream entry id, or the error's type."""
+    if spans is None:
+        return
+    for span, result in zip(spans, results, strict=True):
+        if isinstance(result, Exception):
+            span.set_attribute("error.type", type(result).__name__)
+            span.set_status(Status(StatusCode.ERROR, type(result).__name__))
+        else:
+            span.set_attribute("messaging.message.id", result.decode() if isinstance(result, bytes) else str(result))
+        span.end()

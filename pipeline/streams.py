@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from eigenflux.redis import slot_tag
+from eigenflux.base.redis import slot_tag
 from items.events import (
     STREAM_ITEM_EVENTS,
     STREAM_ITEM_PUBLISH,

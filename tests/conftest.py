@@ -13,7 +13,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import pytest
 from django.test import Client
 
-from eigenflux.redis import get_redis
+from eigenflux.base.redis import get_redis
 from eigenflux.settings import channel_layers
 
 # Shared fixtures live beside the fakes they drive (e.g. the OpenAI-compatible fake server).

@@ -8,8 +8,8 @@ import time
 import pytest
 from django.db import connection, transaction
 
-from eigenflux import checks
-from eigenflux.dbpool import pool_exhausted, release_connection
+from eigenflux.base import checks
+from eigenflux.base.dbpool import pool_exhausted, release_connection
 
 
 def test_release_hands_the_connection_back_to_the_pool_but_never_inside_a_transaction(transactional_db):

@@ -13,7 +13,7 @@ import sys
 import pytest
 from django.test import Client
 
-from eigenflux.embedded import postgres_runs_as_other_user, private_dir
+from eigenflux.base.embedded import postgres_runs_as_other_user, private_dir
 from pipeline import metrics as pipeline_metrics
 from tests.pipeline.runtime.fixtures import REPO, pipeline_env, run_pipeline, wait_for  # noqa: F401
 
@@ -74,7 +74,7 @@ def test_redirect_to_https_honours_the_proxy_header_and_spares_the_probes(settin
 def test_the_proxy_header_setting_is_parsed_and_checked(monkeypatch):
     from django.core.exceptions import ImproperlyConfigured
 
-    from eigenflux.environ import env_header_value
+    from eigenflux.base.environ import env_header_value
 
     monkeypatch.setenv("SECURE_PROXY_SSL_HEADER", "X-Forwarded-Proto: https")
     assert env_header_value("SECURE_PROXY_SSL_HEADER") == ("HTTP_X_FORWARDED_PROTO", "https")
@@ -109,7 +109,7 @@ def test_without_a_token_metrics_are_refused_unless_debug_is_on(settings):
 
 
 def test_check_deploy_warns_when_metrics_has_no_token(settings):
-    from eigenflux.checks import check_metrics_token
+    from eigenflux.base.checks import check_metrics_token
 
     settings.METRICS_TOKEN = ""
     assert [w.id for w in check_metrics_token()] == ["eigenflux.W002"]

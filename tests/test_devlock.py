@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from eigenflux.devlock import LOCK_NAME, StackRunning, devstack_lock
+from eigenflux.base.devlock import LOCK_NAME, StackRunning, devstack_lock
 
 
 def free_port() -> str:

@@ -1,5 +1,5 @@
 """Every environment variable the application reads is documented in docs/configuration.md: the names passed to
-the typed readers of eigenflux/environ.py (`env_int("NAME", ...)` and the others), `os.environ.get` and
+the typed readers of eigenflux/base/environ.py (`env_int("NAME", ...)` and the others), `os.environ.get` and
 `os.getenv`, anywhere in eigenflux/, items/ and pipeline/."""
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ REDIS_USER = """
 import sys
 from pathlib import Path
 import redis
-from eigenflux import embedded
+from eigenflux.base import embedded
 url = embedded.redis_url(Path(sys.argv[1]))
 print(url, redis.Redis.from_url(url).info("server")["process_id"], flush=True)
 sys.stdin.read()
@@ -30,7 +30,7 @@ PG_USER = """
 import sys
 from pathlib import Path
 import psycopg
-from eigenflux import embedded
+from eigenflux.base import embedded
 url = embedded.postgres_url(Path(sys.argv[1]))
 with psycopg.connect(url) as conn:
     started = conn.execute("select pg_postmaster_start_time()").fetchone()[0]
@@ -44,7 +44,7 @@ BOTH_USER = """
 import sys
 from pathlib import Path
 import psycopg, redis
-from eigenflux import embedded
+from eigenflux.base import embedded
 data_dir = Path(sys.argv[1])
 with psycopg.connect(embedded.postgres_url(data_dir)):
     pass

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from eigenflux.logredact import redact
+from eigenflux.base.logredact import redact
 
 TOKEN = "ef_" + "A1b2-C3d4_" * 4 + "xyz"
 

@@ -1,4 +1,4 @@
-"""The log context and the two log formats (eigenflux.logs): bound ids reach every line, in text and in JSON;
+"""The log context and the two log formats (eigenflux.base.logs): bound ids reach every line, in text and in JSON;
 they never leak out of their block or into another thread; untrusted ids cannot forge lines."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from eigenflux.logs import (
+from eigenflux.base.logs import (
     JsonFormatter,
     LogContextFilter,
     TextFormatter,

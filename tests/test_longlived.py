@@ -1,4 +1,4 @@
-"""Long-lived objects are frozen out of the garbage collector's full passes (eigenflux/longlived.py): once the
+"""Long-lived objects are frozen out of the garbage collector's full passes (eigenflux/base/longlived.py): once the
 application is loaded, and after each large load on first use."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import weakref
 
 import pytest
 
-from eigenflux.longlived import freeze
+from eigenflux.base.longlived import freeze
 from tests.pipeline.runtime.fixtures import pipeline_env  # noqa: F401 - fixture
 from tests.probes import python_probe
 

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # The child: arms the watch (optionally without the kernel's help), says so, then waits for its SIGTERM.
 CHILD = """
 import signal, sys, time
-from eigenflux import parentwatch
+from eigenflux.base import parentwatch
 if sys.argv[1] == "watch-only":
     parentwatch._kernel_signals_parent_death = lambda: False
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))

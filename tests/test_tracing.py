@@ -1,4 +1,4 @@
-"""When tracing is installed (eigenflux.tracing.setup): only with somewhere to export to. Without an OTLP endpoint
+"""When tracing is installed (eigenflux.base.tracing.setup): only with somewhere to export to. Without an OTLP endpoint
 (or with OTEL_SDK_DISABLED / OTEL_TRACES_EXPORTER=none) nothing is installed, nothing instrumented, nothing
 exported. The trace tree itself is tested in tests/pipeline/runtime/test_tracing.py."""
 
@@ -13,7 +13,7 @@ import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
-from eigenflux.tracing import exporter_from_environment
+from eigenflux.base.tracing import exporter_from_environment
 from tests.fakes.otlp_receiver import OTLPReceiver
 from tests.pipeline.runtime.fixtures import pipeline_env  # noqa: F401 - fixture
 from tests.probes import python_probe
@@ -62,7 +62,7 @@ import json
 from opentelemetry import trace
 from eigenflux.wsgi import application  # sets tracing up for the web role, as gunicorn does
 from django.conf import settings
-from eigenflux import tracing
+from eigenflux.base import tracing
 print(json.dumps({
     "enabled": tracing.enabled(),
     "provider": type(trace.get_tracer_provider()).__name__,

@@ -7,8 +7,8 @@ from django.conf import settings
 from django.http import HttpRequest
 from ninja.security import HttpBearer
 
-from eigenflux.clientaddr import request_client_address
-from eigenflux.replicas import pin_to_primary
+from eigenflux.base.clientaddr import request_client_address
+from eigenflux.base.replicas import pin_to_primary
 from items.api.errors import ApiError
 from items.authentication import AddressThrottled, NotAuthenticated, agent_authenticate, bearer_token
 from items.models import Agent
@@ -45,5 +45,5 @@ class AgentBearer(HttpBearer):
         if not verdict.allowed:
             raise RateLimited(verdict.retry_after)
         if request.method not in ("GET", "HEAD", "OPTIONS"):
-            pin_to_primary(agent.pk)  # read-your-writes: its next reads go to the primary (eigenflux.replicas)
+            pin_to_primary(agent.pk)  # read-your-writes: its next reads go to the primary (eigenflux.base.replicas)
         return agent

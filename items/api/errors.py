@@ -10,8 +10,8 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
-from eigenflux.dbpool import pool_exhausted
-from eigenflux.dbprobe import postgres_answers_directly
+from eigenflux.base.dbpool import pool_exhausted
+from eigenflux.base.dbprobe import postgres_answers_directly
 from items.api.request_body import BODY, NOT_JSON, describe_validation, parse_failure
 
 log = logging.getLogger(__name__)

@@ -8,7 +8,7 @@ from django.http import HttpRequest
 from ninja import Header, Query, Router, Schema, Status
 from pydantic import Field, field_validator
 
-from eigenflux.replicas import primary_reads, replica_reads
+from eigenflux.base.replicas import primary_reads, replica_reads
 from items import selectors
 from items.api.auth import RateLimited
 from items.api.errors import ApiError

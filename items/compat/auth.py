@@ -9,7 +9,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 from ninja import Router
 
-from eigenflux.clientaddr import request_client_address
+from eigenflux.base.clientaddr import request_client_address
 from items.authentication import bearer_token
 from items.compat.envelope import CompatError, ms, ok, refused
 from items.compat.params import ClientBody

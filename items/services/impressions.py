@@ -16,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from eigenflux.redis import get_redis
+from eigenflux.base.redis import get_redis
 from items.events import FEED_PAGE_SERVED, STREAM_REPLAY_LOG
 from items.models import Agent, FeedImpression, FeedName, ProcessedItem
 from items.outbox import outbox_event_create

@@ -29,8 +29,8 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 from django.utils.crypto import salted_hmac
 
-from eigenflux.clientaddr import client_network
-from eigenflux.redis import get_redis
+from eigenflux.base.clientaddr import client_network
+from eigenflux.base.redis import get_redis
 from items.email_address import EmailAddressInvalid, email_canonical
 from items.models import Agent, LoginChallenge
 from items.ratelimit import Limit, RateLimitUnavailable, buckets_clear, buckets_hit, key_digest

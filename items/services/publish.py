@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
 
-from eigenflux.logs import log_context, trace_id_from_traceparent
+from eigenflux.base.logs import log_context, trace_id_from_traceparent
 from items.events import ITEM_PUBLISHED, STREAM_ITEM_PUBLISH
 from items.models import Agent, IdempotencyKey, ProcessedItem, RawItem
 from items.outbox import outbox_event_create

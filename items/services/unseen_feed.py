@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from eigenflux.redis import get_redis
+from eigenflux.base.redis import get_redis
 from items import selectors
 from items.events import ITEM_DELIVERED, STREAM_ITEM_STATS
 from items.models import Agent, FeedDelivery, ProcessedItem

@@ -30,7 +30,7 @@ import uuid
 
 import redis
 
-from eigenflux.redis import get_redis
+from eigenflux.base.redis import get_redis
 from items.events import (
     STREAM_ITEM_EVENTS,
     STREAM_ITEM_PUBLISH,

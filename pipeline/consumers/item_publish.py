@@ -7,7 +7,7 @@ import uuid
 import redis
 from django.conf import settings
 
-from eigenflux.redis import get_redis
+from eigenflux.base.redis import get_redis
 from items.events import ITEM_PUBLISHED, STREAM_ITEM_PUBLISH
 from items.models import ItemStatus, RawItem
 from items.services.enrichment_state import Cause, Claim, claim_token, item_claim, item_give_up

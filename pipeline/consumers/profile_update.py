@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from eigenflux.redis import get_redis
+from eigenflux.base.redis import get_redis
 from items.events import PROFILE_UPDATED, STREAM_PROFILE_UPDATE
 from items.models import Agent
 from items.services.profiles import agent_profile_keywords_defer, agent_profile_keywords_set

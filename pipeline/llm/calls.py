@@ -27,14 +27,14 @@ import openai
 from django.conf import settings
 from pydantic import BaseModel, ValidationError
 
-from eigenflux import tracing
-from eigenflux.dbpool import release_connection
+from eigenflux.base.dbpool import release_connection
 from pipeline.llm import aio
 from pipeline.llm.accounting import Outcome, Usage, record_call
 from pipeline.llm.clients import ClientConfig, openai_client
 from pipeline.llm.errors import CallCancelled, ModelOutputInvalid, ModelRequestRejected, ModelUnavailable
 from pipeline.llm.jsonparse import JSONExtractionError, extract_json_object
 from pipeline.llm.prompts import RenderedPrompt
+from pipeline.llm.tracing import model_call_span
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -158,7 +158,7 @@ def _attempt(call: _Call[T], attempt: int) -> T:
     failure worth retrying and the caller's exceptions for the rest."""
     started = time.monotonic()
     usage: Usage | None = None
-    span = tracing.model_call_span(prompt=call.prompt, model=call.config.model, attempt=attempt + 1)
+    span = model_call_span(prompt=call.prompt, model=call.config.model, attempt=attempt + 1)
 
     def record(outcome: str, error: str = "") -> None:
         input_tokens, output_tokens = (usage.input_tokens, usage.output_tokens) if usage else (None, None)

@@ -22,7 +22,7 @@ import redis
 from django.db import connection
 from django.db import utils as db_utils
 
-from eigenflux.dbprobe import OUTAGE_SQLSTATE_PREFIXES, postgres_answers_directly
+from eigenflux.base.dbprobe import OUTAGE_SQLSTATE_PREFIXES, postgres_answers_directly
 from pipeline.runtime.breaker import Verdict
 
 log = logging.getLogger(__name__)
@@ -117,7 +117,7 @@ def probe(dependency: str) -> Verdict:
         if dependency == POSTGRESQL:
             return Verdict.UP if _postgres_up() else Verdict.DOWN
         if dependency == REDIS:
-            from eigenflux.redis import get_redis
+            from eigenflux.base.redis import get_redis
 
             return Verdict.UP if get_redis().ping() else Verdict.DOWN
         if dependency == MODEL:

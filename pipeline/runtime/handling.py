@@ -19,9 +19,8 @@ from dataclasses import dataclass
 import redis
 from django.db import close_old_connections, connection
 
-from eigenflux import tracing
-from eigenflux.dbpool import pool_exhausted, release_connection
-from eigenflux.dbprobe import postgres_answers_directly
+from eigenflux.base.dbpool import pool_exhausted, release_connection
+from eigenflux.base.dbprobe import postgres_answers_directly
 from pipeline import metrics
 from pipeline.runtime import dependencies
 from pipeline.runtime.breaker import Admission, State
@@ -30,6 +29,7 @@ from pipeline.runtime.deliveries import Delivery
 from pipeline.runtime.errors import DeadLetterNow, LeaseLost, NothingToDo, RetryLater
 from pipeline.runtime.logcontext import delivery_log_context
 from pipeline.runtime.membership import error_text
+from pipeline.runtime.tracing import handling_span
 from pipeline.runtime.wiring import Shared
 
 log = logging.getLogger(__name__)
@@ -172,7 +172,7 @@ class Handling:
         attempt = Attempt("acked", None, {})
         with dependencies.observing() as uses:
             try:
-                with tracing.handling_span(event, consumer=self.member.name, delivery_count=delivery.delivery_count):
+                with handling_span(event, consumer=self.member.name, delivery_count=delivery.delivery_count):
                     self.consumer.handle(event)
             except NothingToDo:
                 attempt.outcome = "nothing_to_do"

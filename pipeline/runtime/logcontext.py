@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from eigenflux.logs import LogContext, lazy_log_context, loggable_id, trace_id_from_traceparent
+from eigenflux.base.logs import LogContext, lazy_log_context, loggable_id, trace_id_from_traceparent
 from pipeline.runtime.event import Event
 
 # Ids an event's data may carry (events carry ids and references, never content).

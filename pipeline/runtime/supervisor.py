@@ -17,7 +17,7 @@ from typing import Any
 import redis
 from django.conf import settings
 
-from eigenflux.redis import get_redis
+from eigenflux.base.redis import get_redis
 from pipeline import metrics
 from pipeline.runtime import liveness
 from pipeline.runtime.consumer import Consumer

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from eigenflux.redis import get_redis
+from eigenflux.base.redis import get_redis
 from tests.cluster.servers import RedisClusterServers
 from tests.pipeline.runtime.conftest import effects  # noqa: F401 - fixture re-exported
 from tests.pipeline.runtime.fixtures import database_url, run_pipeline  # noqa: F401 - fixture re-exported

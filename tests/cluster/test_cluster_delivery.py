@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 from redis.cluster import RedisCluster
 
-from eigenflux.redis import get_redis
+from eigenflux.base.redis import get_redis
 from items.events import OUTCOME_TYPES, STREAM_ITEM_EVENTS, STREAM_ITEM_PUBLISH
 from items.models import ItemStatus, ProcessedItem
 from pipeline import metrics

@@ -6,7 +6,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from redis.crc import key_slot
 
-from eigenflux.redis import cluster_client, is_cluster_url, slot_tag
+from eigenflux.base.redis import cluster_client, is_cluster_url, slot_tag
 from items.events import STREAM_ITEM_EVENTS, STREAM_ITEM_PUBLISH, STREAM_ITEM_STATS, STREAM_PROFILE_UPDATE
 from pipeline.relay import once_mark_key
 from pipeline.streams import dlq_stream

@@ -121,7 +121,7 @@ def seed() -> dict:
     from django.test import Client
     from django.utils import timezone
 
-    from eigenflux.redis import get_redis
+    from eigenflux.base.redis import get_redis
     from items.events import ITEM_PUBLISHED, STREAM_ITEM_PUBLISH, build_envelope
     from items.models import ItemStatus, ModerationDecision, ProcessedItem
     from items.services.agents import agent_create

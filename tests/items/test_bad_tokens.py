@@ -9,7 +9,7 @@ import secrets
 import pytest
 from django.test import Client
 
-from eigenflux.clientaddr import client_address
+from eigenflux.base.clientaddr import client_address
 from items.tokens import token_generate, token_well_formed
 from tests.factories import make_agent
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from eigenflux.clientaddr import client_network
+from eigenflux.base.clientaddr import client_network
 from items.email_address import EmailAddressInvalid, email_canonical
 
 DOTLESS_I = "\u0131"

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from eigenflux.logs import LogContextFilter
+from eigenflux.base.logs import LogContextFilter
 from items.models import OutboxEvent
 
 

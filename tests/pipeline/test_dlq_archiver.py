@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from eigenflux.redis import get_redis
+from eigenflux.base.redis import get_redis
 from pipeline import metrics
 from pipeline.consumers.dlq_archive import GROUP, DlqArchiver, dlq_archive_drain
 from pipeline.models import DeadLetter, ErrorClass

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 from django.db import connection
 
-from eigenflux.dbpool import db_settings
+from eigenflux.base.dbpool import db_settings
 from items.events import OUTCOME_TYPES, STREAM_ITEM_EVENTS
 from items.models import ItemStatus, ProcessedItem
 from tests.factories import make_agent, make_item

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 from django.db import connection, connections
 
-from eigenflux.dbpool import db_settings
+from eigenflux.base.dbpool import db_settings
 from tests.replicas.servers import StreamingReplica
 
 

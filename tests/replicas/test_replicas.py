@@ -10,7 +10,7 @@ import pytest
 from django.db import transaction
 from django.test import Client
 
-from eigenflux.replicas import replica_reads
+from eigenflux.base.replicas import replica_reads
 from items.models import ProcessedItem
 from items.pagination import encode_cursor
 from tests.factories import make_agent, make_completed_item

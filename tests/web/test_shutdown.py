@@ -1,7 +1,7 @@
 """Stopping the web server after WebSockets were refused (a bad bearer subprotocol, the client gone at once):
 nothing they started is left for uvicorn's shutdown to wait on, so SIGINT or SIGTERM ends it cleanly within the
 documented bound (docs/operations.md, "`make run`"). It used to wait for ever ("Waiting for background tasks to
-complete") on the channel-layer receive of a consumer whose cancellation was lost (eigenflux/channel_layer.py)."""
+complete") on the channel-layer receive of a consumer whose cancellation was lost (eigenflux/base/channel_layer.py)."""
 
 from __future__ import annotations
 

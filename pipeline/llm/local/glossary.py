@@ -30,7 +30,7 @@ from pathlib import Path
 
 import regex
 
-from eigenflux.longlived import freeze
+from eigenflux.base.longlived import freeze
 
 MAX_WORD = 8  # longest headword tried at each position (characters)
 GLOSSES_PER_WORD = 2

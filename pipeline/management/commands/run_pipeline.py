@@ -10,9 +10,9 @@ import signal
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from eigenflux import tracing
-from eigenflux.dbpool import use_pipeline_pool
-from eigenflux.longlived import freeze
+from eigenflux.base import tracing
+from eigenflux.base.dbpool import use_pipeline_pool
+from eigenflux.base.longlived import freeze
 from pipeline import metrics
 from pipeline.runtime import load_consumers
 from pipeline.runtime.supervisor import Supervisor

@@ -10,7 +10,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import Client, override_settings
 from django.urls import clear_url_caches
 
-from eigenflux.environ import compat_prefix
+from eigenflux.base.environ import compat_prefix
 from items.models import (
     AgentClientSettings,
     FeedEvent,

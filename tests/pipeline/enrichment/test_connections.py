@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from eigenflux.dbpool import PIPELINE_APPLICATION_NAME
+from eigenflux.base.dbpool import PIPELINE_APPLICATION_NAME
 from items.models import ItemStatus, ProcessedItem, RawItem
 from pipeline.models import DeadLetter
 from pipeline.relay import OutboxRelay

@@ -13,7 +13,7 @@ from channels.layers import channel_layers
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
-from eigenflux.redis import get_redis
+from eigenflux.base.redis import get_redis
 from items.events import ITEM_COMPLETED
 from items.models import ItemStatus, ProcessedItem
 from items.query_embeddings import cache_key

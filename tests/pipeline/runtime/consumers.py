@@ -9,7 +9,7 @@ import time
 
 from django.db import connection, transaction
 
-from eigenflux.redis import get_redis
+from eigenflux.base.redis import get_redis
 from pipeline.runtime import (
     Consumer,
     DeadLetterNow,

@@ -13,7 +13,7 @@ import socket
 import httpx
 import pytest
 
-from eigenflux.redis import get_redis
+from eigenflux.base.redis import get_redis
 from pipeline import metrics
 from pipeline.runtime import Consumer, Event, RetryLater, liveness
 from pipeline.runtime.runner import ConsumerRunner

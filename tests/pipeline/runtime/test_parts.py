@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from eigenflux.redis import get_redis
+from eigenflux.base.redis import get_redis
 from pipeline.runtime import dependencies
 from pipeline.runtime.acking import Acker
 from pipeline.runtime.breaker import Breakers

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from eigenflux.redis import get_redis
+from eigenflux.base.redis import get_redis
 from pipeline.runtime.deadletter import dead_letter
 from pipeline.runtime.entries import UndecodableEntry, decode_fields
 from pipeline.runtime.scripts import Scripts

@@ -1,4 +1,4 @@
-"""One trace per item (eigenflux.tracing): the publish request and its outbox write traced in this process (the
+"""One trace per item (eigenflux.base.tracing): the publish request and its outbox write traced in this process (the
 SDK's in-memory exporter), the relay, the consumers and the model calls traced in real `run_pipeline`
 processes that export over OTLP/HTTP to a receiver in the test; a redelivery after a SIGKILL; and no span
 attribute carrying an item's content, a token or a prompt."""
@@ -14,7 +14,7 @@ from django.db import connection, transaction
 from django.test import Client
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from eigenflux import tracing
+from eigenflux.base import tracing
 from items.events import STREAM_ITEM_EVENTS, STREAM_ITEM_PUBLISH
 from items.models import OutboxEvent
 from items.outbox import outbox_event_create

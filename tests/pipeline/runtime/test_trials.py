@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from eigenflux.redis import get_redis
+from eigenflux.base.redis import get_redis
 from pipeline.runtime import dependencies
 from pipeline.runtime.breaker import Admission, Breakers, Verdict
 from pipeline.runtime.deliveries import Delivery

@@ -10,14 +10,16 @@ OTEL_EXPORTER_OTLP_HEADERS...).
 
 Django, psycopg and redis are traced by their instrumentation packages (SQL statements without their
 parameters, Redis commands as `COMMAND ? ?`). The project adds the spans those cannot know about, named and
-attributed after the OpenTelemetry semantic conventions:
+attributed after the OpenTelemetry semantic conventions, each in the package that owns the work (this module
+gives them `tracer()` and the shared attributes):
 
-- `create <stream>` around an outbox insert; its context is the event's `traceparent`;
-- `publish <stream>` per event the relay XADDs, a child of that context; the stream entry carries the
-  publish span's context, so each consumer's span hangs below it;
-- `process <stream>` around each handler run, continued from the entry's `traceparent`; a redelivery also
-  links to that context and carries its delivery count;
-- `chat <model>` / `embeddings <model>` per model call attempt (prompt name, model, tokens, latency, outcome).
+- `create <stream>` around an outbox insert (items.outbox); its context is the event's `traceparent`;
+- `publish <stream>` per event the relay XADDs (pipeline.relay), a child of that context; the stream entry
+  carries the publish span's context, so each consumer's span hangs below it;
+- `process <stream>` around each handler run (pipeline.runtime.tracing), continued from the entry's
+  `traceparent`; a redelivery also links to that context and carries its delivery count;
+- `chat <model>` / `embeddings <model>` per model call attempt (pipeline.llm.tracing): prompt name, model,
+  tokens, latency, outcome.
 
 Spans carry ids, names, counts and outcomes only: never an item's content, a prompt, a model's output, a
 token or an exception message (errors are recorded by their type name).
@@ -28,14 +30,11 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager, nullcontext
+from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 log = logging.getLogger(__name__)
@@ -43,9 +42,6 @@ T = TypeVar("T")
 
 SERVICE_PREFIX = "eigenflux-"
 MESSAGING_SYSTEM = "redis"  # Redis Streams; messaging.system has no value of its own for it
-# Semantic conventions have no generic delivery-count attribute; system-specific ones go under the system's name.
-DELIVERY_COUNT = "messaging.redis.message.delivery_count"
-PROMPT_NAME = "eigenflux.prompt.name"
 
 _propagator = TraceContextTextMapPropagator()
 _lock = threading.Lock()
@@ -187,33 +183,15 @@ def current_traceparent(default: str | None = None) -> str | None:
     return traceparent_of(trace.get_current_span()) or default
 
 
-# --- spans ----------------------------------------------------------------------------------------------------
+# --- helpers for the spans each layer starts (items.outbox, pipeline.relay, pipeline.runtime, pipeline.llm) ----
 
 
-@contextmanager
-def outbox_write_span(*, stream: str, event_type: str, traceparent: str | None) -> Iterator[trace.Span | None]:
-    """`create <stream>` around an outbox insert: a child of `traceparent` when one is given (a replay, an outcome
-    event), else of the current span (the publish request). Yields None when tracing is off."""
-    if _provider is None:
-        yield None
-        return
-    parent = context_from_traceparent(traceparent) if traceparent else None
-    if parent is not None and not trace.get_current_span(parent).get_span_context().is_valid:
-        parent = None  # a malformed value: the current span's trace rather than a new one
-    with _tracer().start_as_current_span(
-        f"create {stream}",
-        context=parent,
-        kind=SpanKind.PRODUCER,
-        attributes={
-            **_messaging(stream, "create", "create"),
-            "cloudevents.event_type": event_type,
-        },
-        record_exception=False,
-    ) as span:
-        yield span
+def tracer() -> trace.Tracer | None:
+    """The project's tracer while tracing is on, else None: a span helper returns at once on None."""
+    return _tracer() if _provider is not None else None
 
 
-def _messaging(stream: str, operation_type: str, operation_name: str) -> dict[str, str]:
+def messaging_attributes(stream: str, operation_type: str, operation_name: str) -> dict[str, str]:
     """The messaging attributes every stream span carries (system, operation, destination)."""
     return {
         "messaging.system": MESSAGING_SYSTEM,
@@ -227,144 +205,3 @@ def set_message_id(span: trace.Span | None, event_id: str) -> None:
     if span is not None:
         span.set_attribute("messaging.message.id", event_id)
         span.set_attribute("cloudevents.event_id", event_id)
-
-
-def relay_spans(rows: list[tuple[str, dict[str, str]]]) -> list[trace.Span] | None:
-    """One started `publish <stream>` span per (stream, envelope) about to be XADDed, each a child of the
-    envelope's `traceparent`; the envelope's `traceparent` is replaced by the span's own (the copy written to
-    the stream). None when tracing is off. End them with `end_relay_spans`."""
-    if _provider is None:
-        return None
-    tracer = _tracer()
-    spans = []
-    for stream, envelope in rows:
-        span = tracer.start_span(
-            f"publish {stream}",
-            context=context_from_traceparent(envelope.get("traceparent")),
-            kind=SpanKind.PRODUCER,
-            attributes={
-                **_messaging(stream, "send", "publish"),
-                "cloudevents.event_id": envelope.get("id", ""),
-                "cloudevents.event_type": envelope.get("type", ""),
-            },
-        )
-        envelope["traceparent"] = traceparent_of(span) or envelope.get("traceparent", "")
-        spans.append(span)
-    return spans
-
-
-def end_relay_spans(spans: list[trace.Span] | None, results: list) -> None:
-    """End the relay's spans with each XADD's result: the stream entry id, or the error's type."""
-    if spans is None:
-        return
-    for span, result in zip(spans, results, strict=True):
-        if isinstance(result, Exception):
-            span.set_attribute("error.type", type(result).__name__)
-            span.set_status(Status(StatusCode.ERROR, type(result).__name__))
-        else:
-            span.set_attribute("messaging.message.id", result.decode() if isinstance(result, bytes) else str(result))
-        span.end()
-
-
-def handling_span(event, *, consumer: str, delivery_count: int):
-    """`process <stream>` around one handler run, continued from the entry's `traceparent`. On a redelivery
-    (delivery count > 1) the span also links to that context: the one every earlier attempt continued."""
-    if _provider is None:
-        return nullcontext()
-    return _handling_span(event, consumer, delivery_count)
-
-
-@contextmanager
-def _handling_span(event, consumer: str, delivery_count: int) -> Iterator[trace.Span]:
-    from eigenflux.logs import log_context, loggable_id
-    from pipeline.runtime.errors import LeaseLost, NothingToDo
-
-    parent = context_from_traceparent(event.traceparent)
-    links = []
-    if delivery_count > 1:
-        origin = trace.get_current_span(parent).get_span_context()
-        if origin.is_valid:
-            links.append(Link(origin, {DELIVERY_COUNT: delivery_count}))
-    span = _tracer().start_span(
-        f"process {event.stream}",
-        context=parent,
-        kind=SpanKind.CONSUMER,
-        links=links,
-        attributes={
-            **_messaging(event.stream, "process", "process"),
-            "messaging.consumer.group.name": event.group,
-            "messaging.client.id": consumer,
-            "messaging.message.id": event.message_id,
-            DELIVERY_COUNT: delivery_count,
-            "cloudevents.event_id": loggable_id(event.id) or "",
-            "cloudevents.event_type": loggable_id(event.type) or "",
-        },
-    )
-    token = otel_context.attach(trace.set_span_in_context(span, parent))
-    try:
-        with log_context(span_id=format(span.get_span_context().span_id, "016x")):
-            yield span
-    except NothingToDo:
-        span.set_attribute("eigenflux.outcome", "nothing_to_do")
-        raise
-    except LeaseLost:
-        span.set_attribute("eigenflux.outcome", "lease_lost")
-        raise
-    except BaseException as exc:
-        # The type only: an exception's message may quote data (a constraint's key, a model's reply).
-        span.set_attribute("error.type", type(exc).__name__)
-        span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
-        raise
-    finally:
-        otel_context.detach(token)
-        span.end()
-
-
-class ModelCallSpan:
-    """One model call attempt: started before the request, ended with its outcome (see pipeline.llm.calls)."""
-
-    __slots__ = ("_span", "_started")
-
-    def __init__(self, *, prompt: str, model: str, attempt: int):
-        self._started = time.monotonic()
-        operation = "embeddings" if prompt == "embedding" else "chat"
-        self._span = _tracer().start_span(
-            f"{operation} {model}",
-            kind=SpanKind.CLIENT,
-            attributes={
-                "gen_ai.operation.name": operation,
-                "gen_ai.provider.name": "openai",
-                "gen_ai.request.model": model,
-                PROMPT_NAME: prompt,
-                "eigenflux.model_call.attempt": attempt,
-            },
-        )
-
-    def end(self, outcome: str, *, input_tokens: int | None = None, output_tokens: int | None = None) -> None:
-        span = self._span
-        span.set_attribute("eigenflux.model_call.outcome", str(outcome))
-        span.set_attribute("eigenflux.model_call.latency_ms", round((time.monotonic() - self._started) * 1000, 1))
-        if input_tokens is not None:
-            span.set_attribute("gen_ai.usage.input_tokens", input_tokens)
-        if output_tokens is not None:
-            span.set_attribute("gen_ai.usage.output_tokens", output_tokens)
-        if str(outcome) != "ok":
-            span.set_attribute("error.type", str(outcome))
-            span.set_status(Status(StatusCode.ERROR, str(outcome)))
-        span.end()
-
-
-class _NoModelCallSpan:
-    __slots__ = ()
-
-    def end(self, outcome: str, *, input_tokens: int | None = None, output_tokens: int | None = None) -> None:
-        return None
-
-
-_NO_MODEL_CALL_SPAN = _NoModelCallSpan()
-
-
-def model_call_span(*, prompt: str, model: str, attempt: int) -> ModelCallSpan | _NoModelCallSpan:
-    if _provider is None:
-        return _NO_MODEL_CALL_SPAN
-    return ModelCallSpan(prompt=prompt, model=model, attempt=attempt)

@@ -23,7 +23,7 @@ from contextvars import ContextVar
 
 from pythonjsonlogger.json import JsonFormatter as _JsonFormatter
 
-from eigenflux.logredact import RedactingFormatter, RedactingMixin
+from eigenflux.base.logredact import RedactingFormatter, RedactingMixin
 
 # The fields this project binds, in the order the text format shows them.
 CONTEXT_FIELDS = (

@@ -21,7 +21,7 @@ import redis
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
 
-from eigenflux.redis import get_redis
+from eigenflux.base.redis import get_redis
 
 log = logging.getLogger(__name__)
 

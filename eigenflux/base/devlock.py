@@ -4,7 +4,7 @@ A second `make run` reads it before it starts anything (embedded servers, migrat
 with a message naming the running supervisor, or the children a crashed one left behind, and the command that
 stops them; it also refuses when the web port is taken by some other program. The lock is released by the
 kernel when its holder exits, however it exits; the children's pids stay in the file so that a later start can
-tell whether they outlived it (eigenflux.parentwatch makes that rare).
+tell whether they outlived it (eigenflux.base.parentwatch makes that rare).
 """
 
 from __future__ import annotations
