@@ -95,7 +95,7 @@ def bare_loop(client, n: int, group: str) -> float:
 
 def runtime(client, n: int, group: str, concurrency: int) -> float:
     NoopConsumer.group = group
-    supervisor = Supervisor([NoopConsumer], concurrency=concurrency, relay=False, housekeeping=False, burst=True)
+    supervisor = Supervisor([NoopConsumer], concurrency=concurrency, burst=True)
     started = time.perf_counter()
     supervisor.run()
     elapsed = time.perf_counter() - started

@@ -74,6 +74,7 @@ from items.services.agents import agent_create, agent_token_create  # noqa: E402
 from pipeline import llm  # noqa: E402
 from pipeline.consumers.item_publish import ItemPublishConsumer  # noqa: E402
 from pipeline.runtime.supervisor import Supervisor  # noqa: E402
+from pipeline.services import pipeline_services  # noqa: E402
 from tests.conftest import redis_url_with_db  # noqa: E402
 
 
@@ -104,7 +105,10 @@ def query_metrics(query: dict, found: list[str], docs: dict[str, dict], indexed:
 def run_pipeline_burst() -> float:
     started = time.monotonic()
     # One handler thread: a near-duplicate is enriched after its original has completed, as in real life.
-    Supervisor([ItemPublishConsumer], concurrency=1, relay=True, housekeeping=False, burst=True).run()
+    consumers = [ItemPublishConsumer]
+    Supervisor(
+        consumers, services=pipeline_services(consumers, housekeeping=False, burst=True), concurrency=1, burst=True
+    ).run()
     return time.monotonic() - started
 
 

@@ -9,6 +9,8 @@ from datetime import UTC, datetime
 
 from django.conf import settings
 
+from eigenflux.base.envelope import MAX_ENVELOPE_BYTES
+
 STREAM_ITEM_PUBLISH = "stream:item:publish"
 STREAM_ITEM_EVENTS = "stream:item:events"
 STREAM_PROFILE_UPDATE = "stream:profile:update"
@@ -30,11 +32,6 @@ FEED_PAGE_SERVED = "io.eigenflux.feed.page_served.v1"
 # An item reached one of its author's milestones (a MilestoneRule): pushed to the author's WebSockets.
 ITEM_MILESTONE = "io.eigenflux.item.milestone.v1"
 OUTCOME_TYPES = frozenset({ITEM_COMPLETED, ITEM_DISCARDED, ITEM_FAILED, ITEM_DELETED, ITEM_HELD})
-
-# Entries over this size are refused at the producer: events carry ids and references, not content.
-MAX_ENVELOPE_BYTES = 16 * 1024
-
-REQUIRED_ATTRIBUTES = ("specversion", "id", "source", "type", "subject", "time", "datacontenttype", "data")
 
 
 class EnvelopeTooLarge(ValueError):

@@ -23,6 +23,14 @@ class PipelineConfig(AppConfig):
         from items.services.moderation import set_claim_holder_check
         from pipeline import checks  # noqa: F401  (registers the prompt and embedding system checks)
         from pipeline.consumers.item_publish import claim_holder_gone
+        from pipeline.llm.errors import MODEL
+        from pipeline.llm.reachability import endpoints_verdict
+        from pipeline.models import ConsumedEvent
+        from pipeline.runtime import dependencies, use_consumed_events
 
         set_query_embedder(_query_embedding)
         set_claim_holder_check(claim_holder_gone)
+        # The stream engine knows no application: its exactly-once table and the model endpoint's probe (a
+        # breaker of its own) are handed to it here.
+        use_consumed_events(ConsumedEvent)
+        dependencies.register_probe(MODEL, endpoints_verdict)

@@ -34,6 +34,7 @@ from items.services.enrichment_state import (
 )
 from pipeline import llm, metrics
 from pipeline.llm.accounting import write_deferred
+from pipeline.llm.errors import MODEL
 from pipeline.runtime import Event, LeaseLost, NothingToDo, RetryLater, dependencies
 from pipeline.runtime.dependencies import is_postgres_outage
 
@@ -230,7 +231,7 @@ class Enrichment:
         except llm.CallCancelled as exc:
             raise LeaseLost(str(exc)) from exc
         except llm.ModelError as exc:
-            if isinstance(exc, llm.ModelUnavailable) and not dependencies.is_up(dependencies.MODEL):
+            if isinstance(exc, llm.ModelUnavailable) and not dependencies.is_up(MODEL):
                 # Not this item's failure but an outage: wait for the model (the runtime pauses the entry,
                 # the other results are checkpointed) rather than publish the item without its suggestion.
                 raise RetryLater(f"suggest_action: {exc.__class__.__name__}: {exc}") from exc

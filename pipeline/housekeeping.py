@@ -258,7 +258,9 @@ def outbox_backlog() -> tuple[int, float]:
 class Housekeeper:
     """Runs the jobs on their intervals in one thread. Trimming, sweeping and consumer pruning take a Redis
     lock so that one process does each per interval; the lag poll is per process (each exports the same
-    gauges)."""
+    gauges). A stream-engine service (pipeline.services)."""
+
+    name = "housekeeping"
 
     def __init__(self, streams: set[str], *, client: redis.Redis | None = None):
         self.client = client or get_redis()

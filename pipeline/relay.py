@@ -41,12 +41,16 @@ def once_mark_key(stream: str, event_id: str) -> str:
 
 
 class OutboxRelay:
-    def __init__(self, *, batch_size: int | None = None, client: redis.Redis | None = None):
+    name = "relay"  # a stream-engine service (pipeline.services)
+
+    def __init__(
+        self, *, batch_size: int | None = None, client: redis.Redis | None = None, poll_seconds: float | None = None
+    ):
         self.batch_size = batch_size or settings.PIPELINE_RELAY_BATCH
         self.client = client or get_redis()
         self.scripts = Scripts(self.client)
         self.mark_ttl = settings.PIPELINE_RELAY_MARK_TTL_SECONDS
-        self.poll_seconds = settings.PIPELINE_RELAY_POLL_SECONDS
+        self.poll_seconds = poll_seconds or settings.PIPELINE_RELAY_POLL_SECONDS
         # A row whose XADD failed (Redis OOM, READONLY during a failover...) waits a growing delay, capped,
         # and is then tried again: an event is never given up on, so no item is stranded behind it.
         self.max_backoff = settings.PIPELINE_RELAY_MAX_BACKOFF_SECONDS
@@ -162,6 +166,10 @@ class OutboxRelay:
             total += count
             if count < self.batch_size:
                 return total
+
+    def drain_state(self) -> tuple[int, int] | None:
+        """For a --burst run: None while a drain is under way, else (drains that moved events, empty drains)."""
+        return None if self.busy else (self.activity, self.empty_rounds)
 
     def run(self, stop: threading.Event, *, poll_seconds: float | None = None) -> None:
         """Drain whenever woken (OUTBOX_WAKEUP, docs/delivery.md#waking-the-relay) and at least every poll interval.

@@ -49,3 +49,11 @@ def test_the_check_sees_an_upward_import(tmp_path, monkeypatch):
         "offending.py: items.models",
         "offending.py: items.models.Agent",
     ]
+
+
+def test_the_stream_engine_imports_nothing_of_the_application():
+    """pipeline/runtime is a library: consumers, services (relay, housekeeping), the exactly-once table and
+    dependency probes are handed to it by the application (run_pipeline, pipeline.apps)."""
+    engine = sorted((ROOT / "pipeline" / "runtime").rglob("*.py"))
+    assert len(engine) > 20
+    assert upward_imports(engine, ("eigenflux.base", "pipeline.runtime"), PROJECT) == []

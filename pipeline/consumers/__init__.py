@@ -11,3 +11,17 @@ CONSUMER_MODULES: list[str] = [
     "pipeline.consumers.replay_log",  # cg:replay:log — the impression log (docs/feed-log.md)
     "pipeline.consumers.dlq_archive",  # cg:dlq:archive on every {<stream>}:dlq
 ]
+
+
+def load_consumers() -> dict:
+    """Import the consumer modules (the list above plus PIPELINE_EXTRA_CONSUMER_MODULES): each registers its
+    consumer with the stream engine. Returns the engine's registry, consumers by name."""
+    import importlib
+
+    from django.conf import settings
+
+    from pipeline.runtime import registry
+
+    for module in [*CONSUMER_MODULES, *settings.PIPELINE_EXTRA_CONSUMER_MODULES]:
+        importlib.import_module(module)
+    return registry()

@@ -163,7 +163,7 @@ def dlq_archive_drain(client: redis.Redis | None = None, *, timeout: float = DRA
     scheduled job always ends; what is left stays pending for the next run or for run_pipeline. Streams named
     by older versions, when they exist, are drained by DlqArchiver."""
     client = client or get_redis(raw=True)
-    supervisor = Supervisor(list(ARCHIVE_CONSUMERS), concurrency=1, relay=False, housekeeping=False, burst=True)
+    supervisor = Supervisor(list(ARCHIVE_CONSUMERS), concurrency=1, burst=True)
     deadline = threading.Timer(timeout, supervisor.request_stop)
     deadline.start()
     try:

@@ -17,6 +17,7 @@ from typing import Any
 from django.db import DatabaseError, transaction
 
 from pipeline.llm import metrics
+from pipeline.llm.errors import MODEL
 from pipeline.runtime import dependencies
 
 # How the local analyzer shows in LLMCall rows, metrics and ProcessedItem.analyzer; it is no remote dependency.
@@ -54,7 +55,7 @@ def record_call(
     """Record one attempt. Accounting must never break enrichment, so a database error is logged, not raised."""
     if model != LOCAL_MODEL and outcome != Outcome.CANCELLED:
         # The circuit breakers' signal: did the model endpoint answer (even with an unusable reply)?
-        dependencies.report(dependencies.MODEL, outcome != Outcome.UNAVAILABLE)
+        dependencies.report(MODEL, outcome != Outcome.UNAVAILABLE)
     usage = usage or Usage()
     metrics.CALLS.labels(prompt, model, outcome).inc()
     metrics.LATENCY.labels(prompt, model).observe(latency_s)

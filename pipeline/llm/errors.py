@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+# The name the stream engine's breakers know the model endpoint by (registered with its probe in pipeline.apps).
+MODEL = "model"
+
 
 class ModelError(Exception):
     """Base class for every model-layer failure."""
@@ -9,6 +12,8 @@ class ModelError(Exception):
 
 class ModelUnavailable(ModelError):
     """Transport failure, timeout, 429 or 5xx that outlived the per-call retries: transient."""
+
+    dependency = MODEL  # pipeline.runtime.dependencies.dependency_of: the model endpoint's breaker counts it
 
 
 class ModelOutputInvalid(ModelError):

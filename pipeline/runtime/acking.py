@@ -15,9 +15,9 @@ from collections.abc import Callable
 
 import redis
 
-from pipeline import metrics
+from pipeline.runtime import instruments
 from pipeline.runtime.membership import Membership
-from pipeline.streams import text
+from pipeline.runtime.naming import text
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ class Acker:
         self._tick = tick  # called on every turn of the loop (the stall watch)
         self._ids: queue.SimpleQueue[str | None] = queue.SimpleQueue()
         self.acking = 0  # ids in the batch being sent
-        self._lease_lost = metrics.LEASE_LOSSES.labels(member.stream, member.group)
+        self._lease_lost = instruments.LEASE_LOSSES.labels(member.stream, member.group)
 
     def put(self, message_id: str) -> None:
         """Queue a finished entry's id for the next batch."""

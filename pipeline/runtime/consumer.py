@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, ClassVar
 
 from django.conf import settings
@@ -113,14 +112,6 @@ def register(cls: type[Consumer]) -> type[Consumer]:
 
 
 def registry() -> dict[str, type[Consumer]]:
-    """All registered consumers by name (after load_consumers())."""
+    """All registered consumers by name (once the application imported its consumer modules: run_pipeline
+    does, through pipeline.consumers.load_consumers())."""
     return dict(_REGISTRY)
-
-
-def load_consumers() -> dict[str, type[Consumer]]:
-    """Import the consumer modules (pipeline.consumers' list plus PIPELINE_EXTRA_CONSUMER_MODULES)."""
-    from pipeline import consumers
-
-    for module in [*consumers.CONSUMER_MODULES, *settings.PIPELINE_EXTRA_CONSUMER_MODULES]:
-        importlib.import_module(module)
-    return registry()

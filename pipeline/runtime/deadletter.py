@@ -15,8 +15,8 @@ from datetime import UTC, datetime
 import redis
 
 from pipeline.runtime.entries import RawFields, base64_fields, lenient_fields
+from pipeline.runtime.naming import dlq_seen_key, dlq_stream, text
 from pipeline.runtime.scripts import Scripts
-from pipeline.streams import dlq_seen_key, dlq_stream, text
 
 ARCHIVE_GROUP = "cg:dlq:archive"
 ERROR_MAX_CHARS = 2000

@@ -35,7 +35,7 @@ from pipeline.runtime.deadletter import GiveUp, letter_payload
 from pipeline.runtime.entries import RawFields, lenient_fields
 from pipeline.runtime.event import Event, Lease
 from pipeline.runtime.membership import Membership
-from pipeline.streams import text
+from pipeline.runtime.naming import text
 
 
 @dataclass(eq=False)

@@ -1,10 +1,13 @@
 """Which dependency a handler used, and which one made it fail: the signals the circuit breakers run on.
 
 While a handler runs, the runtime opens an observation scope on its thread. Queries on Django's connection
-report PostgreSQL (through `connection.execute_wrapper`), the model layer reports each remote call attempt
-(`report(MODEL, ...)` from pipeline.llm.accounting), and a failure that escapes the handler is classified
-by `dependency_of`. A success counts only when the dependency really answered, so a handler that ends
-early (an item already completed) never passes for proof that the model endpoint is back.
+report PostgreSQL (through `connection.execute_wrapper`), other layers report their own dependencies (the model
+layer each remote call attempt: `report("model", ...)` from pipeline.llm.accounting), and a failure that escapes
+the handler is classified by `dependency_of`: a connection-level PostgreSQL or Redis error, or an exception that
+names its dependency in a `dependency` attribute. PostgreSQL and Redis are the engine's own; a layer adds its
+dependency with `register_probe(name, probe)` (the model layer's GET /models), and gets a breaker for it.
+A success counts only when the dependency really answered, so a handler that ends early (an item already
+completed) never passes for proof that the model endpoint is back.
 """
 
 from __future__ import annotations
@@ -23,16 +26,29 @@ from django.db import connection
 from django.db import utils as db_utils
 
 from eigenflux.base.dbprobe import OUTAGE_SQLSTATE_PREFIXES, postgres_answers_directly
+from eigenflux.base.redis import get_redis
 from pipeline.runtime.breaker import Verdict
 
 log = logging.getLogger(__name__)
 
 POSTGRESQL = "postgresql"
-MODEL = "model"
 REDIS = "redis"
-DEPENDENCIES = (POSTGRESQL, MODEL, REDIS)
 
 _local = threading.local()
+_probes: dict[str, Callable[[], Verdict]] = {}
+
+
+def register_probe(name: str, probe: Callable[[], Verdict]) -> None:
+    """Add a dependency the breakers watch, with the probe that asks it directly (UP, DOWN or UNKNOWN when it
+    cannot tell). Called by the layer that owns the dependency, before the consumers start."""
+    if name in (POSTGRESQL, REDIS):
+        raise ValueError(f"{name} is the engine's own dependency")
+    _probes[name] = probe
+
+
+def names() -> tuple[str, ...]:
+    """Every dependency a breaker watches: the engine's own and the registered ones."""
+    return (POSTGRESQL, *_probes, REDIS)
 
 
 @dataclass
@@ -90,15 +106,12 @@ def is_redis_outage(exc: BaseException) -> bool:
 
 def dependency_of(exc: BaseException | None) -> str | None:
     """The dependency whose outage caused `exc` (looking through its causes), or None."""
-    from pipeline.llm.errors import ModelUnavailable  # the model layer imports this module's report()
-
     seen = 0
+    known = names()
     while exc is not None and seen < 10:
         named = getattr(exc, "dependency", None)
-        if isinstance(named, str) and named in DEPENDENCIES:
+        if isinstance(named, str) and named in known:
             return named
-        if isinstance(exc, ModelUnavailable):
-            return MODEL
         if is_postgres_outage(exc):
             return POSTGRESQL
         if is_redis_outage(exc):
@@ -110,20 +123,17 @@ def dependency_of(exc: BaseException | None) -> str | None:
 
 def probe(dependency: str) -> Verdict:
     """Ask the dependency directly, independently of any entry: PostgreSQL a SELECT 1 on a fresh connection
-    outside the pool, Redis a PING, the model endpoint a GET /models (which may say it cannot tell:
-    pipeline.llm.reachability). The breaker uses it to tell an outage from one entry's own failure (even with
-    a single entry in flight) and, once half-open, as the hint that decides whether a trial entry counts."""
+    outside the pool, Redis a PING, a registered one its own probe (the model endpoint's GET /models, which
+    may say it cannot tell: pipeline.llm.reachability). The breaker uses it to tell an outage from one entry's
+    own failure (even with a single entry in flight) and, once half-open, as the hint that decides whether a
+    trial entry counts."""
     try:
         if dependency == POSTGRESQL:
             return Verdict.UP if _postgres_up() else Verdict.DOWN
         if dependency == REDIS:
-            from eigenflux.base.redis import get_redis
-
             return Verdict.UP if get_redis().ping() else Verdict.DOWN
-        if dependency == MODEL:
-            from pipeline.llm.reachability import endpoints_verdict
-
-            return endpoints_verdict()
+        if dependency in _probes:
+            return _probes[dependency]()
     except (redis.RedisError, OSError):
         return Verdict.DOWN
     except Exception:  # a probe that breaks must not stall the breaker waiting for its hint

@@ -12,7 +12,7 @@ import base64
 from collections.abc import Mapping
 
 from pipeline.runtime.event import MalformedEntry
-from pipeline.streams import text
+from pipeline.runtime.naming import text
 
 RawFields = Mapping[bytes, bytes]
 

@@ -11,8 +11,7 @@ from typing import Any
 
 from django.db import connection
 
-from items.events import MAX_ENVELOPE_BYTES, REQUIRED_ATTRIBUTES
-from pipeline.models import ConsumedEvent
+from eigenflux.base.envelope import MAX_ENVELOPE_BYTES, REQUIRED_ATTRIBUTES
 from pipeline.runtime.errors import LeaseLost
 
 
@@ -145,6 +144,15 @@ def parse_entry(
 
 
 _CONSUMED_SQL = None
+_consumed_model: Any = None
+
+
+def use_consumed_events(model: Any) -> None:
+    """The table consume_once records in: a Django model with `group`, `event_id` and `consumed_at` fields and a
+    unique key on (group, event_id). Registered once by the application at start-up (the pipeline app's
+    ConsumedEvent); the engine has no table of its own."""
+    global _consumed_model, _CONSUMED_SQL
+    _consumed_model, _CONSUMED_SQL = model, None
 
 
 def consume_once(event: Event) -> bool:
@@ -157,9 +165,11 @@ def consume_once(event: Event) -> bool:
     if not connection.in_atomic_block:
         raise RuntimeError("consume_once must run inside transaction.atomic() with the handler's effects")
     if _CONSUMED_SQL is None:
-        meta = ConsumedEvent._meta
+        if _consumed_model is None:
+            raise RuntimeError("consume_once needs a table: call pipeline.runtime.use_consumed_events(model) first")
+        meta = _consumed_model._meta
         qn = connection.ops.quote_name
-        cols = {f.name: qn(f.column) for f in meta.concrete_fields}  # type: ignore[arg-type]  # concrete: set
+        cols = {f.name: qn(f.column) for f in meta.concrete_fields}
         _CONSUMED_SQL = (
             f"INSERT INTO {qn(meta.db_table)} ({cols['group']}, {cols['event_id']}, {cols['consumed_at']}) "  # noqa: S608
             f"VALUES (%s, %s, now()) ON CONFLICT ({cols['group']}, {cols['event_id']}) DO NOTHING RETURNING 1"

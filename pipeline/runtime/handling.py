@@ -21,8 +21,7 @@ from django.db import close_old_connections, connection
 
 from eigenflux.base.dbpool import pool_exhausted, release_connection
 from eigenflux.base.dbprobe import postgres_answers_directly
-from pipeline import metrics
-from pipeline.runtime import dependencies
+from pipeline.runtime import dependencies, instruments
 from pipeline.runtime.breaker import Admission, State
 from pipeline.runtime.deadletter import dead_letter
 from pipeline.runtime.deliveries import Delivery
@@ -55,10 +54,10 @@ class Handling:
         self._wake_keeper = shared.wake_keeper
         self._on_error = on_error  # a runtime fault on one entry, counted per loop
         labels = (self.member.stream, self.member.group)
-        self._m = {outcome: metrics.MESSAGES.labels(*labels, outcome) for outcome in OUTCOMES}
-        self._m_seconds = metrics.HANDLE_SECONDS.labels(*labels)
-        self._m_retries = metrics.RETRIES.labels(*labels)
-        self._m_lease_lost = metrics.LEASE_LOSSES.labels(*labels)
+        self._m = {outcome: instruments.MESSAGES.labels(*labels, outcome) for outcome in OUTCOMES}
+        self._m_seconds = instruments.HANDLE_SECONDS.labels(*labels)
+        self._m_retries = instruments.RETRIES.labels(*labels)
+        self._m_lease_lost = instruments.LEASE_LOSSES.labels(*labels)
 
     # --- the worker threads ----------------------------------------------------------------------------------
 
@@ -371,7 +370,7 @@ class Handling:
         else:
             self._m["dead_lettered"].inc()
             if result:
-                metrics.DEAD_LETTERS.labels(member.stream, member.group, reason.error_class).inc()
+                instruments.DEAD_LETTERS.labels(member.stream, member.group, reason.error_class).inc()
                 log.warning(
                     "%s: dead-lettered %s (%s): %s", member.name, delivery.message_id, reason.error_class, reason.error
                 )

@@ -26,11 +26,11 @@ from typing import Any
 
 import redis
 
-from pipeline import metrics
+from pipeline.runtime import instruments
 from pipeline.runtime.deliveries import Delivery
 from pipeline.runtime.entries import RawFields
+from pipeline.runtime.naming import id_key, text
 from pipeline.runtime.wiring import Shared
-from pipeline.streams import id_key, text
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ class Keeper:
         self.scanned = False  # one XAUTOCLAIM scan went through every pending entry since start
         self._unfinished = False  # the last reclaim left part of the scan for later
         self._cursor = "0-0"
-        self._reclaimed = metrics.RECLAIMED.labels(self.member.stream, self.member.group)
+        self._reclaimed = instruments.RECLAIMED.labels(self.member.stream, self.member.group)
 
     def loop(
         self,

@@ -15,7 +15,7 @@ from typing import Any
 
 import redis
 
-from pipeline.streams import text
+from pipeline.runtime.naming import text
 
 REGISTRY = "eigenflux:runtime:live"  # sorted set: consumer name -> expiry (unix seconds)
 DETAILS = "eigenflux:runtime:live:details"  # hash: consumer name -> JSON status

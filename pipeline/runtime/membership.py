@@ -17,8 +17,8 @@ import redis
 
 from pipeline.runtime import dependencies
 from pipeline.runtime.breaker import Breakers, State
+from pipeline.runtime.naming import text
 from pipeline.runtime.scripts import Scripts
-from pipeline.streams import text
 
 log = logging.getLogger(__name__)
 

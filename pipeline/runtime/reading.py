@@ -24,8 +24,8 @@ from pipeline.runtime.deliveries import Delivery
 from pipeline.runtime.entries import RawFields, UndecodableEntry, decode_fields
 from pipeline.runtime.event import Lease, MalformedEntry
 from pipeline.runtime.membership import error_text
+from pipeline.runtime.naming import text
 from pipeline.runtime.wiring import Shared
-from pipeline.streams import text
 
 log = logging.getLogger(__name__)
 

@@ -31,8 +31,7 @@ import redis
 from django.conf import settings
 
 from eigenflux.base.redis import get_redis
-from pipeline import metrics
-from pipeline.runtime import dependencies
+from pipeline.runtime import dependencies, instruments
 from pipeline.runtime.acking import Acker
 from pipeline.runtime.breaker import Breakers
 from pipeline.runtime.consumer import Consumer
@@ -54,7 +53,7 @@ __all__ = ["ConsumerRunner"]
 
 def _breakers() -> Breakers:
     return Breakers(
-        dependencies.DEPENDENCIES,
+        dependencies.names(),
         # Redis is the runtime's own path (reads, ACKs, leases): PING is the truth, and no entry could prove
         # more while it is away.
         no_trial=(dependencies.REDIS,),
@@ -99,7 +98,7 @@ class ConsumerRunner:
         self._opened_seen: dict[str, int] = {}
         self._wire()
         for error_class in ("transient", "permanent"):  # exported at 0, so the first dead letter counts in increase()
-            metrics.DEAD_LETTERS.labels(self.stream, self.group, error_class)
+            instruments.DEAD_LETTERS.labels(self.stream, self.group, error_class)
 
     def _wire(self) -> None:
         member = Membership(self.client, stream=self.stream, group=self.group, name=self.name, breakers=self.breakers)
@@ -249,17 +248,17 @@ class ConsumerRunner:
             )
 
     def _loop_error(self, loop: str) -> None:
-        metrics.LOOP_ERRORS.labels(self.stream, self.group, "worker" if loop.startswith("worker") else loop).inc()
+        instruments.LOOP_ERRORS.labels(self.stream, self.group, "worker" if loop.startswith("worker") else loop).inc()
 
     def _export_breakers(self) -> None:
         for name, breaker in self.breakers.by_name.items():
             labels = (self.stream, self.group, name)
-            metrics.BREAKER_STATE.labels(*labels).set(_BREAKER_LEVEL[str(breaker.state)])
+            instruments.BREAKER_STATE.labels(*labels).set(_BREAKER_LEVEL[str(breaker.state)])
             age = breaker.open_age()
-            metrics.BREAKER_OPEN_SECONDS.labels(*labels).set(age)
-            metrics.BREAKER_OPEN_LIMIT.labels(*labels).set(self.breaker_stuck_seconds)
+            instruments.BREAKER_OPEN_SECONDS.labels(*labels).set(age)
+            instruments.BREAKER_OPEN_LIMIT.labels(*labels).set(self.breaker_stuck_seconds)
             self._log_stuck(name, age)
             opened = breaker.opened - self._opened_seen.get(name, 0)
             if opened:
-                metrics.BREAKER_OPENED.labels(self.stream, self.group, name).inc(opened)
+                instruments.BREAKER_OPENED.labels(self.stream, self.group, name).inc(opened)
                 self._opened_seen[name] = breaker.opened

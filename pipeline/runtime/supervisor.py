@@ -1,4 +1,5 @@
-"""One run_pipeline process: consumer runners, the outbox relay and housekeeping, started and stopped together.
+"""One run_pipeline process: consumer runners and the services the application hands in (its outbox relay and
+housekeeping, see pipeline.services), started and stopped together.
 
 The supervisor also watches them: every consumer's loops are reported to the liveness registry (read by the
 admin's health page) and answer the process's readiness probe; a loop or service thread that died makes the
@@ -11,15 +12,14 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import redis
 from django.conf import settings
 
 from eigenflux.base.redis import get_redis
-from pipeline import metrics
-from pipeline.runtime import liveness
+from pipeline.runtime import instruments, liveness
 from pipeline.runtime.consumer import Consumer
 from pipeline.runtime.runner import ConsumerRunner
 
@@ -28,30 +28,36 @@ log = logging.getLogger(__name__)
 EXIT_LOOP_DIED = 70  # EX_SOFTWARE
 
 
+class Service(Protocol):
+    """A loop that runs beside the consumers, in a thread of its own, until `stop` is set (the application's
+    outbox relay, its housekeeping). A service thread that dies stops the process, like a consumer loop."""
+
+    name: str
+
+    def run(self, stop: threading.Event) -> None: ...
+
+
+@runtime_checkable
+class Drainable(Protocol):
+    """A service a --burst run waits for: None while it works, else (progress count, empty rounds)."""
+
+    def drain_state(self) -> tuple[int, int] | None: ...
+
+
 class Supervisor:
     def __init__(
         self,
         consumers: list[type[Consumer]],
         *,
+        services: Sequence[Service] = (),
         concurrency: int | None = None,
-        relay: bool = True,
-        housekeeping: bool = True,
         burst: bool = False,
         grace: float | None = None,
     ):
         self.burst = burst
         self.grace = settings.PIPELINE_GRACE_SECONDS if grace is None else grace
         self.runners = [ConsumerRunner(cls, concurrency=concurrency, burst=burst) for cls in consumers]
-        self.relay = None
-        if relay:
-            from pipeline.relay import OutboxRelay
-
-            self.relay = OutboxRelay()
-        self.housekeeper = None
-        if housekeeping and not burst:
-            from pipeline.housekeeping import Housekeeper
-
-            self.housekeeper = Housekeeper({cls.stream for cls in consumers})
+        self.services = list(services)
         self.stop_requested = threading.Event()
         self.exit_status = 0
         self.failure = ""
@@ -71,12 +77,9 @@ class Supervisor:
             for runner in self.runners:
                 runner.start()
                 self._started.append(runner)
-                metrics.RUNNING_CONSUMERS.labels(runner.stream, runner.group).set(1)
-            if self.relay is not None:
-                poll = 0.05 if self.burst else None
-                self._spawn("relay", functools.partial(self.relay.run, self._service_stop, poll_seconds=poll))
-            if self.housekeeper is not None:
-                self._spawn("housekeeping", functools.partial(self.housekeeper.run, self._service_stop))
+                instruments.RUNNING_CONSUMERS.labels(runner.stream, runner.group).set(1)
+            for service in self.services:
+                self._spawn(service.name, functools.partial(service.run, self._service_stop))
             if self.burst:
                 self._wait_until_drained()
             else:
@@ -96,7 +99,7 @@ class Supervisor:
         deadline = time.monotonic() + self.grace
         for runner in self._started:
             runner.stop(max(0.0, deadline - time.monotonic()))
-            metrics.RUNNING_CONSUMERS.labels(runner.stream, runner.group).set(0)
+            instruments.RUNNING_CONSUMERS.labels(runner.stream, runner.group).set(0)
         for thread in self._threads:
             thread.join(5.0)
         try:
@@ -166,10 +169,12 @@ class Supervisor:
             if not runner.idle():
                 return None
             parts.append((runner.activity, runner.empty_reads))
-        if self.relay is not None:
-            if self.relay.busy:
-                return None
-            parts.append((self.relay.activity, self.relay.empty_rounds))
+        for service in self.services:
+            if isinstance(service, Drainable):
+                state = service.drain_state()
+                if state is None:
+                    return None
+                parts.append(state)
         return tuple(parts)
 
     def _wait_until_drained(self) -> None:

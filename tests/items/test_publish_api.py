@@ -5,7 +5,8 @@ import pytest
 from django.db import OperationalError
 from django.test import Client
 
-from items.events import ITEM_PUBLISHED, REQUIRED_ATTRIBUTES, STREAM_ITEM_PUBLISH
+from eigenflux.base.envelope import REQUIRED_ATTRIBUTES
+from items.events import ITEM_PUBLISHED, STREAM_ITEM_PUBLISH
 from items.models import IdempotencyKey, ItemStatus, OutboxEvent, ProcessedItem, RawItem
 from items.services.agents import agent_token_revoke
 from tests.factories import make_agent

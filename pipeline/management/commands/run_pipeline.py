@@ -14,8 +14,9 @@ from eigenflux.base import tracing
 from eigenflux.base.dbpool import use_pipeline_pool
 from eigenflux.base.longlived import freeze
 from pipeline import metrics
-from pipeline.runtime import load_consumers
+from pipeline.consumers import load_consumers
 from pipeline.runtime.supervisor import Supervisor
+from pipeline.services import pipeline_services
 
 log = logging.getLogger(__name__)
 _SECRET_NAME = re.compile(r"KEY|SECRET|PASSWORD|TOKEN", re.IGNORECASE)
@@ -71,11 +72,13 @@ class Command(BaseCommand):
         port = settings.PIPELINE_METRICS_PORT if options["metrics_port"] is None else options["metrics_port"]
         host = options["metrics_host"] or settings.PIPELINE_METRICS_HOST
         self._banner(names, options, relay, port)
+        consumers = [available[name] for name in names]
         supervisor = Supervisor(
-            [available[name] for name in names],
+            consumers,
+            services=pipeline_services(
+                consumers, relay=relay, housekeeping=not options["no_housekeeping"], burst=options["burst"]
+            ),
             concurrency=options["concurrency"],
-            relay=relay,
-            housekeeping=not options["no_housekeeping"],
             burst=options["burst"],
         )
         freeze("loading the pipeline")  # after the consumers' imports; jieba and the local model freeze their own

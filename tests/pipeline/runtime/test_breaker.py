@@ -9,10 +9,10 @@ import redis
 from django.db import connection
 from django.db import utils as db_utils
 
-from pipeline.llm.errors import ModelOutputInvalid, ModelUnavailable
+from pipeline.llm.errors import MODEL, ModelOutputInvalid, ModelUnavailable
 from pipeline.runtime import RetryLater
 from pipeline.runtime.breaker import Admission, Admit, Breakers, CircuitBreaker, State, Verdict
-from pipeline.runtime.dependencies import MODEL, POSTGRESQL, REDIS, dependency_of, is_up, observing, probe, report
+from pipeline.runtime.dependencies import POSTGRESQL, REDIS, dependency_of, is_up, observing, probe, report
 from tests.fakes.openai_server import Fault
 
 

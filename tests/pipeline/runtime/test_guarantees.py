@@ -200,7 +200,7 @@ class _Killer(Consumer):
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the death is the point
 def test_readiness_names_a_dead_loop(redis_client):
-    supervisor = Supervisor([_Killer], concurrency=1, relay=False, housekeeping=False)
+    supervisor = Supervisor([_Killer], concurrency=1)
     runner = supervisor.runners[0]
     runner.start()
     try:
@@ -228,7 +228,7 @@ class _Unstartable(Consumer):
 
 def test_a_consumer_that_cannot_start_stops_those_already_started(redis_client):
     redis_client.set(_Unstartable.stream, "not a stream")
-    supervisor = Supervisor([NoopConsumer, _Unstartable], concurrency=1, relay=False, housekeeping=False)
+    supervisor = Supervisor([NoopConsumer, _Unstartable], concurrency=1)
     started = supervisor.runners[0]
     try:
         with pytest.raises(Exception, match="WRONGTYPE"):

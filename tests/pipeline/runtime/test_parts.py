@@ -185,7 +185,7 @@ def raw(redis_client):
 
 
 def member(client, name: str = "me") -> Membership:
-    breakers = Breakers(dependencies.DEPENDENCIES, threshold=5, open_seconds=1.0, max_open_seconds=5.0)
+    breakers = Breakers(dependencies.names(), threshold=5, open_seconds=1.0, max_open_seconds=5.0)
     return Membership(client, stream=STREAM, group=GROUP, name=name, breakers=breakers)
 
 

@@ -9,6 +9,7 @@ import threading
 import pytest
 
 from eigenflux.base.redis import get_redis
+from pipeline.llm.errors import MODEL
 from pipeline.runtime import dependencies
 from pipeline.runtime.breaker import Admission, Breakers, Verdict
 from pipeline.runtime.deliveries import Delivery
@@ -17,8 +18,6 @@ from pipeline.runtime.membership import Membership
 from pipeline.runtime.reading import Reader
 from pipeline.runtime.scheduling import Scheduler
 from tests.pipeline.runtime.test_parts import GROUP, STREAM, add, held, pending, queued, read, scheduler, shared
-
-MODEL = dependencies.MODEL
 
 
 @pytest.fixture
@@ -38,7 +37,7 @@ class Clock:
 
 def clocked_member(client, clock: Clock) -> Membership:
     breakers = Breakers(
-        dependencies.DEPENDENCIES, no_trial=(dependencies.REDIS,), open_seconds=1.0, max_open_seconds=4.0, clock=clock
+        dependencies.names(), no_trial=(dependencies.REDIS,), open_seconds=1.0, max_open_seconds=4.0, clock=clock
     )
     return Membership(client, stream=STREAM, group=GROUP, name="me", breakers=breakers)
 
