@@ -24,10 +24,9 @@ import django
 django.setup()
 
 from django.conf import settings  # noqa: E402
-
-from bench.safety_set import half, training_cases  # noqa: E402
 from django.test import override_settings  # noqa: E402
 
+from bench.safety_set import half, training_cases  # noqa: E402
 from pipeline.llm.local import safety, safety_embedding  # noqa: E402
 from pipeline.llm.local.safety_classifier import train  # noqa: E402
 
@@ -57,7 +56,6 @@ def _judge_folds(show: bool) -> dict[tuple[str, str], list[int]]:
     """Each fold of the tuning half judged by both learned layers trained on the other three and the ordinary
     posts (models are cached across calls: the thresholds compared share them)."""
     tuning = half("tuning")
-    ordinary = [case for case in training_cases() if case.get("source") == "search_corpus"]
     counts: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
     for fold in range(FOLDS):
         judged = tuning[fold::FOLDS]

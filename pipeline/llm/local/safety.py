@@ -15,9 +15,9 @@ import re
 
 from django.conf import settings
 
+from pipeline.llm.local import safety_embedding
 from pipeline.llm.local.lexicon import hits, lexicon
 from pipeline.llm.local.normalise import fold
-from pipeline.llm.local import safety_embedding
 from pipeline.llm.local.safety_classifier import classifier
 from pipeline.llm.local.safety_rules import RuleHit, defused, rule_hits, safety_lexicon
 from pipeline.llm.schemas import SAFETY_FLAGS, SafetyFlag, SafetyVerdict
@@ -121,7 +121,7 @@ def _assess(text: str, content: str) -> tuple[float, list[str], bool]:
     # The embedding layer (safety_embedding.py) only adds blocks: below its threshold it leaves the risk alone,
     # so what it is unsure of does not fill the review queue. It reads the content, whose vector the pipeline
     # has just computed for duplicate detection (the embedding cache returns it).
-    if settings.SAFETY_LOCAL_EMBEDDING_BLOCK_THRESHOLD < 1.0:
+    if settings.SAFETY_LOCAL_EMBEDDING_BLOCK_THRESHOLD < 1.0 and safety_embedding.readable(content or text):
         layer = safety_embedding.model()
         combined = layer.combined(ngram, layer.risk(content or text), defused(folded))
         if combined >= settings.SAFETY_LOCAL_EMBEDDING_BLOCK_THRESHOLD and combined > risk:

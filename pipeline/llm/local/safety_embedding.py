@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import regex
 
 from pipeline.llm.local import embedding, minilm, safety_classifier, safety_rules
 from pipeline.llm.local.normalise import fold as fold_text
@@ -34,8 +35,20 @@ EPOCHS = 3000
 STEP = 2.0
 L2 = 1e-3
 FOLDS = 4
+# A text needs this many distinct words (of two letters or more; each Chinese or Japanese character counts as a
+# word) before the layer reads it: the model still places a string of one letter or of punctuation somewhere,
+# often near the unsafe examples, and nothing in the training set looks like it.
+MIN_WORDS = 4
+_WORD = regex.compile(r"\p{L}{2,}")
+_CJK = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}]")
 BLEND_EPOCHS = 3000
 BLEND_STEP = 0.2
+
+
+def readable(text: str) -> bool:
+    """Whether the text has enough words for the layer to judge (MIN_WORDS)."""
+    words = {word.lower() for word in _WORD.findall(_CJK.sub(" ", text))} | set(_CJK.findall(text))
+    return len(words) >= MIN_WORDS
 
 
 def training_sha256(path: Path = TRAINING_PATH) -> str:
