@@ -4,7 +4,9 @@ a held-out half that nothing trains or is tuned on. The training file adds every
 (bench/data/search_corpus.jsonl, ordinary posts written for the search benchmark) as a normal example, so
 that text unlike anything in the tuning half reads as safe by default.
 
-`python -m bench.safety_set --write-train` rewrites the shipped training file from the tuning half.
+`python -m bench.safety_set --write-train` rewrites the shipped training file from the tuning half;
+`python -m bench.safety_set --write-embedding-model` retrains the safety check's embedding layer on that file
+and writes pipeline/llm/local/data/safety_embedding.json (with the file's SHA-256; a test checks it is current).
 """
 
 from __future__ import annotations
@@ -52,12 +54,32 @@ def training_lines() -> str:
     return "".join(json.dumps(case, ensure_ascii=False) + "\n" for case in training_cases())
 
 
+def write_embedding_model() -> None:
+    import os
+    import sys
+
+    sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "eigenflux.settings")
+    import django
+
+    django.setup()
+    from pipeline.llm.local import safety_embedding
+
+    fitted = safety_embedding.write_model()
+    print(f"wrote {safety_embedding.WEIGHTS_PATH.relative_to(ROOT)}; blend {[round(v, 3) for v in fitted.blend]}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--write-train", action="store_true", help="rewrite the shipped training file")
+    parser.add_argument(
+        "--write-embedding-model", action="store_true", help="retrain and write the embedding layer's weights"
+    )
     args = parser.parse_args()
     if args.write_train:
         TRAINING_FILE.write_text(training_lines(), encoding="utf-8")
+    if args.write_embedding_model:
+        write_embedding_model()
     halves = [split_of(case["text"]) for case in load_cases()]
     print(f"tuning {halves.count('tuning')}, held-out {halves.count('heldout')}")
 

@@ -3,8 +3,8 @@
 It answers the same schemas as the model, is labelled "local" wherever it shows, and never touches the
 network. What it does, task by task:
 
-- safety: regular expressions for prompt injection and phishing plus the shipped lexicon
-  (data/lexicon.json: malware, fraud, extremism, harassment terms); the most severe match wins.
+- safety: fixed patterns, category rules over the folded text, an n-gram classifier and an embedding layer
+  (safety.py; docs/model-layer.md#local-safety); the most severe match wins.
 - process_item: discard heuristics (malicious patterns, runtime-log line shapes, error/paywall pages,
   gibberish and unfilled templates, spam score and bait-only posts), lead-sentence summary, keywords
   (keywords.py), domain lexicon, broadcast type (types.py), language (langdetect with a fixed seed; script

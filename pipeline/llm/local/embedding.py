@@ -26,6 +26,8 @@ vectors: run `manage.py reembed_items`.
 from __future__ import annotations
 
 import math
+import threading
+from collections import OrderedDict
 
 import numpy as np
 from django.conf import settings
@@ -33,6 +35,12 @@ from django.conf import settings
 from pipeline.llm.local import glossary, hashing, minilm
 
 CJK_BLEND = 0.2
+# Vectors of the most recent texts, kept so that a text embedded twice in one process runs the model once: the
+# pipeline embeds an item's content for duplicate detection, and the safety check's embedding layer
+# (pipeline.llm.local.safety_embedding) reads the same vector moments later. 384 float32s each: 1.5 KiB.
+CACHE_SIZE = 256
+_cache: OrderedDict[str, np.ndarray] = OrderedDict()
+_cache_lock = threading.Lock()
 
 
 def embed_texts(texts: list[str], dimensions: int) -> list[list[float]]:
@@ -44,18 +52,43 @@ def embed_texts(texts: list[str], dimensions: int) -> list[list[float]]:
             f"LOCAL_EMBEDDING=minilm makes {minilm.DIMENSIONS}-dimensional vectors but EMBEDDING_DIMENSIONS is "
             f"{dimensions}: set EMBEDDING_DIMENSIONS={minilm.DIMENSIONS} (and migrate) or LOCAL_EMBEDDING=hashing"
         )
+    rows: list[list[float]] = minilm_vectors(texts).tolist()
+    return rows
+
+
+def minilm_vectors(texts: list[str]) -> np.ndarray:
+    """The MiniLM vectors of the texts (CJK text read through its gloss and blended with its bigrams, as the
+    module docstring says), one row each; repeated texts come from the cache."""
+    out = np.zeros((len(texts), minilm.DIMENSIONS), dtype=np.float32)
+    with _cache_lock:
+        missing = [row for row, text in enumerate(texts) if text not in _cache]
+        for row, text in enumerate(texts):
+            if text in _cache:
+                _cache.move_to_end(text)
+                out[row] = _cache[text]
+    if missing:
+        out[missing] = _compute([texts[row] for row in missing])
+        with _cache_lock:
+            for row in missing:
+                _cache[texts[row]] = out[row].copy()
+                _cache.move_to_end(texts[row])
+            while len(_cache) > CACHE_SIZE:
+                _cache.popitem(last=False)
+    return out
+
+
+def _compute(texts: list[str]) -> np.ndarray:
     shares = [hashing.cjk_share(text) for text in texts]
     read = [(_gloss(text) or text) if share else text for text, share in zip(texts, shares, strict=True)]
     vectors = minilm.model().embed(read)
     for row, text in enumerate(texts):
         share = CJK_BLEND * shares[row]
         if share:
-            lexical = np.asarray(hashing.cjk_bigram_vector(text, dimensions), dtype=np.float32)
+            lexical = np.asarray(hashing.cjk_bigram_vector(text, minilm.DIMENSIONS), dtype=np.float32)
             lexical /= max(float(np.linalg.norm(lexical)), 1e-12)
             blended = math.sqrt(1.0 - share) * vectors[row] + math.sqrt(share) * lexical
             vectors[row] = blended / max(float(np.linalg.norm(blended)), 1e-12)
-    rows: list[list[float]] = vectors.tolist()
-    return rows
+    return vectors
 
 
 def _gloss(text: str) -> str:

@@ -1,7 +1,9 @@
-"""Local safety verdicts in three layers (docs/model-layer.md, "Local safety"): fixed patterns (prompt injection,
-phishing, the old term list), the category rules over the folded text (pipeline.llm.local.safety_rules) and a
-learned classifier (pipeline.llm.local.safety_classifier). Together they give a risk in [0, 1]; the text is
-blocked at SAFETY_LOCAL_BLOCK_THRESHOLD or when the hard rule fires (a minor with a sexual or grooming cue).
+"""Local safety verdicts in four layers (docs/model-layer.md, "Local safety"): fixed patterns (prompt injection,
+phishing, the old term list), the category rules over the folded text (pipeline.llm.local.safety_rules), a
+learned classifier over character n-grams (pipeline.llm.local.safety_classifier) and a learned layer over the
+sentence embedding (pipeline.llm.local.safety_embedding), blended with the n-gram estimate. Together they give
+a risk in [0, 1]; the text is blocked at SAFETY_LOCAL_BLOCK_THRESHOLD, when the blend reaches
+SAFETY_LOCAL_EMBEDDING_BLOCK_THRESHOLD, or when the hard rule fires (a minor with a sexual or grooming cue).
 
 Every rule maps to one SafetyFlag; when several flags match, the most severe (schemas.SAFETY_FLAGS order)
 is reported. The reason names the rule family, never the matched text.
@@ -13,10 +15,11 @@ import re
 
 from django.conf import settings
 
+from pipeline.llm.local import safety_embedding
 from pipeline.llm.local.lexicon import hits, lexicon
 from pipeline.llm.local.normalise import fold
 from pipeline.llm.local.safety_classifier import classifier
-from pipeline.llm.local.safety_rules import defused, rule_hits, safety_lexicon
+from pipeline.llm.local.safety_rules import RuleHit, defused, rule_hits, safety_lexicon
 from pipeline.llm.schemas import SAFETY_FLAGS, SafetyFlag, SafetyVerdict
 
 _I = re.IGNORECASE
@@ -99,7 +102,7 @@ def matched_flags(text: str) -> set[str]:
     return flags
 
 
-def _assess(text: str) -> tuple[float, list[str], bool]:
+def _assess(text: str, content: str) -> tuple[float, list[str], bool]:
     """The risk, the flags behind it (evidence first, the classifier's nearest category last) and whether the
     hard rule fired."""
     flags = sorted(matched_flags(text), key=SAFETY_FLAGS.index)
@@ -110,23 +113,34 @@ def _assess(text: str) -> tuple[float, list[str], bool]:
         if hit.kind in RULE_RISK:
             risk = max(risk, RULE_RISK[hit.kind])
             flags.append(hit.flag)
-    learned, nearest = classifier().risk(text)
-    if defused(folded) or not hits_found:
-        learned *= UNSUPPORTED_LEARNED_RISK
-    if learned > risk:
-        risk = learned
+    ngram, nearest = classifier().risk(text)
+    learned = ngram * (UNSUPPORTED_LEARNED_RISK if defused(folded) or not hits_found else 1.0)
     if learned >= settings.SAFETY_LOCAL_BLOCK_THRESHOLD and not flags:
-        # A classifier-led block: the flag of the bare term seen, or of the nearest category. When a rule fired,
-        # its flag stands (the classifier's confidence does not make a self-harm phrase a threat).
-        flags += [hit.flag for hit in hits_found if hit.kind == "term"]
-        flags.append(
-            safety_lexicon()["categories"][nearest]["flag"] if nearest in safety_lexicon()["categories"] else "fraud"
-        )
+        flags += _learned_flags(hits_found, nearest)
+    risk = max(risk, learned)
+    # The embedding layer (safety_embedding.py) only adds blocks: below its threshold it leaves the risk alone,
+    # so what it is unsure of does not fill the review queue. It reads the content, whose vector the pipeline
+    # has just computed for duplicate detection (the embedding cache returns it).
+    if settings.SAFETY_LOCAL_EMBEDDING_BLOCK_THRESHOLD < 1.0 and safety_embedding.readable(content or text):
+        layer = safety_embedding.model()
+        combined = layer.combined(ngram, layer.risk(content or text), defused(folded))
+        if combined >= settings.SAFETY_LOCAL_EMBEDDING_BLOCK_THRESHOLD and combined > risk:
+            risk = max(combined, settings.SAFETY_LOCAL_BLOCK_THRESHOLD)
+            flags += [] if flags else _learned_flags(hits_found, nearest)
     return risk, flags, any(hit.kind == "hard_rule" for hit in hits_found)
 
 
+def _learned_flags(hits_found: list[RuleHit], nearest: str) -> list[str]:
+    """A learned block's flags: the bare terms seen, then the nearest category's. When a rule fired, its flag
+    stands instead (the classifier's confidence does not make a self-harm phrase a threat)."""
+    categories = safety_lexicon()["categories"]
+    return [hit.flag for hit in hits_found if hit.kind == "term"] + [
+        categories[nearest]["flag"] if nearest in categories else "fraud"
+    ]
+
+
 def safety_verdict(*, content: str, notes: str = "", url: str = "") -> SafetyVerdict:
-    risk, flags, hard_rule = _assess("\n".join(part for part in (content, notes, url) if part))
+    risk, flags, hard_rule = _assess("\n".join(part for part in (content, notes, url) if part), content)
     risk = round(min(max(risk, 0.0), 1.0), 4)
     if hard_rule:
         return SafetyVerdict(safe=False, flag="child_safety", reason=_REASONS["child_safety"], risk=1.0)
