@@ -35,7 +35,6 @@ LONG_FUNCTIONS = {
     ),
     "tests/e2e/browser_check.py::seed": "the data the headless-browser walk-through looks at, created in one place",
     "tests/e2e/browser_check.py::main": "the headless-browser walk-through of the admin, page after page",
-    "tests/fakes/openai_server.py::_handler_class": "the HTTP handler class, a closure over the server's scripts",
     "tests/pipeline/runtime/test_tracing.py::test_one_trace_from_the_publish_request_to_the_downstream_consumers": (
         "one trace followed from the publish request through every consumer"
     ),
