@@ -111,17 +111,10 @@ async def _replay_item(item: _Item, pool, session, base_url: str) -> None:
                     await conn.execute(*item.statement(sql, params))
 
 
-async def _run(args) -> dict[str, Any]:
-    import aiohttp
+async def _open_pool(args):
     import psycopg
-    import redis.asyncio as aioredis
     from pgvector.psycopg import register_vector_async
     from psycopg_pool import AsyncConnectionPool
-
-    with open(args.plan, "rb") as fh:
-        fields, items = pickle.load(fh)  # noqa: S301 - the bench wrote this file
-    plan = Plan(**{**fields, "steps": [Step(**step) for step in fields["steps"]]})
-    shift = datetime.now().astimezone() - plan.captured_at
 
     async def configure(conn: psycopg.AsyncConnection) -> None:
         await register_vector_async(conn)
@@ -135,6 +128,19 @@ async def _run(args) -> dict[str, Any]:
         open=False,
     )
     await pool.open(wait=True)
+    return pool
+
+
+async def _run(args) -> dict[str, Any]:
+    import aiohttp
+    import redis.asyncio as aioredis
+
+    with open(args.plan, "rb") as fh:
+        fields, items = pickle.load(fh)  # noqa: S301 - the bench wrote this file
+    plan = Plan(**{**fields, "steps": [Step(**step) for step in fields["steps"]]})
+    shift = datetime.now().astimezone() - plan.captured_at
+
+    pool = await _open_pool(args)
     client = aioredis.from_url(args.redis_url)
     queue: asyncio.Queue = asyncio.Queue()
     by_id = {item_id: (content, content_hash) for item_id, content, content_hash in items}

@@ -178,6 +178,25 @@ def run_config(config: Config, args, agents: list, tag: str, probe: Probe, env: 
             log.close()
 
 
+def wait_terminal(probe: Probe, pids: list[int], ids: list[int], n: int, deadline: float, timeout: float):
+    """Poll until the N items are terminal; returns the most threads and database connections seen."""
+    threads = connections = 0
+    terminal_sql = (
+        "SELECT count(*) FROM items_processeditem WHERE raw_id = ANY(%s) "
+        "AND status IN ('completed', 'discarded', 'failed')"
+    )
+    while True:
+        done = probe.query(terminal_sql, [ids])[0][0]
+        threads = max(threads, sum(int(proc_status(pid).get("Threads", "0")) for pid in pids))
+        connections = max(connections, len(probe.backends()))
+        if done >= n:
+            break
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{done}/{n} items terminal after {timeout} s")
+        time.sleep(0.1)
+    return threads, connections
+
+
 def measure(config: Config, args, probe: Probe, client, procs, ids, envelopes, n: int) -> Result:
     from items.events import STREAM_ITEM_PUBLISH
     from pipeline.runtime.liveness import live_names
@@ -201,21 +220,7 @@ def measure(config: Config, args, probe: Probe, client, procs, ids, envelopes, n
     started = time.monotonic()
     pipe.execute()
     redis_start = redis_calls(client)
-    threads = connections = 0
-    terminal_sql = (
-        "SELECT count(*) FROM items_processeditem WHERE raw_id = ANY(%s) "
-        "AND status IN ('completed', 'discarded', 'failed')"
-    )
-    deadline = started + args.timeout
-    while True:
-        done = probe.query(terminal_sql, [ids])[0][0]
-        threads = max(threads, sum(int(proc_status(pid).get("Threads", "0")) for pid in pids))
-        connections = max(connections, len(probe.backends()))
-        if done >= n:
-            break
-        if time.monotonic() > deadline:
-            raise SystemExit(f"{done}/{n} items terminal after {args.timeout} s")
-        time.sleep(0.1)
+    threads, connections = wait_terminal(probe, pids, ids, n, started + args.timeout, args.timeout)
     elapsed = time.monotonic() - started
     redis_commands = redis_calls(client) - redis_start - 1
     cpu_process = sum(proc_cpu(pid) for pid in pids) - cpu_start
