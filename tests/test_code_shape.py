@@ -26,7 +26,6 @@ LONG_FUNCTIONS = {
     "bench/outbox_wakeup.py::latency_part": "one timed publish loop per mode, with its relay thread, read in order",
     "bench/outbox_wakeup.py::main": "a benchmark script's main, read top to bottom: modes, alternating rounds, tables",
     "bench/outages.py::main": "the outage scenario in order: start, cut Redis and PostgreSQL, restore, verify",
-    "bench/pipeline_throughput.py::main": "a benchmark script's main, read top to bottom: runs, medians, table",
     "bench/search_latency.py::seed": "one COPY of three tables, row layout kept side by side with the columns",
     "bench/search_quality.py::main": "a benchmark script's main, read top to bottom: load, query, table",
     "bench/soak.py::main": "the soak scenario in order: start, publish, kill, settle, verify",
