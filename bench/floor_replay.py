@@ -184,6 +184,8 @@ async def _run(args) -> dict[str, Any]:
         for task in tasks:
             if task.done() and not task.cancelled() and task.exception() is not None:
                 raise task.exception()  # type: ignore[misc]
+    print(json.dumps({"done": done}), flush=True)
+    sys.stdin.readline()  # the bench has read the backends' CPU: they may go now
     await pool.close()
     await client.aclose()
     return {"done": done}
@@ -199,8 +201,7 @@ def worker_main(argv: list[str]) -> int:
     parser.add_argument("--concurrency", type=int, required=True)
     parser.add_argument("--pool", type=int, default=8)
     args = parser.parse_args(argv)
-    result = asyncio.run(_run(args))
-    print(json.dumps(result), flush=True)
+    asyncio.run(_run(args))
     return 0
 
 

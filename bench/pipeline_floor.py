@@ -266,6 +266,8 @@ def run_floor(
         cpu_process = proc_cpu(proc.pid) - cpu_start
         cpu_postgres = sum(proc_cpu(pid) - backends_start.get(pid, 0.0) for pid in backends)
         done = json.loads(result_line)["done"]
+        proc.stdin.write("done\n")
+        proc.stdin.flush()
         proc.wait(60)
     finally:
         if proc.poll() is None:
@@ -338,7 +340,9 @@ def main() -> int:
 def capture_with_settings(server, fake) -> Plan:
     """capture() with this process's settings pointed at the fake server (as the pipeline's environment is)."""
     from django.test.utils import override_settings
+    from django.utils import timezone
 
+    from items.models import OutboxEvent
     from items.services.agents import agent_create
     from items.services.publish import item_publish
 
@@ -347,7 +351,10 @@ def capture_with_settings(server, fake) -> Plan:
         author=author, content=f"Capture item {uuid.uuid4().hex}: offering spare GPU hours, zone 7."
     ).item
     with override_settings(**{**fake.settings_values(), "LLM_TIMEOUT": 30.0}):
-        return capture(server, raw.pk)
+        plan = capture(server, raw.pk)
+    # The capture's own outbox rows are no bench's entries.
+    OutboxEvent.objects.filter(dispatched_at__isnull=True).update(dispatched_at=timezone.now())
+    return plan
 
 
 if __name__ == "__main__":

@@ -3,18 +3,34 @@
 Django's query compiler builds an UPDATE or INSERT again on every call (about a millisecond of Python each time
 in the enrichment handler, bench/pipeline_throughput.py). Here the statement text is made once per model and
 column set and kept; values are still prepared by the model's fields, as the ORM would (a JSON field's value
-is wrapped, a vector serialised, a model instance given as its primary key). Statements go through Django's
-cursor, so its execute wrappers (the dependency observer, test counters) and error mapping still apply.
+is wrapped, a model instance given as its primary key), except vectors, which go in pgvector's binary format
+(no text to format here and parse in PostgreSQL).
+
+The statements are bound on the server (a psycopg Cursor on Django's connection; Django's own cursors bind on
+the client, composing the SQL text in Python), so psycopg prepares each shape after a few runs on a connection
+and PostgreSQL skips parsing and planning it (unless the connection is behind a pooler: DB_BEHIND_POOLER turns
+preparing off). Django's cursor wrapper is kept: its execute wrappers (the dependency observer, test counters)
+and error mapping still apply.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import struct
+import weakref
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from functools import cache
 from typing import Any
 
+import numpy as np
+import psycopg
 from django.db import connection, models
 from django.db.models.fields import AutoFieldMixin
+from psycopg.adapt import Dumper
+from psycopg.pq import Format
+from psycopg.types import TypeInfo
+
+VECTOR_FIELD = "VectorField"
 
 _SQL: dict[tuple[Any, ...], str] = {}
 
@@ -35,9 +51,53 @@ def _insert_fields(model: type[models.Model]) -> tuple[models.Field, ...]:
     return tuple(f for f in model._meta.concrete_fields if not (f is pk and isinstance(f, AutoFieldMixin)))
 
 
+class BinaryVector:
+    """A vector parameter sent in pgvector's binary format (a header, then big-endian float32s)."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, values: Any):
+        self.values = np.asarray(values, dtype=">f4")
+
+
+class _VectorBinaryDumper(Dumper):
+    format = Format.BINARY
+
+    def dump(self, obj: BinaryVector) -> bytes:
+        return struct.pack(">HH", len(obj.values), 0) + obj.values.tobytes()
+
+
+_vector_ready: weakref.WeakSet[psycopg.Connection[Any]] = weakref.WeakSet()
+
+
+def _with_vectors(conn: psycopg.Connection[Any]) -> None:
+    """Teach this connection to send BinaryVector (once per physical connection: the type's oid is per database)."""
+    if conn in _vector_ready:
+        return
+    info = TypeInfo.fetch(conn, "vector")
+    if info is not None:
+        conn.adapters.register_dumper(BinaryVector, type("VectorDumper", (_VectorBinaryDumper,), {"oid": info.oid}))
+    _vector_ready.add(conn)
+
+
+@contextmanager
+def server_bound_cursor() -> Iterator[Any]:
+    """A cursor binding parameters on the server (and so taking BinaryVector), wrapped as Django's own."""
+    connection.close_if_health_check_failed()
+    connection.ensure_connection()
+    with connection.wrap_database_errors:
+        raw = psycopg.Cursor(connection.connection)
+        _with_vectors(connection.connection)
+        cursor = connection._prepare_cursor(raw)
+    with cursor:
+        yield cursor
+
+
 def _prep(field: models.Field, value: Any) -> Any:
     if isinstance(value, models.Model):
         value = value.pk
+    if value is not None and type(field).__name__ == VECTOR_FIELD:
+        return BinaryVector(value)
     return field.get_db_prep_save(value, connection)
 
 
@@ -70,7 +130,7 @@ def insert_rows(
             else:
                 value = field.get_default()
             params.append(_prep(field, value))
-    with connection.cursor() as cursor:
+    with server_bound_cursor() as cursor:
         cursor.execute(sql, params)
 
 
@@ -96,6 +156,6 @@ def update_where(
     for _, expression_params in expressions.values():
         params.extend(expression_params)
     params += [_prep(fields[name], value) for name, value in where.items()]
-    with connection.cursor() as cursor:
+    with server_bound_cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.rowcount

@@ -11,6 +11,7 @@ from django.db.models import BigIntegerField, Count, Exists, OuterRef, Q, QueryS
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from eigenflux.sqlrows import BinaryVector, server_bound_cursor
 from items.models import (
     VERDICT_TAKEN_DOWN,
     Agent,
@@ -68,6 +69,8 @@ class SimilarHit:
 
 
 _DUPLICATE_SQL: str | None = None
+# Statuses as literals, not parameters: a prepared statement's generic plan still sees the constant.
+_KEPT = f"('{ItemStatus.COMPLETED.value}', '{ItemStatus.REVIEW.value}')"
 _SIMILAR_SQL: str | None = None
 
 
@@ -82,12 +85,12 @@ def exact_duplicate_of(item: ProcessedItem) -> RawItem | None:
         _DUPLICATE_SQL = (
             f'SELECT r."id" FROM "{raw.db_table}" r JOIN "{processed.db_table}" p '  # noqa: S608 - model metadata
             f'ON p."{processed.pk.column}" = r."id" '
-            'WHERE r."content_hash" = %s AND r."created_at" >= %s AND p."status" IN (%s, %s) AND r."id" <> %s '
+            f'WHERE r."content_hash" = %s AND r."created_at" >= %s AND p."status" IN {_KEPT} AND r."id" <> %s '
             'ORDER BY r."created_at" ASC LIMIT 1'
         )
     since = timezone.now() - timedelta(days=settings.DUPLICATE_WINDOW_DAYS)
-    params = [item.raw.content_hash, since, ItemStatus.COMPLETED.value, ItemStatus.REVIEW.value, item.pk]
-    with connection.cursor() as cursor:
+    params = [item.raw.content_hash, since, item.pk]
+    with server_bound_cursor() as cursor:
         cursor.execute(_DUPLICATE_SQL, params)
         row = cursor.fetchone()
     return None if row is None else RawItem.from_db(connection.alias, ["id"], [row[0]])
@@ -100,12 +103,12 @@ def most_similar(*, embedding, exclude_id: int) -> SimilarHit | None:
         table = ProcessedItem._meta.db_table
         _SIMILAR_SQL = (
             f'SELECT "raw_id", "author_id", "group_id", "created_at", ("embedding" <=> %s) AS "distance" '  # noqa: S608
-            f'FROM "{table}" WHERE "status" = %s AND "embedding" IS NOT NULL AND "raw_id" <> %s '
+            f'FROM "{table}" WHERE "status" = \'{ItemStatus.COMPLETED.value}\' AND "embedding" IS NOT NULL '
+            'AND "raw_id" <> %s '
             'ORDER BY "distance" ASC LIMIT 1'
         )
-    vector = ProcessedItem._meta.get_field("embedding").get_db_prep_save(embedding, connection)
-    with connection.cursor() as cursor:
-        cursor.execute(_SIMILAR_SQL, [vector, ItemStatus.COMPLETED.value, exclude_id])
+    with server_bound_cursor() as cursor:
+        cursor.execute(_SIMILAR_SQL, [BinaryVector(embedding), exclude_id])
         row = cursor.fetchone()
     if row is None:
         return None
