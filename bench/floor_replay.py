@@ -19,7 +19,15 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench.pipeline_floor import CAPTURE_MESSAGE_ID, FLOOR_APPLICATION_NAME, FLOOR_GROUP, UUID_RE, Plan, Step  # noqa: E402
+from bench.pipeline_floor import (  # noqa: E402
+    CAPTURE_MESSAGE_ID,
+    FLOOR_APPLICATION_NAME,
+    FLOOR_GROUP,
+    UUID_RE,
+    VECTOR_MARKER,
+    Plan,
+    Step,
+)
 
 
 class _Item:
@@ -42,7 +50,7 @@ class _Item:
         if isinstance(value, int):
             return self.item_id if value == self.plan.item_id else value
         if isinstance(value, str):
-            if value == self.plan.vector_text or (value.startswith("[") and len(value) > 200):
+            if value in (VECTOR_MARKER, self.plan.vector_text) or (value.startswith("[") and len(value) > 200):
                 return self.vector
             if value in self.map_str:
                 return self.map_str[value]

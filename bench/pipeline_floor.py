@@ -40,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 FLOOR_APPLICATION_NAME = "eigenflux-floor"
 FLOOR_GROUP = "cg:bench:floor"
+VECTOR_MARKER = "<the item's vector>"
 CAPTURE_MESSAGE_ID = "1700000000000-7"
 UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
@@ -165,6 +166,8 @@ def _plain(value: Any) -> Any:
     """Parameters as plain Python values (enum members of the models become their str or int)."""
     if isinstance(value, str):
         return str(value)
+    if type(value).__name__ == "BinaryVector":  # eigenflux.sqlrows: the replay sends the item's own vector
+        return VECTOR_MARKER
     if isinstance(value, bool) or value is None:
         return value
     if isinstance(value, int):

@@ -86,8 +86,8 @@ def server_bound_cursor() -> Iterator[Any]:
     connection.close_if_health_check_failed()
     connection.ensure_connection()
     with connection.wrap_database_errors:
+        _with_vectors(connection.connection)  # before the cursor: it copies the connection's adapters
         raw = psycopg.Cursor(connection.connection)
-        _with_vectors(connection.connection)
         cursor = connection._prepare_cursor(raw)
     with cursor:
         yield cursor
