@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -24,30 +25,12 @@ sys.path.insert(0, str(ROOT))
 from bench.pipeline_throughput import DB, proc_cpu  # noqa: E402
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--items", type=int, default=300)
-    args = parser.parse_args()
-    import psycopg
-    from pgvector.psycopg import register_vector
-
-    from eigenflux import embedded
+def costly_statements(rng) -> dict[str, tuple[str, Callable[[tuple], list]]]:
+    """The statements measured, each with its parameters for one (raw_id, embedding, summary, keywords) row."""
     from items.textsearch import search_vector_sql
 
-    base = os.environ.get("DATABASE_URL") or embedded.postgres_url(ROOT / ".data")
-    conn = psycopg.connect(base.rsplit("/", 1)[0] + f"/{DB}", autocommit=True)
-    register_vector(conn)
-    pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
-    rows = conn.execute(
-        "SELECT raw_id, embedding, summary, keywords FROM items_processeditem WHERE status = 'completed' "
-        "AND embedding IS NOT NULL ORDER BY raw_id DESC LIMIT %s",
-        [args.items],
-    ).fetchall()
-    if not rows:
-        raise SystemExit(f"no completed items in {DB}: run bench/pipeline_throughput.py first")
-    rng = np.random.default_rng(7)
     search = search_vector_sql()
-    statements = {
+    return {
         "similarity search (HNSW walk)": (
             "SELECT raw_id, (embedding <=> %b) AS d FROM items_processeditem WHERE status = 'completed' "
             "AND embedding IS NOT NULL AND raw_id <> %s ORDER BY d LIMIT 1",
@@ -70,6 +53,29 @@ def main() -> int:
             lambda r: ["Reply to the author.", r[0]],
         ),
     }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--items", type=int, default=300)
+    args = parser.parse_args()
+    import psycopg
+    from pgvector.psycopg import register_vector
+
+    from eigenflux import embedded
+
+    base = os.environ.get("DATABASE_URL") or embedded.postgres_url(ROOT / ".data")
+    conn = psycopg.connect(base.rsplit("/", 1)[0] + f"/{DB}", autocommit=True)
+    register_vector(conn)
+    pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+    rows = conn.execute(
+        "SELECT raw_id, embedding, summary, keywords FROM items_processeditem WHERE status = 'completed' "
+        "AND embedding IS NOT NULL ORDER BY raw_id DESC LIMIT %s",
+        [args.items],
+    ).fetchall()
+    if not rows:
+        raise SystemExit(f"no completed items in {DB}: run bench/pipeline_throughput.py first")
+    statements = costly_statements(np.random.default_rng(7))
     updates, hot, inserts = conn.execute(
         "SELECT n_tup_upd, n_tup_hot_upd, n_tup_ins FROM pg_stat_user_tables WHERE relname = 'items_processeditem'"
     ).fetchone()
