@@ -33,6 +33,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench.pipeline_floor import FloorResult, Plan, capture_with_settings, floor_items, run_floor  # noqa: E402
 from bench.scratch import scratch_environment  # noqa: E402
 
 DB = "eigenflux_pipebench"
@@ -66,6 +67,9 @@ class Result:
     rss_mb: float
     threads: int
     connections: int
+    redis_commands: float = 0.0
+    load: float = 0.0  # the 1-minute load average at the end of the run
+    floor: FloorResult | None = None
 
     @property
     def rate(self) -> float:
@@ -114,11 +118,11 @@ class Probe:
         self.query("SELECT pg_stat_clear_snapshot()")
         return self.query("SELECT xact_commit FROM pg_stat_database WHERE datname = %s", [DB])[0][0]
 
-    def backends(self) -> list[int]:
+    def backends(self, application_name: str = "eigenflux-pipeline") -> list[int]:
         return [
             pid
             for (pid,) in self.query(
-                "SELECT pid FROM pg_stat_activity WHERE datname = %s AND application_name = 'eigenflux-pipeline'", [DB]
+                "SELECT pid FROM pg_stat_activity WHERE datname = %s AND application_name = %s", [DB, application_name]
             )
         ]
 
@@ -174,6 +178,25 @@ def run_config(config: Config, args, agents: list, tag: str, probe: Probe, env: 
             log.close()
 
 
+def wait_terminal(probe: Probe, pids: list[int], ids: list[int], n: int, deadline: float, timeout: float):
+    """Poll until the N items are terminal; returns the most threads and database connections seen."""
+    threads = connections = 0
+    terminal_sql = (
+        "SELECT count(*) FROM items_processeditem WHERE raw_id = ANY(%s) "
+        "AND status IN ('completed', 'discarded', 'failed')"
+    )
+    while True:
+        done = probe.query(terminal_sql, [ids])[0][0]
+        threads = max(threads, sum(int(proc_status(pid).get("Threads", "0")) for pid in pids))
+        connections = max(connections, len(probe.backends()))
+        if done >= n:
+            break
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{done}/{n} items terminal after {timeout} s")
+        time.sleep(0.1)
+    return threads, connections
+
+
 def measure(config: Config, args, probe: Probe, client, procs, ids, envelopes, n: int) -> Result:
     from items.events import STREAM_ITEM_PUBLISH
     from pipeline.runtime.liveness import live_names
@@ -196,22 +219,10 @@ def measure(config: Config, args, probe: Probe, client, procs, ids, envelopes, n
         pipe.xadd(STREAM_ITEM_PUBLISH, {k: str(v) for k, v in envelope.items()})
     started = time.monotonic()
     pipe.execute()
-    threads = connections = 0
-    terminal_sql = (
-        "SELECT count(*) FROM items_processeditem WHERE raw_id = ANY(%s) "
-        "AND status IN ('completed', 'discarded', 'failed')"
-    )
-    deadline = started + args.timeout
-    while True:
-        done = probe.query(terminal_sql, [ids])[0][0]
-        threads = max(threads, sum(int(proc_status(pid).get("Threads", "0")) for pid in pids))
-        connections = max(connections, len(probe.backends()))
-        if done >= n:
-            break
-        if time.monotonic() > deadline:
-            raise SystemExit(f"{done}/{n} items terminal after {args.timeout} s")
-        time.sleep(0.1)
+    redis_start = redis_calls(client)
+    threads, connections = wait_terminal(probe, pids, ids, n, started + args.timeout, args.timeout)
     elapsed = time.monotonic() - started
+    redis_commands = redis_calls(client) - redis_start - 1
     cpu_process = sum(proc_cpu(pid) for pid in pids) - cpu_start
     cpu_postgres = sum(proc_cpu(pid) - backends_start.get(pid, 0.0) for pid in probe.backends())
     rss = sum(int(proc_status(pid).get("VmHWM", "0 kB").split()[0]) for pid in pids) / 1024
@@ -232,7 +243,58 @@ def measure(config: Config, args, probe: Probe, client, procs, ids, envelopes, n
         rss_mb=rss,
         threads=threads,
         connections=connections,
+        redis_commands=redis_commands / n,
+        load=os.getloadavg()[0],
     )
+
+
+def redis_calls(client) -> int:
+    """Commands Redis has run so far (all clients; the bench sends none while a run is measured)."""
+    return sum(int(stats["calls"]) for stats in client.info("commandstats").values())
+
+
+def floor_run(plan: Plan, config: Config, n: int, agents: list, tag: str, server, probe: Probe) -> FloorResult:
+    """The floor (bench/pipeline_floor.py) at the same number in flight, on as many items (one process)."""
+    items, envelopes = floor_items(n, agents, tag)
+    return run_floor(plan, items, envelopes, concurrency=config.in_flight, base_url=server.url, probe=probe)
+
+
+def print_table(results: dict[Config, list[Result]], plan: Plan | None, args, pool: int) -> None:
+    print(
+        f"\nEnrichment throughput, fake model at {args.latency * 1000:.0f} ms per call ({CALLS_PER_ITEM} calls per "
+        f"item), median of {args.rounds}; pool max {pool} connections per process"
+    )
+    if plan is not None:
+        print(
+            f"Per item (the handler's own, captured): {plan.transactions} transactions, {plan.statements} SQL "
+            f"statements, {plan.requests} HTTP requests; the floor replays exactly these (bench/pipeline_floor.py)"
+        )
+    header = (
+        "| C | items | items/s | ideal | ratio | CPU ms/item (proc + PG) | floor CPU ms/item (proc + PG) "
+        "| x floor (proc, PG) | xact/item | Redis cmds/item | peak RSS MB | threads | DB conns | load |"
+    )
+    print(header)
+    print("|---" * (header.count("|") - 1) + "|")
+    for config, runs in results.items():
+
+        def med(attr: str, runs=runs) -> float:
+            return statistics.median(getattr(run, attr) for run in runs)
+
+        floors = [run.floor for run in runs if run.floor is not None]
+        floor_cells = "| |"
+        if floors:
+            f_proc = statistics.median(f.cpu_process for f in floors)
+            f_pg = statistics.median(f.cpu_postgres for f in floors)
+            floor_cells = (
+                f"{f_proc * 1000:.1f} + {f_pg * 1000:.1f} | "
+                f"{med('cpu_process') / f_proc:.2f}, {med('cpu_postgres') / f_pg:.2f} |"
+            )
+        print(
+            f"| {config.label} | {runs[0].items} | {med('rate'):.1f} | {runs[0].ideal:.0f} | {med('ratio'):.2f} | "
+            f"{med('cpu_process') * 1000:.1f} + {med('cpu_postgres') * 1000:.1f} | {floor_cells} "
+            f"{med('transactions'):.1f} | {med('redis_commands'):.1f} | "
+            f"{med('rss_mb'):.0f} | {med('threads'):.0f} | {med('connections'):.0f} | {med('load'):.1f} |"
+        )
 
 
 def main() -> int:
@@ -243,6 +305,7 @@ def main() -> int:
     parser.add_argument("--items-per-slot", type=int, default=4, help="items per in-flight slot per run")
     parser.add_argument("--concurrency", default="32,64,256,2x128", help="comma list; PxC = P processes of C")
     parser.add_argument("--timeout", type=float, default=600.0, help="give up a run after this many seconds")
+    parser.add_argument("--no-floor", action="store_true", help="skip the floor (bench/pipeline_floor.py)")
     args = parser.parse_args()
     configs = []
     for spec in args.concurrency.split(","):
@@ -259,6 +322,7 @@ def main() -> int:
 
     get_redis().flushdb()
     server = FakeOpenAIServer(safety_model="fake-safety").start()
+    plan = None if args.no_floor else capture_with_settings(server, FakeLLM(server))
     server.latency = args.latency
     env = {**os.environ, **FakeLLM(server).env(), "LLM_TIMEOUT": "30"}
     env["LOG_LEVEL"] = os.environ.get("BENCH_PIPELINE_LOG_LEVEL", "WARNING")
@@ -269,6 +333,8 @@ def main() -> int:
         for r in range(args.rounds):
             for config in configs:
                 result = run_config(config, args, agents, f"r{r}c{config.label}", probe, env)
+                if plan is not None:
+                    result.floor = floor_run(plan, config, result.items, agents, f"r{r}c{config.label}", server, probe)
                 results[config].append(result)
                 print(
                     f"round {r + 1} C={config.label}: {result.items} items in {result.seconds:.1f} s, "
@@ -279,26 +345,7 @@ def main() -> int:
         server.stop()
         get_redis().flushdb()
 
-    print(
-        f"\nEnrichment throughput, fake model at {args.latency * 1000:.0f} ms per call ({CALLS_PER_ITEM} calls per "
-        f"item), median of {args.rounds}; pool max {settings.PIPELINE_DB_POOL_MAX_SIZE} connections per process"
-    )
-    header = (
-        "| C | items | items/s | ideal | ratio | CPU ms/item (proc + PG) | xact/item | peak RSS MB | threads "
-        "| DB conns |"
-    )
-    print(header)
-    print("|---" * (header.count("|") - 1) + "|")
-    for config, runs in results.items():
-
-        def med(attr: str, runs=runs) -> float:
-            return statistics.median(getattr(run, attr) for run in runs)
-
-        print(
-            f"| {config.label} | {runs[0].items} | {med('rate'):.1f} | {runs[0].ideal:.0f} | {med('ratio'):.2f} | "
-            f"{med('cpu_process') * 1000:.1f} + {med('cpu_postgres') * 1000:.1f} | {med('transactions'):.1f} | "
-            f"{med('rss_mb'):.0f} | {med('threads'):.0f} | {med('connections'):.0f} |"
-        )
+    print_table(results, plan, args, settings.PIPELINE_DB_POOL_MAX_SIZE)
     return 0
 
 

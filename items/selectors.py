@@ -10,8 +10,8 @@ from django.db import connection
 from django.db.models import BigIntegerField, Count, Exists, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
-from pgvector.django import CosineDistance
 
+from eigenflux.base.sqlrows import BinaryVector, server_bound_cursor
 from items.models import (
     VERDICT_TAKEN_DOWN,
     Agent,
@@ -68,40 +68,57 @@ class SimilarHit:
     cosine: float
 
 
+_DUPLICATE_SQL: str | None = None
+# Statuses as literals, not parameters: a prepared statement's generic plan still sees the constant.
+_KEPT = f"('{ItemStatus.COMPLETED.value}', '{ItemStatus.REVIEW.value}')"
+_SIMILAR_SQL: str | None = None
+
+
 def exact_duplicate_of(item: ProcessedItem) -> RawItem | None:
     """The earliest completed or held (`review`) item with the same normalised-content hash within the duplicate
-    window: a copy of a held item is its duplicate too, or approving both would publish the same text twice."""
-    since = timezone.now() - timedelta(days=settings.DUPLICATE_WINDOW_DAYS)
-    return (
-        RawItem.objects.filter(
-            content_hash=item.raw.content_hash,
-            created_at__gte=since,
-            processed__status__in=(ItemStatus.COMPLETED, ItemStatus.REVIEW),
+    window: a copy of a held item is its duplicate too, or approving both would publish the same text twice.
+    Only its primary key is loaded (its other fields load on first access). Runs twice per enriched item, so it
+    is one prepared-shape statement rather than an ORM query compiled each time."""
+    global _DUPLICATE_SQL
+    if _DUPLICATE_SQL is None:
+        raw, processed = RawItem._meta, ProcessedItem._meta
+        _DUPLICATE_SQL = (
+            f'SELECT r."id" FROM "{raw.db_table}" r JOIN "{processed.db_table}" p '  # noqa: S608 - model metadata
+            f'ON p."{processed.pk.column}" = r."id" '
+            f'WHERE r."content_hash" = %s AND r."created_at" >= %s AND p."status" IN {_KEPT} AND r."id" <> %s '
+            'ORDER BY r."created_at" ASC LIMIT 1'
         )
-        .exclude(pk=item.pk)
-        .order_by("created_at")
-        .first()
-    )
+    since = timezone.now() - timedelta(days=settings.DUPLICATE_WINDOW_DAYS)
+    params = [item.raw.content_hash, since, item.pk]
+    with server_bound_cursor() as cursor:
+        cursor.execute(_DUPLICATE_SQL, params)
+        row = cursor.fetchone()
+    return None if row is None else RawItem.from_db(connection.alias, ["id"], [row[0]])
 
 
 def most_similar(*, embedding, exclude_id: int) -> SimilarHit | None:
     """The completed item nearest by cosine (pgvector HNSW), or None when there is none."""
-    row = (
-        ProcessedItem.objects.filter(status=ItemStatus.COMPLETED, embedding__isnull=False)
-        .exclude(pk=exclude_id)
-        .annotate(distance=CosineDistance("embedding", embedding))
-        .order_by("distance")
-        .values("pk", "author_id", "group_id", "created_at", "distance")
-        .first()
-    )
+    global _SIMILAR_SQL
+    if _SIMILAR_SQL is None:
+        table = ProcessedItem._meta.db_table
+        _SIMILAR_SQL = (
+            f'SELECT "raw_id", "author_id", "group_id", "created_at", ("embedding" <=> %s) AS "distance" '  # noqa: S608
+            f'FROM "{table}" WHERE "status" = \'{ItemStatus.COMPLETED.value}\' AND "embedding" IS NOT NULL '
+            'AND "raw_id" <> %s '
+            'ORDER BY "distance" ASC LIMIT 1'
+        )
+    with server_bound_cursor() as cursor:
+        cursor.execute(_SIMILAR_SQL, [BinaryVector(embedding), exclude_id])
+        row = cursor.fetchone()
     if row is None:
         return None
+    item_id, author_id, group_id, created_at, distance = row
     return SimilarHit(
-        item_id=row["pk"],
-        author_id=row["author_id"],
-        group_id=row["group_id"] or row["pk"],
-        created_at=row["created_at"],
-        cosine=1.0 - float(row["distance"]),
+        item_id=item_id,
+        author_id=author_id,
+        group_id=group_id or item_id,
+        created_at=created_at,
+        cosine=1.0 - float(distance),
     )
 
 

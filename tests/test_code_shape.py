@@ -25,7 +25,6 @@ LONG_FUNCTIONS = {
     "bench/outbox_wakeup.py::latency_part": "one timed publish loop per mode, with its relay thread, read in order",
     "bench/outbox_wakeup.py::main": "a benchmark script's main, read top to bottom: modes, alternating rounds, tables",
     "bench/outages.py::main": "the outage scenario in order: start, cut Redis and PostgreSQL, restore, verify",
-    "bench/pipeline_throughput.py::main": "a benchmark script's main, read top to bottom: runs, medians, table",
     "bench/search_latency.py::seed": "one COPY of three tables, row layout kept side by side with the columns",
     "bench/search_quality.py::main": "a benchmark script's main, read top to bottom: load, query, table",
     "bench/soak.py::main": "the soak scenario in order: start, publish, kill, settle, verify",
@@ -34,7 +33,6 @@ LONG_FUNCTIONS = {
     ),
     "tests/e2e/browser_check.py::seed": "the data the headless-browser walk-through looks at, created in one place",
     "tests/e2e/browser_check.py::main": "the headless-browser walk-through of the admin, page after page",
-    "tests/fakes/openai_server.py::_handler_class": "the HTTP handler class, a closure over the server's scripts",
     "tests/pipeline/runtime/test_tracing.py::test_one_trace_from_the_publish_request_to_the_downstream_consumers": (
         "one trace followed from the publish request through every consumer"
     ),

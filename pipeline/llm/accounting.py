@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import DatabaseError, transaction
+from django.utils import timezone
 
+from eigenflux.base.sqlrows import insert_rows
 from pipeline.llm import metrics
 from pipeline.llm.errors import MODEL
 from pipeline.runtime import dependencies
@@ -88,9 +90,10 @@ def _write(rows: list[dict[str, Any]]) -> bool:
     """Insert the rows; a database error is logged, not raised (a savepoint inside a caller's transaction)."""
     from pipeline.models import LLMCall  # the app registry must be ready; tasks import this module early
 
+    now = timezone.now()
     try:
         with transaction.atomic():
-            LLMCall.objects.bulk_create([LLMCall(**row) for row in rows])
+            insert_rows(LLMCall, [{**row, "created_at": now} for row in rows])
     except DatabaseError:
         first = rows[0]
         logger.exception(

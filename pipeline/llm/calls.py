@@ -12,6 +12,7 @@ ModelOutputInvalid and the pipeline retries the message later.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import logging
 import random
@@ -205,12 +206,50 @@ def _back_off(*, prompt: str, attempt: int, error: _Transient, cancel: threading
         raise CallCancelled(f"{prompt}: cancelled during backoff") from None
 
 
-async def _body(raw: Any) -> dict[str, Any]:
-    """The JSON object of a raw SDK response (read without building the SDK's models); ValueError if none."""
-    data = json.loads(await raw.http_response.aread() or b"null")
+_JSON_BODY: Any = {"headers": {"content-type": "application/json"}}
+
+
+async def _post(client: openai.AsyncOpenAI, path: str, body: bytes) -> dict[str, Any]:
+    """POST a JSON body built by us through the SDK's lowest public layer (`client.post`: its auth, timeout,
+    error mapping and transport, but no parameter transform) and return the reply's JSON object as it came
+    (`cast_to=object`: no response model is built); ValueError when the body is no JSON object."""
+    data = await client.post(path, cast_to=object, content=body, options=_JSON_BODY)
     if not isinstance(data, dict):
         raise ValueError(f"expected a JSON object, got {type(data).__name__}")
     return data
+
+
+@functools.lru_cache(maxsize=256)
+def _request_prefix(config: ClientConfig, prompt: str) -> str:
+    """A prompt's request body without its texts, serialised once: the JSON object, open at the end so the
+    call appends its instructions and input."""
+    del prompt  # part of the cache key only: the same settings may differ per prompt (reasoning effort)
+    if config.api == "chat":
+        fields: dict[str, Any] = {"model": config.model, config.chat_limit_param: config.max_output_tokens}
+        if config.reasoning_effort:
+            fields["reasoning_effort"] = config.reasoning_effort
+        if config.json_mode:
+            fields["response_format"] = {"type": "json_object"}
+    else:
+        fields = {"model": config.model, "store": False, "max_output_tokens": config.max_output_tokens}
+        if config.reasoning_effort:
+            fields["reasoning"] = {"effort": config.reasoning_effort}
+        if config.json_mode:
+            fields["text"] = {"format": {"type": "json_object"}}
+    return json.dumps(fields)[:-1]
+
+
+def request_body(config: ClientConfig, rendered: RenderedPrompt) -> bytes:
+    """The HTTP body of one completion: the prompt's cached prefix plus this call's texts."""
+    prefix = _request_prefix(config, rendered.name)
+    if config.api == "chat":
+        messages = [
+            {"role": "system", "content": rendered.instructions},
+            {"role": "user", "content": rendered.input},
+        ]
+        return f'{prefix}, "messages": {json.dumps(messages)}}}'.encode()
+    texts = f'"instructions": {json.dumps(rendered.instructions)}, "input": {json.dumps(rendered.input)}'
+    return f"{prefix}, {texts}}}".encode()
 
 
 def _count(usage: dict[str, Any], key: str, details: str = "") -> int:
@@ -253,38 +292,16 @@ def _chat_reply(data: dict[str, Any]) -> Reply:
 
 def _sender(config: ClientConfig, rendered: RenderedPrompt) -> Callable[[], Awaitable[Reply]]:
     client = openai_client(config)
+    body = request_body(config, rendered)
     if config.api == "chat":
-        kwargs: dict[str, Any] = {
-            "model": config.model,
-            "messages": [
-                {"role": "system", "content": rendered.instructions},
-                {"role": "user", "content": rendered.input},
-            ],
-            config.chat_limit_param: config.max_output_tokens,
-        }
-        if config.reasoning_effort:
-            kwargs["reasoning_effort"] = config.reasoning_effort
-        if config.json_mode:
-            kwargs["response_format"] = {"type": "json_object"}
 
         async def send_chat() -> Reply:
-            return _chat_reply(await _body(await client.chat.completions.with_raw_response.create(**kwargs)))
+            return _chat_reply(await _post(client, "/chat/completions", body))
 
         return send_chat
-    kwargs = {
-        "model": config.model,
-        "instructions": rendered.instructions,
-        "input": rendered.input,
-        "store": False,
-        "max_output_tokens": config.max_output_tokens,
-    }
-    if config.reasoning_effort:
-        kwargs["reasoning"] = {"effort": config.reasoning_effort}
-    if config.json_mode:
-        kwargs["text"] = {"format": {"type": "json_object"}}
 
     async def send_responses() -> Reply:
-        return _responses_reply(await _body(await client.responses.with_raw_response.create(**kwargs)))
+        return _responses_reply(await _post(client, "/responses", body))
 
     return send_responses
 
@@ -345,12 +362,13 @@ def embed_remote(
     *, config: ClientConfig, texts: list[str], dimensions: int, item_id: int | None, cancel: threading.Event | None
 ) -> list[list[float]]:
     client = openai_client(config)
-    kwargs: dict[str, Any] = {"model": config.model, "input": texts, "encoding_format": "base64"}
+    fields: dict[str, Any] = {"model": config.model, "input": texts, "encoding_format": "base64"}
     if settings.EMBEDDING_SEND_DIMENSIONS:
-        kwargs["dimensions"] = dimensions
+        fields["dimensions"] = dimensions
+    body = json.dumps(fields).encode()
 
     async def send() -> Reply:
-        data = await _body(await client.embeddings.with_raw_response.create(**kwargs))
+        data = await _post(client, "/embeddings", body)
         rows = [row for row in data.get("data") or [] if isinstance(row, dict)]
         ordered = sorted(rows, key=lambda row: row["index"] if isinstance(row.get("index"), int) else 0)
         return Reply(

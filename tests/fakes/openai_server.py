@@ -20,6 +20,7 @@ Plain HTTP on 127.0.0.1, so other processes (`manage.py run_pipeline`) can use i
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import hashlib
@@ -33,8 +34,9 @@ import time
 import uuid
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from aiohttp import web
 
 TASK_MARKER = re.compile(r"TASK:\s*([a-z_]+)")
 TASKS = ("process_item", "safety", "suggest_action", "extract_keywords", "official_reply", "embed")
@@ -161,13 +163,11 @@ def _texts(value: Any) -> list[str]:
     return []
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    # Benchmarks open hundreds of connections at once: a short accept backlog would drop SYNs (1 s retries).
-    request_queue_size = 1024
-
-
 class FakeOpenAIServer:
+    """Serves on one asyncio event loop (aiohttp's server, in a daemon thread): a request costs a few hundred
+    microseconds of CPU and no thread, so thousands of requests a second fit on one core and a benchmark of the
+    pipeline measures the pipeline, not this server (bench/fake_server_rate.py)."""
+
     def __init__(self, host: str = "127.0.0.1", port: int = 0, *, safety_model: str = "fake-safety"):
         self.safety_model = safety_model
         self.latency = 0.0  # added to every reply
@@ -181,29 +181,61 @@ class FakeOpenAIServer:
         self._defaults: dict[str, Any] = {task: dict(reply) for task, reply in DEFAULT_REPLIES.items()}
         self._embeddings: dict[str, list[float]] = {}
         self._lock = threading.Lock()
-        self._in_flight_changed = threading.Condition(self._lock)
         self.in_flight = 0  # POSTs received and not yet answered
         self.max_in_flight = 0
         self.gate: tuple[int, float] | None = None  # (n, timeout): hold replies until n requests are in flight
-        self._httpd = _Server((host, port), self._handler_class())
+        # Benchmarks open hundreds of connections at once: a short accept backlog would drop SYNs (1 s retries).
+        self._socket = socket.create_server((host, port), backlog=1024)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._runner: web.AppRunner | None = None
         self._thread: threading.Thread | None = None
 
     # -- control ------------------------------------------------------------------------------------
     @property
     def url(self) -> str:
-        host, port = self._httpd.server_address[:2]
+        host, port = self._socket.getsockname()[:2]
         return f"http://{host}:{port}/v1"
 
     def start(self) -> FakeOpenAIServer:
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-openai", daemon=True
-        )
+        started = threading.Event()
+        self._loop = asyncio.new_event_loop()
+
+        def serve() -> None:
+            assert self._loop is not None
+            asyncio.set_event_loop(self._loop)
+            self._loop.run_until_complete(self._serve())
+            started.set()
+            self._loop.run_forever()
+            pending = asyncio.all_tasks(self._loop)  # handlers still sleeping (a stall, a latency) are dropped
+            for task in pending:
+                task.cancel()
+            self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            self._loop.close()
+
+        self._thread = threading.Thread(target=serve, name="fake-openai", daemon=True)
         self._thread.start()
+        started.wait(10)
         return self
 
+    async def _serve(self) -> None:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_route("GET", "/{path:.*}", self._get)
+        app.router.add_route("POST", "/{path:.*}", self._post)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=0.1)
+        await self._runner.setup()
+        await web.SockSite(self._runner, self._socket, backlog=1024).start()
+
     def stop(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        loop, runner, thread = self._loop, self._runner, self._thread
+        if loop is None or runner is None or thread is None:
+            self._socket.close()
+            return
+        with contextlib.suppress(Exception):  # stopping is best effort: a test is tearing down
+            asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(5)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        self._socket.close()
+        self._loop, self._runner, self._thread = None, None, None
 
     def __enter__(self) -> FakeOpenAIServer:
         return self.start()
@@ -280,228 +312,210 @@ class FakeOpenAIServer:
                 return queue.popleft()
             return self._defaults.get(task)
 
-    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
-        server = self
+    async def _get(self, request: web.Request) -> web.StreamResponse:
+        """GET /v1/models (a reachability probe): answered (with `models_status`), or the outage's fault."""
+        path = request.path
+        record = RecordedRequest(path, {k.lower(): v for k, v in request.headers.items()}, {}, "models")
+        with self._lock:
+            self.requests.append(record)
+        outage = self.outage
+        if outage is not None:
+            return await self._answer(request, record, path, {}, "models", outage, 0)
+        if path.endswith("/models") and self.models_status == 200 and self.models_html:
+            page = b"<!doctype html><html><body>Welcome to the gateway</body></html>"
+            return _send(record, 200, page, content_type="text/html")
+        if path.endswith("/models") and self.models_status == 200:
+            models = [self.safety_model, "fake-main", "fake-embedding"]
+            data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in models]
+            return _json(record, 200, {"object": "list", "data": data})
+        status = self.models_status if path.endswith("/models") else 404
+        headers = {"allow": "POST"} if status == 405 else None
+        return _json(record, status, {"error": {"message": f"no GET {path} here", "type": "fake"}}, headers)
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+    async def _post(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            body = {}
+        if not isinstance(body, dict):
+            body = {}
+        path = request.path
+        task = self._task_of(path, body)
+        record = RecordedRequest(path, {k.lower(): v for k, v in request.headers.items()}, body, task)
+        with self._lock:
+            self.requests.append(record)
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            if self.gate is not None:
+                await self._held_at_gate(*self.gate)
+            outage = self.outage
+            reply = outage if outage is not None else self._next_reply(task, body)
+            delay, reasoning = self.latency, self.reasoning_tokens
+            if isinstance(reply, Reply):
+                delay, reasoning, reply = delay + reply.delay, reply.reasoning_tokens, reply.body
+            if delay:
+                await asyncio.sleep(delay)
+            return await self._answer(request, record, path, body, task, reply, reasoning)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
 
-            def log_message(self, format: str, *args: Any) -> None:  # quiet test output
-                return
+    async def _held_at_gate(self, n: int, timeout: float) -> None:
+        """Hold the reply until `n` requests are in flight at once (or the timeout): shows how many requests a
+        client really keeps open concurrently, without timing asserts."""
+        deadline = time.monotonic() + timeout
+        while self.in_flight < n and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
 
-            def do_GET(self) -> None:
-                """GET /v1/models (a reachability probe): answered (with `models_status`), or the outage's fault."""
-                path = self.path.split("?", 1)[0]
-                record = RecordedRequest(path, {k.lower(): v for k, v in self.headers.items()}, {}, "models")
-                self._record = record
-                with server._lock:
-                    server.requests.append(record)
-                outage = server.outage
-                if outage is not None:
-                    self._answer(path, {}, "models", outage, 0)
-                elif path.endswith("/models") and server.models_status == 200 and server.models_html:
-                    page = b"<!doctype html><html><body>Welcome to the gateway</body></html>"
-                    self.send_response(200)
-                    self.send_header("content-type", "text/html")
-                    self.send_header("content-length", str(len(page)))
-                    self.end_headers()
-                    self.wfile.write(page)
-                elif path.endswith("/models") and server.models_status == 200:
-                    models = [server.safety_model, "fake-main", "fake-embedding"]
-                    data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in models]
-                    self._json(200, {"object": "list", "data": data})
-                else:
-                    status = server.models_status if path.endswith("/models") else 404
-                    headers = {"allow": "POST"} if status == 405 else None
-                    self._json(status, {"error": {"message": f"no GET {path} here", "type": "fake"}}, headers)
+    async def _answer(
+        self,
+        request: web.Request,
+        record: RecordedRequest,
+        path: str,
+        body: dict,
+        task: str,
+        reply: Any,
+        reasoning: int,
+    ) -> web.StreamResponse:
+        if isinstance(reply, Fault):
+            if reply.kind == "stall":
+                await asyncio.sleep(reply.seconds)
+                reply = self._defaults.get(task)
+            elif reply.kind == "empty_body":
+                return _send(record, 200, b"")
+            elif reply.kind == "disconnect":
+                if request.transport is not None:
+                    request.transport.abort()  # no answer: the client sees the connection dropped
+                return web.Response(status=200)  # never sent: the connection is gone
+            else:
+                headers = {"x-should-retry": "false"}
+                if reply.retry_after is not None:
+                    headers["retry-after"] = str(reply.retry_after)
+                message = {"error": {"message": f"fake fault {reply.status}", "type": "fake", "code": None}}
+                return _json(record, reply.status, message, headers)
+        if path.endswith("/embeddings"):
+            return _json(record, 200, self._embeddings_reply(body, reply))
+        if path.endswith("/responses"):
+            return _json(record, 200, _responses(body, reply, reasoning))
+        if path.endswith("/chat/completions"):
+            return _json(record, 200, _chat(body, reply, reasoning))
+        return _json(record, 404, {"error": {"message": f"no route {path}", "type": "fake"}})
 
-            def do_POST(self) -> None:
-                length = int(self.headers.get("content-length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                try:
-                    body = json.loads(raw or b"{}")
-                except ValueError:
-                    body = {}
-                path = self.path.split("?", 1)[0]
-                task = server._task_of(path, body)
-                record = RecordedRequest(path, {k.lower(): v for k, v in self.headers.items()}, body, task)
-                self._record = record
-                with server._lock:
-                    server.requests.append(record)
-                    server.in_flight += 1
-                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
-                    server._in_flight_changed.notify_all()
-                    if server.gate is not None:
-                        # Hold every reply until `n` requests are in flight at once (or the timeout): shows
-                        # how many requests a client really keeps open concurrently, without timing asserts.
-                        n, timeout = server.gate
-                        server._in_flight_changed.wait_for(lambda: server.in_flight >= n, timeout)
-                try:
-                    self._reply(path, body, task)
-                finally:
-                    with server._lock:
-                        server.in_flight -= 1
+    def _embeddings_reply(self, body: dict[str, Any], reply: Any) -> dict[str, Any]:
+        inputs = body.get("input", [])
+        inputs = [inputs] if isinstance(inputs, str) else list(inputs)
+        dimensions = int(body.get("dimensions") or 384)
+        if isinstance(reply, dict) and "vectors" in reply:  # scripted: {"vectors": [[...], ...]}
+            vectors = reply["vectors"]
+        else:
+            with self._lock:
+                overrides = dict(self._embeddings)
+            vectors = [overrides.get(text) or hashed_embedding(text, dimensions) for text in inputs]
+        as_base64 = body.get("encoding_format") == "base64"
+        data = []
+        for index, vector in enumerate(vectors):
+            encoded: Any = vector
+            if as_base64:
+                encoded = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
+            data.append({"object": "embedding", "index": index, "embedding": encoded})
+        tokens = sum(len(str(text).split()) for text in inputs)
+        return {
+            "object": "list",
+            "data": data,
+            "model": body.get("model", ""),
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
 
-            def _reply(self, path: str, body: dict[str, Any], task: str) -> None:
-                outage = server.outage
-                reply = outage if outage is not None else server._next_reply(task, body)
-                delay, reasoning = server.latency, server.reasoning_tokens
-                if isinstance(reply, Reply):
-                    delay, reasoning, reply = delay + reply.delay, reply.reasoning_tokens, reply.body
-                if delay:
-                    time.sleep(delay)
-                with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the client gave up
-                    self._answer(path, body, task, reply, reasoning)
 
-            def _send(self, status: int, payload: bytes, headers: dict[str, str] | None = None) -> None:
-                self._record.status = status
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(payload)))
-                for key, value in (headers or {}).items():
-                    self.send_header(key, value)
-                self.end_headers()
-                self.wfile.write(payload)
+def _send(
+    record: RecordedRequest,
+    status: int,
+    payload: bytes,
+    headers: dict[str, str] | None = None,
+    content_type: str = "application/json",
+) -> web.Response:
+    record.status = status
+    response = web.Response(status=status, body=payload, headers=headers)
+    response.content_type = content_type
+    return response
 
-            def _json(self, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
-                self._send(status, json.dumps(obj).encode(), headers)
 
-            def _answer(self, path: str, body: dict[str, Any], task: str, reply: Any, reasoning: int) -> None:
-                if isinstance(reply, Fault):
-                    if reply.kind == "stall":
-                        time.sleep(reply.seconds)
-                        reply = server._defaults.get(task)
-                    elif reply.kind == "empty_body":
-                        self._send(200, b"")
-                        return
-                    elif reply.kind == "disconnect":
-                        self.close_connection = True
-                        with contextlib.suppress(OSError):
-                            self.connection.shutdown(socket.SHUT_RDWR)
-                        return
-                    else:
-                        headers = {"x-should-retry": "false"}
-                        if reply.retry_after is not None:
-                            headers["retry-after"] = str(reply.retry_after)
-                        message = {"error": {"message": f"fake fault {reply.status}", "type": "fake", "code": None}}
-                        self._json(reply.status, message, headers)
-                        return
-                if path.endswith("/embeddings"):
-                    self._embeddings(body, reply)
-                elif path.endswith("/responses"):
-                    self._responses(body, reply, reasoning)
-                elif path.endswith("/chat/completions"):
-                    self._chat(body, reply, reasoning)
-                else:
-                    self._json(404, {"error": {"message": f"no route {path}", "type": "fake"}})
+def _json(record: RecordedRequest, status: int, obj: Any, headers: dict[str, str] | None = None) -> web.Response:
+    return _send(record, status, json.dumps(obj).encode(), headers)
 
-            @staticmethod
-            def _text(reply: Any) -> str:
-                if reply is None:
-                    return ""
-                return reply if isinstance(reply, str) else json.dumps(reply)
 
-            @staticmethod
-            def _capped(text: str, cap: Any) -> tuple[str, bool]:
-                words = text.split(" ")
-                if isinstance(cap, int) and len(text.split()) > cap:
-                    return " ".join(words[:cap]), True
-                return text, False
+def _text(reply: Any) -> str:
+    if reply is None:
+        return ""
+    return reply if isinstance(reply, str) else json.dumps(reply)
 
-            def _responses(self, body: dict[str, Any], reply: Any, reasoning: int) -> None:
-                text, cut = self._capped(self._text(reply), body.get("max_output_tokens"))
-                input_tokens = sum(
-                    len(part.split()) for part in _texts(body.get("input")) + _texts(body.get("instructions"))
-                )
-                output_tokens = len(text.split())
-                self._json(
-                    200,
-                    {
-                        "id": f"resp_{uuid.uuid4().hex}",
-                        "object": "response",
-                        "created_at": time.time(),
-                        "status": "incomplete" if cut else "completed",
-                        "incomplete_details": {"reason": "max_output_tokens"} if cut else None,
-                        "model": body.get("model", ""),
-                        "output": [
-                            {
-                                "type": "message",
-                                "id": f"msg_{uuid.uuid4().hex}",
-                                "status": "completed",
-                                "role": "assistant",
-                                "content": [{"type": "output_text", "text": text, "annotations": []}],
-                            }
-                        ],
-                        "parallel_tool_calls": False,
-                        "tool_choice": "auto",
-                        "tools": [],
-                        "usage": {
-                            "input_tokens": input_tokens,
-                            "input_tokens_details": {"cached_tokens": 0},
-                            "output_tokens": output_tokens + reasoning,
-                            "output_tokens_details": {"reasoning_tokens": reasoning},
-                            "total_tokens": input_tokens + output_tokens + reasoning,
-                        },
-                    },
-                )
 
-            def _chat(self, body: dict[str, Any], reply: Any, reasoning: int) -> None:
-                cap = body.get("max_completion_tokens", body.get("max_tokens"))
-                text, cut = self._capped(self._text(reply), cap)
-                prompt_tokens = sum(len(part.split()) for part in _texts(body.get("messages")))
-                completion_tokens = len(text.split()) + reasoning
-                self._json(
-                    200,
-                    {
-                        "id": f"chatcmpl-{uuid.uuid4().hex}",
-                        "object": "chat.completion",
-                        "created": int(time.time()),
-                        "model": body.get("model", ""),
-                        "choices": [
-                            {
-                                "index": 0,
-                                "finish_reason": "length" if cut else "stop",
-                                "message": {"role": "assistant", "content": text},
-                            }
-                        ],
-                        "usage": {
-                            "prompt_tokens": prompt_tokens,
-                            "completion_tokens": completion_tokens,
-                            "total_tokens": prompt_tokens + completion_tokens,
-                            "completion_tokens_details": {"reasoning_tokens": reasoning},
-                        },
-                    },
-                )
+def _capped(text: str, cap: Any) -> tuple[str, bool]:
+    words = text.split(" ")
+    if isinstance(cap, int) and len(text.split()) > cap:
+        return " ".join(words[:cap]), True
+    return text, False
 
-            def _embeddings(self, body: dict[str, Any], reply: Any) -> None:
-                inputs = body.get("input", [])
-                inputs = [inputs] if isinstance(inputs, str) else list(inputs)
-                dimensions = int(body.get("dimensions") or 384)
-                if isinstance(reply, dict) and "vectors" in reply:  # scripted: {"vectors": [[...], ...]}
-                    vectors = reply["vectors"]
-                else:
-                    with server._lock:
-                        overrides = dict(server._embeddings)
-                    vectors = [overrides.get(text) or hashed_embedding(text, dimensions) for text in inputs]
-                as_base64 = body.get("encoding_format") == "base64"
-                data = []
-                for index, vector in enumerate(vectors):
-                    encoded: Any = vector
-                    if as_base64:
-                        encoded = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
-                    data.append({"object": "embedding", "index": index, "embedding": encoded})
-                tokens = sum(len(str(text).split()) for text in inputs)
-                self._json(
-                    200,
-                    {
-                        "object": "list",
-                        "data": data,
-                        "model": body.get("model", ""),
-                        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
-                    },
-                )
 
-        return Handler
+def _responses(body: dict[str, Any], reply: Any, reasoning: int) -> dict[str, Any]:
+    text, cut = _capped(_text(reply), body.get("max_output_tokens"))
+    input_tokens = sum(len(part.split()) for part in _texts(body.get("input")) + _texts(body.get("instructions")))
+    output_tokens = len(text.split())
+    return {
+        "id": f"resp_{uuid.uuid4().hex}",
+        "object": "response",
+        "created_at": time.time(),
+        "status": "incomplete" if cut else "completed",
+        "incomplete_details": {"reason": "max_output_tokens"} if cut else None,
+        "model": body.get("model", ""),
+        "output": [
+            {
+                "type": "message",
+                "id": f"msg_{uuid.uuid4().hex}",
+                "status": "completed",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": text, "annotations": []}],
+            }
+        ],
+        "parallel_tool_calls": False,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": {
+            "input_tokens": input_tokens,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": output_tokens + reasoning,
+            "output_tokens_details": {"reasoning_tokens": reasoning},
+            "total_tokens": input_tokens + output_tokens + reasoning,
+        },
+    }
+
+
+def _chat(body: dict[str, Any], reply: Any, reasoning: int) -> dict[str, Any]:
+    cap = body.get("max_completion_tokens", body.get("max_tokens"))
+    text, cut = _capped(_text(reply), cap)
+    prompt_tokens = sum(len(part.split()) for part in _texts(body.get("messages")))
+    completion_tokens = len(text.split()) + reasoning
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body.get("model", ""),
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "length" if cut else "stop",
+                "message": {"role": "assistant", "content": text},
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+            "completion_tokens_details": {"reasoning_tokens": reasoning},
+        },
+    }
 
 
 if __name__ == "__main__":  # run standalone for benchmarks: python -m tests.fakes.openai_server

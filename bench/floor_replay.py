@@ -1,0 +1,217 @@
+"""The floor's replay process (bench/pipeline_floor.py): the captured plan done for each item with raw psycopg
+(async, binary vectors), aiohttp and redis-py's asyncio client; no Django, no SDK, no runtime.
+
+Started by bench/pipeline_floor.run_floor; prints "ready", waits for a line on stdin (the bench has taken its
+CPU readings and added the stream entries), then works until every item is done and prints {"done": N}."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import pickle
+import sys
+import uuid
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from bench.pipeline_floor import (  # noqa: E402
+    CAPTURE_MESSAGE_ID,
+    FLOOR_APPLICATION_NAME,
+    FLOOR_GROUP,
+    UUID_RE,
+    VECTOR_MARKER,
+    Plan,
+    Step,
+)
+
+
+class _Item:
+    def __init__(self, plan: Plan, item_id: int, message_id: str, content: str, content_hash: str, shift) -> None:
+        self.plan = plan
+        self.map_str = {
+            plan.token: f"{message_id}@floor",
+            plan.content: content,
+            plan.content_hash: content_hash,
+            f"{CAPTURE_MESSAGE_ID}@%": f"{message_id}@%",
+        }
+        self.item_id = item_id
+        self.shift = shift
+        self.vector: Any = None
+        self.uuids: dict[str, str] = {}
+
+    def value(self, value: Any) -> Any:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, int):
+            return self.item_id if value == self.plan.item_id else value
+        if isinstance(value, str):
+            if value in (VECTOR_MARKER, self.plan.vector_text) or (value.startswith("[") and len(value) > 200):
+                return self.vector
+            if value in self.map_str:
+                return self.map_str[value]
+            if UUID_RE.match(value):
+                return self.uuids.setdefault(value, str(uuid.uuid4()))
+            if str(self.plan.item_id) == value:
+                return str(self.item_id)
+            return (
+                value.replace(self.plan.content, self.map_str[self.plan.content])
+                if self.plan.content in value
+                else value
+            )
+        if isinstance(value, datetime):
+            return value + self.shift
+        if isinstance(value, uuid.UUID):
+            return uuid.UUID(self.uuids.setdefault(str(value), str(uuid.uuid4())))
+        if isinstance(value, dict):
+            return {k: self.value(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return type(value)(self.value(v) for v in value)
+        wrapped = getattr(value, "obj", None)
+        if wrapped is not None:  # psycopg's Json / Jsonb wrapper
+            return type(value)(self.value(wrapped))
+        return value
+
+    def statement(self, sql: str, params: Any) -> tuple[str, Any]:
+        """The statement for this item; a vector parameter is sent in binary (its placeholder becomes %b)."""
+        if params is None:
+            return sql, None
+        if isinstance(params, dict):
+            mapped = {k: self.value(v) for k, v in params.items()}
+            for key, value in mapped.items():
+                if value is self.vector and value is not None:
+                    sql = sql.replace(f"%({key})s", f"%({key})b")
+            return sql, mapped
+        mapped_list = [self.value(v) for v in params]
+        if any(v is self.vector for v in mapped_list) and self.vector is not None:
+            parts = sql.split("%s")
+            out = parts[0]
+            for i, part in enumerate(parts[1:]):
+                out += ("%b" if mapped_list[i] is self.vector else "%s") + part
+            sql = out
+        return sql, mapped_list
+
+
+async def _replay_item(item: _Item, pool, session, base_url: str) -> None:
+    import numpy as np
+
+    for step in item.plan.steps:
+        if step.kind == "http":
+            body = item.value(step.body)
+            async with session.post(
+                base_url + step.path.removeprefix("/v1"), data=json.dumps(body), headers=step.headers
+            ) as response:
+                data = json.loads(await response.read())
+            if step.path.endswith("/embeddings"):
+                item.vector = np.frombuffer(base64.b64decode(data["data"][0]["embedding"]), dtype="<f4")
+            continue
+        async with pool.connection() as conn:
+            if step.atomic:
+                async with conn.transaction():
+                    for sql, params in step.statements:
+                        await conn.execute(*item.statement(sql, params))
+            else:
+                for sql, params in step.statements:
+                    await conn.execute(*item.statement(sql, params))
+
+
+async def _open_pool(args):
+    import psycopg
+    from pgvector.psycopg import register_vector_async
+    from psycopg_pool import AsyncConnectionPool
+
+    async def configure(conn: psycopg.AsyncConnection) -> None:
+        await register_vector_async(conn)
+
+    pool = AsyncConnectionPool(
+        args.database_url,
+        min_size=args.pool,
+        max_size=args.pool,
+        kwargs={"autocommit": True, "application_name": FLOOR_APPLICATION_NAME},
+        configure=configure,
+        open=False,
+    )
+    await pool.open(wait=True)
+    return pool
+
+
+async def _run(args) -> dict[str, Any]:
+    import aiohttp
+    import redis.asyncio as aioredis
+
+    with open(args.plan, "rb") as fh:
+        fields, items = pickle.load(fh)  # noqa: S301 - the bench wrote this file
+    plan = Plan(**{**fields, "steps": [Step(**step) for step in fields["steps"]]})
+    shift = datetime.now().astimezone() - plan.captured_at
+
+    pool = await _open_pool(args)
+    client = aioredis.from_url(args.redis_url)
+    queue: asyncio.Queue = asyncio.Queue()
+    by_id = {item_id: (content, content_hash) for item_id, content, content_hash in items}
+    done = 0
+    finished = asyncio.Event()
+    connector = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(connector=connector) as session:
+
+        async def worker() -> None:
+            nonlocal done
+            while True:
+                message_id, item_id = await queue.get()
+                content, content_hash = by_id[item_id]
+                await _replay_item(
+                    _Item(plan, item_id, message_id, content, content_hash, shift), pool, session, args.base_url
+                )
+                await client.xack(args.stream, FLOOR_GROUP, message_id)
+                done += 1
+                if done >= len(items):
+                    finished.set()
+
+        async def reader() -> None:
+            while not finished.is_set():
+                if queue.qsize() >= args.concurrency:
+                    await asyncio.sleep(0.005)
+                    continue
+                reply = await client.xreadgroup(
+                    FLOOR_GROUP, "floor", {args.stream: ">"}, count=args.concurrency, block=100
+                )
+                for _stream, entries in reply or []:
+                    for message_id, fields in entries:
+                        queue.put_nowait((message_id.decode(), int(json.loads(fields[b"data"])["item_id"])))
+
+        print("ready", flush=True)
+        sys.stdin.readline()  # the bench has taken its CPU readings and added the entries
+        tasks = [asyncio.create_task(worker()) for _ in range(args.concurrency)] + [asyncio.create_task(reader())]
+        waiter = asyncio.create_task(finished.wait())
+        await asyncio.wait([waiter, *tasks], return_when=asyncio.FIRST_COMPLETED)
+        for task in [waiter, *tasks]:
+            task.cancel()
+        for task in tasks:
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                raise task.exception()  # type: ignore[misc]
+    print(json.dumps({"done": done}), flush=True)
+    sys.stdin.readline()  # the bench has read the backends' CPU: they may go now
+    await pool.close()
+    await client.aclose()
+    return {"done": done}
+
+
+def worker_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--plan", required=True)
+    parser.add_argument("--database-url", required=True)
+    parser.add_argument("--redis-url", required=True)
+    parser.add_argument("--base-url", required=True)
+    parser.add_argument("--stream", required=True)
+    parser.add_argument("--concurrency", type=int, required=True)
+    parser.add_argument("--pool", type=int, default=8)
+    args = parser.parse_args(argv)
+    asyncio.run(_run(args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(worker_main(sys.argv[1:]))

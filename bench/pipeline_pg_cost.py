@@ -1,0 +1,104 @@
+"""Where PostgreSQL spends its CPU per enriched item: the costly statements of the enrichment, each run alone for
+every item of the last bench/pipeline_throughput.py run (database `eigenflux_pipebench`, left behind by it), in
+transactions that are rolled back, with the backend's CPU time read from /proc around each batch.
+
+Statements: the similarity search (HNSW walk), writing the embedding (HNSW insert), computing the search vector
+alone (to_tsvector of keywords, summary and content), writing it (the same plus the GIN index entries), a
+checkpoint write of a small column (the plain cost of an update of the row). First it prints how many of the
+run's updates of an item's row were HOT (pg_stat_user_tables).
+
+    flock /tmp/eigenflux-bench.lock .venv/bin/python bench/pipeline_pg_cost.py [--items 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from bench.pipeline_throughput import DB, proc_cpu  # noqa: E402
+
+
+def costly_statements(rng) -> dict[str, tuple[str, Callable[[tuple], list]]]:
+    """The statements measured, each with its parameters for one (raw_id, embedding, summary, keywords) row."""
+    from items.textsearch import search_vector_sql
+
+    search = search_vector_sql()
+    return {
+        "similarity search (HNSW walk)": (
+            "SELECT raw_id, (embedding <=> %b) AS d FROM items_processeditem WHERE status = 'completed' "
+            "AND embedding IS NOT NULL AND raw_id <> %s ORDER BY d LIMIT 1",
+            lambda r: [r[1], r[0]],
+        ),
+        "write the embedding (HNSW insert)": (
+            "UPDATE items_processeditem SET embedding = %b WHERE raw_id = %s",
+            lambda r: [_unit(rng, len(r[1].to_list())), r[0]],
+        ),
+        "compute the search vector only": (
+            f"SELECT {search}",
+            lambda r: [" ".join(r[3]), r[2], r[2] * 3],
+        ),
+        "write the search vector (+ GIN)": (
+            f"UPDATE items_processeditem SET search_vector = {search} WHERE raw_id = %s",  # noqa: S608
+            lambda r: [" ".join(r[3]) + " x", r[2], r[2] * 3, r[0]],
+        ),
+        "write a small column (row update)": (
+            "UPDATE items_processeditem SET suggestion = %s WHERE raw_id = %s",
+            lambda r: ["Reply to the author.", r[0]],
+        ),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--items", type=int, default=300)
+    args = parser.parse_args()
+    import psycopg
+    from pgvector.psycopg import register_vector
+
+    from eigenflux.base import embedded
+
+    base = os.environ.get("DATABASE_URL") or embedded.postgres_url(ROOT / ".data")
+    conn = psycopg.connect(base.rsplit("/", 1)[0] + f"/{DB}", autocommit=True)
+    register_vector(conn)
+    pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+    rows = conn.execute(
+        "SELECT raw_id, embedding, summary, keywords FROM items_processeditem WHERE status = 'completed' "
+        "AND embedding IS NOT NULL ORDER BY raw_id DESC LIMIT %s",
+        [args.items],
+    ).fetchall()
+    if not rows:
+        raise SystemExit(f"no completed items in {DB}: run bench/pipeline_throughput.py first")
+    statements = costly_statements(np.random.default_rng(7))
+    updates, hot, inserts = conn.execute(
+        "SELECT n_tup_upd, n_tup_hot_upd, n_tup_ins FROM pg_stat_user_tables WHERE relname = 'items_processeditem'"
+    ).fetchone()
+    print(
+        f"In the run: {updates / inserts:.1f} updates of an item's row per item, {hot / inserts:.1f} of them HOT "
+        "(no index touched); the others insert the new row version into every index, the HNSW graphs included"
+    )
+    print(f"PostgreSQL CPU per statement, {len(rows)} items, load {os.getloadavg()[0]:.1f}")
+    print("| statement | CPU ms per run |")
+    print("|---|---|")
+    for label, (sql, params) in statements.items():
+        before = proc_cpu(pid)
+        with conn.transaction(force_rollback=True):
+            for row in rows:
+                conn.execute(sql, params(row))
+        print(f"| {label} | {(proc_cpu(pid) - before) * 1000 / len(rows):.2f} |", flush=True)
+    return 0
+
+
+def _unit(rng, dimensions: int) -> np.ndarray:
+    vector = rng.standard_normal(dimensions).astype(np.float32)
+    return vector / np.linalg.norm(vector)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,63 @@
+"""eigenflux.base.sqlrows: the enrichment's prepared-shape statements write what the ORM would, through Django's
+cursor wrapper (so execute wrappers still see them), with vectors in pgvector's binary format."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from eigenflux.base.sqlrows import BinaryVector, insert_rows, server_bound_cursor, update_where
+from items.models import ItemStatus, ModerationDecision, ProcessedItem
+from items.selectors import most_similar
+from tests.factories import make_completed_item, make_item
+
+pytestmark = pytest.mark.django_db
+
+
+def unit(i: int, dims: int = 384) -> list[float]:
+    vector = [0.0] * dims
+    vector[i] = 1.0
+    return vector
+
+
+def test_update_where_changes_only_matching_rows_and_counts_them():
+    raw = make_item()
+    where = {"raw": raw.pk, "status": ItemStatus.PENDING}
+    assert update_where(ProcessedItem, {"last_error": "x", "extraction": {"a": [1]}}, where=where) == 1
+    assert update_where(ProcessedItem, {"last_error": "y"}, where={**where, "status": ItemStatus.COMPLETED}) == 0
+    item = ProcessedItem.objects.get(pk=raw.pk)
+    assert (item.last_error, item.extraction) == ("x", {"a": [1]})
+
+
+def test_a_vector_goes_in_binary_and_reads_back_as_written():
+    raw = make_item()
+    vector = [math.sin(i) for i in range(384)]
+    assert update_where(ProcessedItem, {"embedding": vector}, where={"raw": raw.pk}) == 1
+    stored = ProcessedItem.objects.get(pk=raw.pk).embedding
+    assert [float(x) for x in stored] == pytest.approx(vector, abs=1e-6)  # float32, as pgvector stores it
+    with server_bound_cursor() as cursor:
+        cursor.execute("SELECT %s::vector(3)::text", [BinaryVector([0.5, -1.0, 2.0])])
+        assert cursor.fetchone()[0] == "[0.5,-1,2]"
+
+
+def test_most_similar_finds_the_nearest_completed_item():
+    near = make_completed_item(embedding=unit(0))
+    make_completed_item(embedding=unit(1))
+    hit = most_similar(embedding=[0.9, 0.1] + [0.0] * 382, exclude_id=-1)
+    assert hit is not None and hit.item_id == near.pk and hit.cosine == pytest.approx(0.9 / math.hypot(0.9, 0.1))
+    assert most_similar(embedding=unit(0), exclude_id=near.pk).item_id != near.pk
+
+
+def test_insert_rows_fills_defaults_and_can_ignore_conflicts_and_is_seen_by_execute_wrappers():
+    raw = make_item()
+    row = {"item_id": raw.pk, "actor": "pipeline", "stage": "safety", "verdict": "pass", "run": 1}
+    with CaptureQueriesContext(connection) as queries:
+        insert_rows(ModerationDecision, [row], ignore_conflicts=True)
+        insert_rows(ModerationDecision, [row, {**row, "stage": "extraction"}], ignore_conflicts=True)
+    assert len(queries) == 2 and all("ON CONFLICT DO NOTHING" in q["sql"] for q in queries.captured_queries)
+    decisions = ModerationDecision.objects.filter(item_id=raw.pk).order_by("stage")
+    assert [(d.stage, d.reason, d.moderator_id) for d in decisions] == [("extraction", "", None), ("safety", "", None)]
+    assert all(d.created_at is not None for d in decisions)
