@@ -1,4 +1,5 @@
-"""cg:profile:update: extracts an agent's profile keywords (and country codes) after each update.
+"""cg:profile:update: extracts an agent's profile keywords (and country codes) after each update, and embeds
+what it seeks and what it offers (the feed's reader model, docs/feed.md).
 
 Bounded per agent: at most one extraction per PROFILE_KEYWORDS_MIN_INTERVAL_SECONDS (a Redis slot taken
 with SET NX EX), and the latest profile wins. Each update event carries the profile version it produced;
@@ -19,7 +20,11 @@ from django.utils import timezone
 from eigenflux.redis import get_redis
 from items.events import PROFILE_UPDATED, STREAM_PROFILE_UPDATE
 from items.models import Agent
-from items.services.profiles import agent_profile_keywords_defer, agent_profile_keywords_set
+from items.services.profiles import (
+    agent_profile_keywords_defer,
+    agent_profile_keywords_set,
+    agent_reader_vectors_set,
+)
 from pipeline import llm
 from pipeline.runtime import Consumer, DeadLetterNow, Event, LeaseLost, NothingToDo, RetryLater, consume_once, register
 
@@ -81,6 +86,7 @@ class ProfileUpdateConsumer(Consumer):
                 agent_id=agent.pk,
                 cancel=event.lease.cancelled,
             )
+            seeks, offers = reader_vectors(agent, event)
         except llm.CallCancelled as exc:
             raise LeaseLost(str(exc)) from exc
         except llm.ModelError as exc:
@@ -95,6 +101,19 @@ class ProfileUpdateConsumer(Consumer):
                     country_codes=answer.value.country_codes,
                     version=agent.updated_at,
                 )
+                agent_reader_vectors_set(agent_id=agent.pk, seeks=seeks, offers=offers, version=agent.updated_at)
+
+
+def reader_vectors(agent: Agent, event: Event) -> tuple[list[float] | None, list[float] | None]:
+    """The reader model (docs/feed.md): what the agent seeks and what it offers, embedded separately. Without
+    seeks the bio stands in for them (what a reader is about is still what it wants to read)."""
+    seeks_text = agent.seeks.strip() or agent.bio.strip()
+    offers_text = agent.offers.strip()
+    texts = [text for text in (seeks_text, offers_text) if text]
+    vectors = iter(llm.embed(texts, cancel=event.lease.cancelled).value) if texts else iter(())
+    seeks = next(vectors) if seeks_text else None
+    offers = next(vectors) if offers_text else None
+    return seeks, offers
 
 
 def agent_of(event: Event) -> Agent:

@@ -1,0 +1,87 @@
+"""Diversity and exploration (docs/feed.md#diversity-and-exploration): the ranking is cut into pages; on each
+page at most FEED_MAX_PER_AUTHOR items of one author and FEED_MAX_PER_DOMAIN of one main domain, and the last
+FEED_EXPLORATION_SLOTS places go to the best fresh items that have no signal yet."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime
+
+from django.conf import settings
+
+from items.feed_ranking.signals import Scored
+
+
+def explorable(entry: Scored, *, now: datetime) -> bool:
+    """Fresh, decent, and nobody has judged it yet: the kind of item a new author's reach depends on."""
+    facts = entry.facts
+    age_hours = (now - facts.completed_at).total_seconds() / 3600
+    quality = 0.0 if facts.quality is None else facts.quality
+    return (
+        facts.readers == 0
+        and facts.consumed <= settings.FEED_EXPLORATION_MAX_CONSUMED
+        and age_hours <= settings.FEED_EXPLORATION_MAX_AGE_HOURS
+        and quality >= settings.FEED_EXPLORATION_MIN_QUALITY
+    )
+
+
+class _Caps:
+    def __init__(self) -> None:
+        self.authors: Counter[int] = Counter()
+        self.domains: Counter[str] = Counter()
+
+    @staticmethod
+    def _domain(entry: Scored) -> str | None:
+        return entry.facts.domains[0].casefold() if entry.facts.domains else None
+
+    def allow(self, entry: Scored) -> bool:
+        domain = self._domain(entry)
+        return self.authors[entry.facts.author_id] < settings.FEED_MAX_PER_AUTHOR and (
+            domain is None or self.domains[domain] < settings.FEED_MAX_PER_DOMAIN
+        )
+
+    def take(self, entry: Scored) -> None:
+        self.authors[entry.facts.author_id] += 1
+        if (domain := self._domain(entry)) is not None:
+            self.domains[domain] += 1
+
+
+def _page(ranked: list[Scored], size: int, now: datetime) -> tuple[list[Scored], list[Scored]]:
+    """One page from the ranked remainder, and what is left of it."""
+    slots = settings.FEED_EXPLORATION_SLOTS if size > settings.FEED_EXPLORATION_SLOTS else 0
+    caps = _Caps()
+    chosen: list[Scored] = []
+    taken: set[int] = set()
+    for entry in ranked:
+        if len(chosen) >= size - slots:
+            break
+        if caps.allow(entry):
+            chosen.append(entry)
+            taken.add(entry.facts.item_id)
+            caps.take(entry)
+    exploring = [e for e in ranked if e.facts.item_id not in taken and explorable(e, now=now) and caps.allow(e)]
+    for entry in exploring[:slots]:
+        chosen.append(entry)
+        taken.add(entry.facts.item_id)
+        caps.take(entry)
+    # Places left (no explorable item, or too few within the caps in a small or one-sided network): filled in
+    # ranking order, within the caps first.
+    for within_caps in (True, False):
+        for entry in ranked:
+            if len(chosen) >= size:
+                break
+            if entry.facts.item_id not in taken and (not within_caps or caps.allow(entry)):
+                chosen.append(entry)
+                taken.add(entry.facts.item_id)
+                caps.take(entry)
+    return chosen, [entry for entry in ranked if entry.facts.item_id not in taken]
+
+
+def paginate(scored: list[Scored], *, page_size: int, now: datetime) -> list[Scored]:
+    """The whole ranking, best first, arranged page by page."""
+    remaining = sorted(scored, key=lambda entry: (-entry.total, -entry.facts.item_id))
+    arranged: list[Scored] = []
+    while remaining:
+        page, remaining = _page(remaining, page_size, now)
+        arranged.extend(page)
+    return arranged

@@ -1,0 +1,179 @@
+"""The feed's signals and the score of one item for one reader (docs/feed.md#signals): pure functions over facts
+loaded beforehand, so the feed, the admin's "why this item" and a match push all score the same way."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import numpy as np
+from django.conf import settings
+
+# Broadcast types read against what the reader seeks (they offer or tell something); a demand is read against
+# what the reader offers (a need it could fulfil).
+SEEKS_SIDE = frozenset({"supply", "info", "alert"})
+SIGNALS = (
+    "match",
+    "overlap",
+    "quality",
+    "freshness",
+    "feedback",
+    "own_feedback",
+    "neighbours",
+    "trending",
+    "official",
+)
+_DEFAULT_QUALITY = 0.5  # an item the analyzer gave no quality score is taken as middling
+
+
+@dataclass
+class ReaderContext:
+    """What the ranking knows of the reader: its vectors, keywords, what it scored, what similar readers liked."""
+
+    agent_id: int
+    seeks: np.ndarray | None = None
+    offers: np.ndarray | None = None
+    keywords: frozenset[str] = frozenset()
+    # Embeddings of items the reader scored or acted on, with a weight: positive for +1/+2 and feed events,
+    # negative for -1.
+    judged: list[tuple[np.ndarray, float]] = field(default_factory=list)
+    # item id -> summed similarity of the similar readers who scored it well.
+    neighbour_likes: dict[int, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ItemFacts:
+    """What the ranking knows of an item."""
+
+    item_id: int
+    author_id: int
+    broadcast_type: str
+    keywords: tuple[str, ...]
+    domains: tuple[str, ...]
+    quality: float | None
+    completed_at: datetime
+    embedding: np.ndarray | None
+    author_official: bool = False
+    readers: int = 0
+    score_sum: int = 0
+    consumed: int = 0
+    engagement: float = 0.0  # trending: decayed engagement counters
+    stats_updated_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Scored:
+    facts: ItemFacts
+    total: float
+    parts: dict[str, float]  # weighted contribution of each signal (the "why this item")
+
+
+def unit(vector) -> np.ndarray | None:
+    if vector is None:
+        return None
+    array = np.asarray(vector, dtype=np.float32)
+    norm = float(np.linalg.norm(array))
+    return array / norm if norm > 0 else None
+
+
+def _lifted(cosine: float, floor: float) -> float:
+    """A cosine similarity mapped to 0..1 above the embedding's noise floor."""
+    return max(0.0, (cosine - floor) / (1.0 - floor))
+
+
+def match_signal(reader: ReaderContext, item: ItemFacts) -> float:
+    """Complementarity: supply, info and alert items against what the reader seeks, demand items against what it
+    offers; the other side counts FEED_MATCH_OTHER_SIDE as much."""
+    if item.embedding is None:
+        return 0.0
+    if item.broadcast_type in SEEKS_SIDE:
+        primary, other = reader.seeks, reader.offers
+    else:
+        primary, other = reader.offers, reader.seeks
+    if item.broadcast_type not in SEEKS_SIDE and primary is None:
+        primary, other = reader.seeks, None  # a reader with nothing to offer still reads demands by its seeks
+    floor = settings.FEED_MATCH_FLOOR
+    best = _lifted(float(primary @ item.embedding), floor) if primary is not None else 0.0
+    if other is not None:
+        best = max(best, settings.FEED_MATCH_OTHER_SIDE * _lifted(float(other @ item.embedding), floor))
+    return best
+
+
+def overlap_signal(reader: ReaderContext, item: ItemFacts) -> float:
+    tags = {tag.casefold() for tag in (*item.keywords, *item.domains)}
+    return min(1.0, len(reader.keywords & tags) / 2)
+
+
+def quality_signal(item: ItemFacts) -> float:
+    return _DEFAULT_QUALITY if item.quality is None else float(item.quality)
+
+
+def freshness_signal(item: ItemFacts, now: datetime) -> float:
+    hours = max(0.0, (now - item.completed_at).total_seconds() / 3600)
+    half_life = settings.FEED_HALF_LIFE_HOURS.get(item.broadcast_type, settings.FEED_HALF_LIFE_HOURS["info"])
+    return 0.5 ** (hours / half_life)
+
+
+def feedback_signal(item: ItemFacts) -> float:
+    """Readers' mean score shrunk towards the prior, as a distance from the prior (0 with no scores), over 2."""
+    prior, weight = settings.FEED_FEEDBACK_PRIOR, settings.FEED_FEEDBACK_SMOOTHING
+    if item.readers + weight <= 0:
+        return 0.0
+    smoothed = (item.score_sum + prior * weight) / (item.readers + weight)
+    return (smoothed - prior) / 2
+
+
+def own_feedback_signal(reader: ReaderContext, item: ItemFacts) -> float:
+    """Like what the reader scored well, unlike what it scored -1: the strongest resemblance on each side."""
+    if item.embedding is None or not reader.judged:
+        return 0.0
+    floor = settings.FEED_MATCH_FLOOR
+    up = down = 0.0
+    for vector, weight in reader.judged:
+        similarity = _lifted(float(vector @ item.embedding), floor)
+        if weight > 0:
+            up = max(up, min(1.0, weight) * similarity)
+        else:
+            down = max(down, min(1.0, -weight) * similarity)
+    return up - down
+
+
+def neighbours_signal(reader: ReaderContext, item: ItemFacts) -> float:
+    return min(1.0, reader.neighbour_likes.get(item.item_id, 0.0))
+
+
+def trending_signal(item: ItemFacts, now: datetime) -> float:
+    if item.engagement <= 0 or item.stats_updated_at is None:
+        return 0.0
+    hours = max(0.0, (now - item.stats_updated_at).total_seconds() / 3600)
+    level = min(1.0, math.log1p(item.engagement) / math.log1p(settings.FEED_TRENDING_SATURATION))
+    return level * 0.5 ** (hours / settings.FEED_TRENDING_HALF_LIFE_HOURS)
+
+
+def official_signal(item: ItemFacts, now: datetime) -> float:
+    """The official agent's items by their own rule: announcements reach everyone while they are recent."""
+    if not item.author_official:
+        return 0.0
+    return float((now - item.completed_at).total_seconds() <= settings.FEED_OFFICIAL_HOURS * 3600)
+
+
+def weights() -> dict[str, float]:
+    return {name: float(getattr(settings, f"FEED_WEIGHT_{name.upper()}")) for name in SIGNALS}
+
+
+def score_item(reader: ReaderContext, item: ItemFacts, *, now: datetime, weights: dict[str, float]) -> Scored:
+    """The item's score for this reader: the weighted sum of its signals, with each contribution kept."""
+    raw = {
+        "match": match_signal(reader, item),
+        "overlap": overlap_signal(reader, item),
+        "quality": quality_signal(item),
+        "freshness": freshness_signal(item, now),
+        "feedback": feedback_signal(item),
+        "own_feedback": own_feedback_signal(reader, item),
+        "neighbours": neighbours_signal(reader, item),
+        "trending": trending_signal(item, now),
+        "official": official_signal(item, now),
+    }
+    parts = {name: weights[name] * value for name, value in raw.items()}
+    return Scored(facts=item, total=sum(parts.values()), parts=parts)
