@@ -36,6 +36,12 @@ ORDER_SEED = 29  # the publishing order
 
 parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 parser.add_argument("--show", metavar="READER", help="print a reader's top 10s with grades (all: every reader)")
+parser.add_argument("--explain", metavar="READER", help="print the reader's ranking with each item's signals")
+parser.add_argument(
+    "--sweep",
+    type=Path,
+    help="a JSON list of settings overrides: each is measured on the tuning half (for_me) before the main run",
+)
 parser.add_argument("--json", type=Path, help="write the figures to this file as well")
 ARGS = parser.parse_args()
 for name in ("LLM_API_KEY", "OPENAI_API_KEY", "LLM_PROVIDER"):
@@ -169,6 +175,47 @@ def measure(readers, clients, docs, item_to_doc) -> dict:
     return results
 
 
+def explain(reader: dict, docs: dict[str, dict], item_to_doc: dict[int, str]) -> None:
+    from items.feed_ranking import rank_feed
+    from items.models import Agent
+
+    agent = Agent.objects.get(name=reader["id"])
+    print(f"{reader['id']}: keywords {agent.profile_keywords}")
+    for position, entry in enumerate(rank_feed(reader=agent, page_size=10, depth=60)):
+        doc = docs[item_to_doc[entry.item.pk]]
+        parts = " ".join(f"{name[:5]}={value:.2f}" for name, value in entry.parts.items() if value)
+        print(
+            f"{position:>3} {doc['id']:<7}g{grade(reader, doc)} {entry.score:5.2f} {parts} "
+            f"q={entry.item.quality} kw={entry.item.keywords[:4]}"
+        )
+
+
+def sweep(readers: list[dict], clients: dict[str, Client], docs: dict[str, dict], item_to_doc) -> None:
+    """Tuning: for_me nDCG@10 of the tuning half under each settings override (the poll would spend the seen
+    memory). Held-out readers are not looked at."""
+    chosen = [reader for reader in readers if tuning(reader["id"])]
+    global FEEDS
+    saved_feeds, FEEDS = FEEDS, ("for_me",)
+    try:
+        for overrides in json.loads(ARGS.sweep.read_text()):
+            saved = {name: getattr(settings, name) for name in overrides}
+            for name, value in overrides.items():
+                setattr(settings, name, value)
+            results = measure(chosen, clients, docs, item_to_doc)
+            for name, value in saved.items():
+                setattr(settings, name, value)
+            cells = []
+            for lang in (*LANGS, "all"):
+                values = [
+                    results["per_reader"][r["id"]]["for_me"]["ndcg10"] for r in chosen if lang in ("all", r["lang"])
+                ]
+                cells.append(f"{lang} {statistics.mean(values):.3f}")
+            junk = sum(entry["for_me"]["junk"] for entry in results["per_reader"].values())
+            print(f"sweep {'  '.join(cells)}  junk {junk}  {overrides}")
+    finally:
+        FEEDS = saved_feeds
+
+
 def report(results: dict, readers: list[dict]) -> None:
     print(
         f"\nFeed quality: {len(readers)} readers, {results['completed']} of {results['published']} broadcasts "
@@ -206,6 +253,10 @@ def main() -> None:
     try:
         clients = create_readers(readers)
         item_to_doc = publish(list(docs.values()))
+        if ARGS.explain:
+            explain(next(r for r in readers if r["id"] == ARGS.explain), docs, item_to_doc)
+        if ARGS.sweep:
+            sweep(readers, clients, docs, item_to_doc)
         results = measure(readers, clients, docs, item_to_doc)
     finally:
         connection.creation.destroy_test_db(old_name, verbosity=0)

@@ -285,6 +285,7 @@ FEED_DELIVERY_CACHE_SECONDS = env_int("FEED_DELIVERY_CACHE_SECONDS", 1800, minim
 # The feed's ranking (docs/feed.md): an item's score is the weighted sum of its signals, each about 0..1
 # (item and own feedback -1..1). Setting a weight to 0 removes its signal.
 FEED_WEIGHT_MATCH = env_float("FEED_WEIGHT_MATCH", 3.0, minimum=0.0)  # complementarity with seeks / offers
+FEED_WEIGHT_CONCEPTS = env_float("FEED_WEIGHT_CONCEPTS", 1.5, minimum=0.0)  # the same, by lexicon concepts
 FEED_WEIGHT_OVERLAP = env_float("FEED_WEIGHT_OVERLAP", 0.5, minimum=0.0)  # shared profile keywords / domains
 FEED_WEIGHT_QUALITY = env_float("FEED_WEIGHT_QUALITY", 1.5, minimum=0.0)  # the analyzer's quality score
 FEED_WEIGHT_FRESHNESS = env_float("FEED_WEIGHT_FRESHNESS", 0.4, minimum=0.0)  # half-life per type, below

@@ -9,6 +9,7 @@ from django.conf import settings
 from django.db.models import F
 from pgvector.django import CosineDistance
 
+from items.feed_ranking.concepts import concepts
 from items.feed_ranking.signals import ItemFacts, ReaderContext, unit
 from items.models import Agent, FeedEvent, ItemFeedback, ProcessedItem, ReaderProfile
 
@@ -24,6 +25,8 @@ def reader_context(reader: Agent) -> ReaderContext:
         seeks=unit(profile.seeks_embedding) if profile else None,
         offers=unit(profile.offers_embedding) if profile else None,
         keywords=frozenset(keyword.casefold() for keyword in reader.profile_keywords),
+        seeks_concepts=concepts(reader.seeks or reader.bio),
+        offers_concepts=concepts(reader.offers),
     )
     context.judged = _judged(reader)
     if context.seeks is not None:
@@ -86,6 +89,7 @@ def item_facts(ids: list[int], *, now: datetime) -> dict[int, ItemFacts]:
         "processed_at",
         "created_at",
         "embedding",
+        "raw__content",
         F("author__is_official"),
         F("stats__readers"),
         F("stats__score_sum"),
@@ -97,8 +101,8 @@ def item_facts(ids: list[int], *, now: datetime) -> dict[int, ItemFacts]:
     )
     facts = {}
     for row in rows:
-        (pk, author, kind, keywords, domains, quality, processed, created, embedding, official) = row[:10]
-        readers, score_sum, consumed, ones, twos, minus, stats_at = row[10:]
+        (pk, author, kind, keywords, domains, quality, processed, created, embedding, content, official) = row[:11]
+        readers, score_sum, consumed, ones, twos, minus, stats_at = row[11:]
         engagement = (ones or 0) + 2 * (twos or 0) - (minus or 0)
         engagement += settings.FEED_TRENDING_CONSUMED_WEIGHT * (consumed or 0)
         facts[pk] = ItemFacts(
@@ -110,6 +114,7 @@ def item_facts(ids: list[int], *, now: datetime) -> dict[int, ItemFacts]:
             quality=quality,
             completed_at=processed or created,
             embedding=unit(embedding),
+            concepts=concepts(" ".join([content, *keywords])),
             author_official=bool(official),
             readers=readers or 0,
             score_sum=score_sum or 0,

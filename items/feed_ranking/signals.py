@@ -15,6 +15,7 @@ from django.conf import settings
 SEEKS_SIDE = frozenset({"supply", "info", "alert"})
 SIGNALS = (
     "match",
+    "concepts",
     "overlap",
     "quality",
     "freshness",
@@ -35,6 +36,8 @@ class ReaderContext:
     seeks: np.ndarray | None = None
     offers: np.ndarray | None = None
     keywords: frozenset[str] = frozenset()
+    seeks_concepts: frozenset[int] = frozenset()
+    offers_concepts: frozenset[int] = frozenset()
     # Embeddings of items the reader scored or acted on, with a weight: positive for +1/+2 and feed events,
     # negative for -1.
     judged: list[tuple[np.ndarray, float]] = field(default_factory=list)
@@ -54,6 +57,7 @@ class ItemFacts:
     quality: float | None
     completed_at: datetime
     embedding: np.ndarray | None
+    concepts: frozenset[int] = frozenset()
     author_official: bool = False
     readers: int = 0
     score_sum: int = 0
@@ -82,21 +86,40 @@ def _lifted(cosine: float, floor: float) -> float:
     return max(0.0, (cosine - floor) / (1.0 - floor))
 
 
+def _sides(reader: ReaderContext, item: ItemFacts) -> tuple[str, str | None]:
+    """Which profile side an item is read against, and which other side counts FEED_MATCH_OTHER_SIDE as much:
+    supply against what the reader seeks (one offering what the reader offers is a competitor), demand against
+    what it offers (a need it could fulfil; by its seeks when it offers nothing), info and alerts against its
+    seeks and, less, its offers (news of its own trade)."""
+    if item.broadcast_type == "supply":
+        return "seeks", None
+    if item.broadcast_type == "demand":
+        return ("offers", None) if reader.offers is not None or reader.offers_concepts else ("seeks", None)
+    return "seeks", "offers"
+
+
 def match_signal(reader: ReaderContext, item: ItemFacts) -> float:
-    """Complementarity: supply, info and alert items against what the reader seeks, demand items against what it
-    offers; the other side counts FEED_MATCH_OTHER_SIDE as much."""
+    """Complementarity by meaning: the item's embedding against the reader's seeks or offers vector."""
     if item.embedding is None:
         return 0.0
-    if item.broadcast_type in SEEKS_SIDE:
-        primary, other = reader.seeks, reader.offers
-    else:
-        primary, other = reader.offers, reader.seeks
-    if item.broadcast_type not in SEEKS_SIDE and primary is None:
-        primary, other = reader.seeks, None  # a reader with nothing to offer still reads demands by its seeks
+    primary, other = _sides(reader, item)
     floor = settings.FEED_MATCH_FLOOR
-    best = _lifted(float(primary @ item.embedding), floor) if primary is not None else 0.0
-    if other is not None:
-        best = max(best, settings.FEED_MATCH_OTHER_SIDE * _lifted(float(other @ item.embedding), floor))
+    best = 0.0
+    for side, factor in ((primary, 1.0), (other, settings.FEED_MATCH_OTHER_SIDE)):
+        vector = getattr(reader, side) if side else None
+        if vector is not None:
+            best = max(best, factor * _lifted(float(vector @ item.embedding), floor))
+    return best
+
+
+def concepts_signal(reader: ReaderContext, item: ItemFacts) -> float:
+    """Complementarity across languages: lexicon concepts the item shares with the same side (two make 1)."""
+    primary, other = _sides(reader, item)
+    best = 0.0
+    for side, factor in ((primary, 1.0), (other, settings.FEED_MATCH_OTHER_SIDE)):
+        if side:
+            shared = getattr(reader, f"{side}_concepts") & item.concepts
+            best = max(best, factor * min(1.0, len(shared) / 2))
     return best
 
 
@@ -166,6 +189,7 @@ def score_item(reader: ReaderContext, item: ItemFacts, *, now: datetime, weights
     """The item's score for this reader: the weighted sum of its signals, with each contribution kept."""
     raw = {
         "match": match_signal(reader, item),
+        "concepts": concepts_signal(reader, item),
         "overlap": overlap_signal(reader, item),
         "quality": quality_signal(item),
         "freshness": freshness_signal(item, now),
