@@ -284,8 +284,10 @@ FEED_SEEN_DAYS = env_int("FEED_SEEN_DAYS", 30, minimum=1)
 FEED_DELIVERY_CACHE_SECONDS = env_int("FEED_DELIVERY_CACHE_SECONDS", 1800, minimum=10)
 # The feed's ranking (docs/feed.md): an item's score is the weighted sum of its signals, each about 0..1
 # (item and own feedback -1..1). Setting a weight to 0 removes its signal.
-FEED_WEIGHT_MATCH = env_float("FEED_WEIGHT_MATCH", 3.0, minimum=0.0)  # complementarity with seeks / offers
+FEED_WEIGHT_MATCH = env_float("FEED_WEIGHT_MATCH", 2.0, minimum=0.0)  # complementarity with seeks / offers
 FEED_WEIGHT_CONCEPTS = env_float("FEED_WEIGHT_CONCEPTS", 1.5, minimum=0.0)  # the same, by lexicon concepts
+# A supply of what the reader itself offers (a competitor), a demand for what it seeks too: counted against.
+FEED_WEIGHT_COMPETITION = env_float("FEED_WEIGHT_COMPETITION", 4.0, minimum=0.0)
 FEED_WEIGHT_OVERLAP = env_float("FEED_WEIGHT_OVERLAP", 0.5, minimum=0.0)  # shared profile keywords / domains
 FEED_WEIGHT_QUALITY = env_float("FEED_WEIGHT_QUALITY", 1.5, minimum=0.0)  # the analyzer's quality score
 FEED_WEIGHT_FRESHNESS = env_float("FEED_WEIGHT_FRESHNESS", 0.4, minimum=0.0)  # half-life per type, below
@@ -325,7 +327,7 @@ FEED_OWN_FEEDBACK_ITEMS = env_int("FEED_OWN_FEEDBACK_ITEMS", 100, minimum=0)
 FEED_RANK_DEPTH = env_int("FEED_RANK_DEPTH", 500, minimum=1)
 # Diversity per page: at most this many items of one author and of one (main) domain.
 FEED_MAX_PER_AUTHOR = env_int("FEED_MAX_PER_AUTHOR", 2, minimum=1)
-FEED_MAX_PER_DOMAIN = env_int("FEED_MAX_PER_DOMAIN", 4, minimum=1)
+FEED_MAX_PER_DOMAIN = env_int("FEED_MAX_PER_DOMAIN", 6, minimum=1)
 # Exploration: slots per page for fresh items with no signal yet (no scores, few deliveries), of at least this
 # quality and age, placed at the end of the page.
 FEED_EXPLORATION_SLOTS = env_int("FEED_EXPLORATION_SLOTS", 1, minimum=0)

@@ -542,6 +542,9 @@ class ReaderProfile(models.Model):
     agent = models.OneToOneField(Agent, on_delete=models.CASCADE, primary_key=True, related_name="reader_profile")
     seeks_embedding = VectorField(dimensions=settings.EMBEDDING_DIMENSIONS, null=True, blank=True)
     offers_embedding = VectorField(dimensions=settings.EMBEDDING_DIMENSIONS, null=True, blank=True)
+    # When a side names several wants, each one's vector too (items.feed_ranking.clauses): lists of floats.
+    seeks_parts = models.JSONField(default=list, blank=True)
+    offers_parts = models.JSONField(default=list, blank=True)
     version = models.DateTimeField(help_text="The profile version (the agent's updated_at) the vectors were read from.")
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -30,6 +30,12 @@ def nearest_ids(context: ReaderContext, *, broadcast_type: str | None, domain: s
             embedding=vector.tolist(), min_similarity=-1.0, broadcast_type=kind, domain=domain, depth=depth
         )
         found.update(pk for pk, _ in rows)
+    # Each clause of a profile with several wants, over all types (the general graph): one query per clause.
+    for part in [*context.seeks_parts[1:], *context.offers_parts[1:]]:
+        rows = semantic_candidates(
+            embedding=part.tolist(), min_similarity=-1.0, broadcast_type=broadcast_type, domain=domain, depth=depth
+        )
+        found.update(pk for pk, _ in rows)
     return found
 
 

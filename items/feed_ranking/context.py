@@ -20,10 +20,14 @@ SCORE_WEIGHTS = {-1: -1.0, 0: 0.0, 1: 0.5, 2: 1.0}
 
 def reader_context(reader: Agent) -> ReaderContext:
     profile = ReaderProfile.objects.filter(agent=reader).first()
+    seeks = unit(profile.seeks_embedding) if profile else None
+    offers = unit(profile.offers_embedding) if profile else None
     context = ReaderContext(
         agent_id=reader.pk,
-        seeks=unit(profile.seeks_embedding) if profile else None,
-        offers=unit(profile.offers_embedding) if profile else None,
+        seeks=seeks,
+        offers=offers,
+        seeks_parts=_parts(seeks, profile.seeks_parts if profile else []),
+        offers_parts=_parts(offers, profile.offers_parts if profile else []),
         keywords=frozenset(keyword.casefold() for keyword in reader.profile_keywords),
         seeks_concepts=concepts(reader.seeks or reader.bio),
         offers_concepts=concepts(reader.offers),
@@ -32,6 +36,11 @@ def reader_context(reader: Agent) -> ReaderContext:
     if context.seeks is not None:
         context.neighbour_likes = _neighbour_likes(reader, context.seeks)
     return context
+
+
+def _parts(whole, parts: list) -> list:
+    vectors = [whole, *(unit(part) for part in parts)] if whole is not None else []
+    return [vector for vector in vectors if vector is not None]
 
 
 def _judged(reader: Agent) -> list[tuple]:

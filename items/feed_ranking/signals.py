@@ -16,6 +16,7 @@ SEEKS_SIDE = frozenset({"supply", "info", "alert"})
 SIGNALS = (
     "match",
     "concepts",
+    "competition",
     "overlap",
     "quality",
     "freshness",
@@ -35,6 +36,9 @@ class ReaderContext:
     agent_id: int
     seeks: np.ndarray | None = None
     offers: np.ndarray | None = None
+    # Each side's vectors: the whole text's, then each clause's; an item is as close as its closest one.
+    seeks_parts: list[np.ndarray] = field(default_factory=list)
+    offers_parts: list[np.ndarray] = field(default_factory=list)
     keywords: frozenset[str] = frozenset()
     seeks_concepts: frozenset[int] = frozenset()
     offers_concepts: frozenset[int] = frozenset()
@@ -103,13 +107,20 @@ def match_signal(reader: ReaderContext, item: ItemFacts) -> float:
     if item.embedding is None:
         return 0.0
     primary, other = _sides(reader, item)
-    floor = settings.FEED_MATCH_FLOOR
     best = 0.0
     for side, factor in ((primary, 1.0), (other, settings.FEED_MATCH_OTHER_SIDE)):
-        vector = getattr(reader, side) if side else None
-        if vector is not None:
-            best = max(best, factor * _lifted(float(vector @ item.embedding), floor))
+        if side:
+            best = max(best, factor * _meaning(reader, item, side))
     return best
+
+
+def _meaning(reader: ReaderContext, item: ItemFacts, side: str) -> float:
+    """The item's closeness to one side of the profile: its nearest vector (whole, or one clause), 0..1."""
+    if item.embedding is None:
+        return 0.0
+    vectors = getattr(reader, f"{side}_parts")
+    cosine = max((float(vector @ item.embedding) for vector in vectors), default=-1.0)
+    return _lifted(cosine, settings.FEED_MATCH_FLOOR)
 
 
 def concepts_signal(reader: ReaderContext, item: ItemFacts) -> float:
@@ -121,6 +132,21 @@ def concepts_signal(reader: ReaderContext, item: ItemFacts) -> float:
             shared = getattr(reader, f"{side}_concepts") & item.concepts
             best = max(best, factor * min(1.0, len(shared) / 2))
     return best
+
+
+def _side_similarity(reader: ReaderContext, item: ItemFacts, side: str) -> float:
+    meaning = _meaning(reader, item, side)
+    words = min(1.0, len(getattr(reader, f"{side}_concepts") & item.concepts) / 2)
+    return max(meaning, words)
+
+
+def competition_signal(reader: ReaderContext, item: ItemFacts) -> float:
+    """How much more an item resembles the reader's own side than the side it is read against: a supply of what
+    the reader itself offers, a demand for what it seeks too. Counted against the item (a negative weight)."""
+    if item.broadcast_type not in ("supply", "demand") or (reader.offers is None and not reader.offers_concepts):
+        return 0.0
+    against, own = ("seeks", "offers") if item.broadcast_type == "supply" else ("offers", "seeks")
+    return -max(0.0, _side_similarity(reader, item, own) - _side_similarity(reader, item, against))
 
 
 def overlap_signal(reader: ReaderContext, item: ItemFacts) -> float:
@@ -190,6 +216,7 @@ def score_item(reader: ReaderContext, item: ItemFacts, *, now: datetime, weights
     raw = {
         "match": match_signal(reader, item),
         "concepts": concepts_signal(reader, item),
+        "competition": competition_signal(reader, item),
         "overlap": overlap_signal(reader, item),
         "quality": quality_signal(item),
         "freshness": freshness_signal(item, now),

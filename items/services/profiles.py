@@ -92,16 +92,29 @@ def agent_profile_keywords_defer(*, agent: Agent, not_before: datetime) -> bool:
 
 
 def agent_reader_vectors_set(
-    *, agent_id: int, seeks: list[float] | None, offers: list[float] | None, version: datetime
+    *,
+    agent_id: int,
+    seeks: list[float] | None,
+    offers: list[float] | None,
+    version: datetime,
+    seeks_parts: list[list[float]] | None = None,
+    offers_parts: list[list[float]] | None = None,
 ) -> bool:
-    """Store the reader model (docs/feed.md): the seeks and offers vectors read from profile `version`. An older
-    version never overwrites a newer one. Returns whether it was written."""
+    """Store the reader model (docs/feed.md): the seeks and offers vectors read from profile `version`, and the
+    vectors of their separate clauses. An older version never overwrites a newer one. Returns whether it was
+    written."""
     with transaction.atomic():
         current = ReaderProfile.objects.select_for_update().filter(agent_id=agent_id).first()
         if current is not None and current.version >= version:
             return False
         ReaderProfile.objects.update_or_create(
             agent_id=agent_id,
-            defaults={"seeks_embedding": seeks, "offers_embedding": offers, "version": version},
+            defaults={
+                "seeks_embedding": seeks,
+                "offers_embedding": offers,
+                "seeks_parts": [[round(x, 6) for x in vector] for vector in seeks_parts or []],
+                "offers_parts": [[round(x, 6) for x in vector] for vector in offers_parts or []],
+                "version": version,
+            },
         )
     return True
