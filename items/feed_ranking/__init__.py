@@ -12,7 +12,7 @@ from django.utils import timezone
 from items.feed_ranking import candidates
 from items.feed_ranking.context import item_facts, reader_context
 from items.feed_ranking.pages import paginate
-from items.feed_ranking.signals import SIGNALS, ReaderContext, Scored, score_item, weights
+from items.feed_ranking.signals import SIGNALS, ReaderContext, Scored, score_item, weights, with_similarities
 from items.models import Agent, ProcessedItem
 from items.selectors import with_raw
 
@@ -31,7 +31,8 @@ class RankedItem:
 def _scored(context: ReaderContext, ids: list[int], now: datetime) -> list[Scored]:
     facts = item_facts(ids, now=now)
     current = weights()
-    return [score_item(context, facts[pk], now=now, weights=current) for pk in ids if pk in facts]
+    filled = with_similarities(context, [facts[pk] for pk in ids if pk in facts])
+    return [score_item(context, item, now=now, weights=current) for item in filled]
 
 
 def rank_feed(

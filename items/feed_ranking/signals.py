@@ -4,7 +4,7 @@ loaded beforehand, so the feed, the admin's "why this item" and a match push all
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 import numpy as np
@@ -68,6 +68,9 @@ class ItemFacts:
     consumed: int = 0
     engagement: float = 0.0  # trending: decayed engagement counters
     stats_updated_at: datetime | None = None
+    # Filled in one matrix product for all candidates (with_similarities): the nearest cosine to each profile
+    # side, and the strongest resemblance to what the reader scored well ("up") and -1 ("down").
+    similarities: dict[str, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -116,11 +119,39 @@ def match_signal(reader: ReaderContext, item: ItemFacts) -> float:
 
 def _meaning(reader: ReaderContext, item: ItemFacts, side: str) -> float:
     """The item's closeness to one side of the profile: its nearest vector (whole, or one clause), 0..1."""
-    if item.embedding is None:
+    if item.similarities is None:
         return 0.0
-    vectors = getattr(reader, f"{side}_parts")
-    cosine = max((float(vector @ item.embedding) for vector in vectors), default=-1.0)
-    return _lifted(cosine, settings.FEED_MATCH_FLOOR)
+    return _lifted(item.similarities[side], settings.FEED_MATCH_FLOOR)
+
+
+def with_similarities(reader: ReaderContext, items: list[ItemFacts]) -> list[ItemFacts]:
+    """The items with their similarities to the reader's vectors, computed as matrix products (one per kind of
+    vector, not one dot product per pair)."""
+    embedded = [item for item in items if item.embedding is not None]
+    if not embedded:
+        return items
+    matrix = np.stack([item.embedding for item in embedded])
+    nothing = np.full(len(embedded), -1.0)
+
+    def nearest(vectors: list[np.ndarray]) -> np.ndarray:
+        return (matrix @ np.stack(vectors).T).max(axis=1) if vectors else nothing
+
+    seeks, offers = nearest(reader.seeks_parts), nearest(reader.offers_parts)
+    up = down = np.zeros(len(embedded))
+    if reader.judged:
+        weights = np.array([weight for _, weight in reader.judged])
+        floor = settings.FEED_MATCH_FLOOR
+        lifted = np.clip((matrix @ np.stack([vector for vector, _ in reader.judged]).T - floor) / (1 - floor), 0, None)
+        up = (lifted * np.clip(weights, 0, 1)).max(axis=1)
+        down = (lifted * np.clip(-weights, 0, 1)).max(axis=1)
+    filled = {
+        item.item_id: replace(
+            item,
+            similarities={"seeks": float(s), "offers": float(o), "up": float(u), "down": float(d)},
+        )
+        for item, s, o, u, d in zip(embedded, seeks, offers, up, down, strict=True)
+    }
+    return [filled.get(item.item_id, item) for item in items]
 
 
 def concepts_signal(reader: ReaderContext, item: ItemFacts) -> float:
@@ -173,19 +204,11 @@ def feedback_signal(item: ItemFacts) -> float:
     return (smoothed - prior) / 2
 
 
-def own_feedback_signal(reader: ReaderContext, item: ItemFacts) -> float:
+def own_feedback_signal(item: ItemFacts) -> float:
     """Like what the reader scored well, unlike what it scored -1: the strongest resemblance on each side."""
-    if item.embedding is None or not reader.judged:
+    if item.similarities is None:
         return 0.0
-    floor = settings.FEED_MATCH_FLOOR
-    up = down = 0.0
-    for vector, weight in reader.judged:
-        similarity = _lifted(float(vector @ item.embedding), floor)
-        if weight > 0:
-            up = max(up, min(1.0, weight) * similarity)
-        else:
-            down = max(down, min(1.0, -weight) * similarity)
-    return up - down
+    return item.similarities["up"] - item.similarities["down"]
 
 
 def neighbours_signal(reader: ReaderContext, item: ItemFacts) -> float:
@@ -212,7 +235,10 @@ def weights() -> dict[str, float]:
 
 
 def score_item(reader: ReaderContext, item: ItemFacts, *, now: datetime, weights: dict[str, float]) -> Scored:
-    """The item's score for this reader: the weighted sum of its signals, with each contribution kept."""
+    """The item's score for this reader: the weighted sum of its signals, with each contribution kept. Score many
+    items with their similarities filled in one go (with_similarities) first; one item is filled here."""
+    if item.similarities is None and item.embedding is not None:
+        (item,) = with_similarities(reader, [item])
     raw = {
         "match": match_signal(reader, item),
         "concepts": concepts_signal(reader, item),
@@ -221,7 +247,7 @@ def score_item(reader: ReaderContext, item: ItemFacts, *, now: datetime, weights
         "quality": quality_signal(item),
         "freshness": freshness_signal(item, now),
         "feedback": feedback_signal(item),
-        "own_feedback": own_feedback_signal(reader, item),
+        "own_feedback": own_feedback_signal(item),
         "neighbours": neighbours_signal(reader, item),
         "trending": trending_signal(item, now),
         "official": official_signal(item, now),
