@@ -334,8 +334,9 @@ FEED_EXPLORATION_SLOTS = env_int("FEED_EXPLORATION_SLOTS", 1, minimum=0)
 FEED_EXPLORATION_MAX_AGE_HOURS = env_float("FEED_EXPLORATION_MAX_AGE_HOURS", 48.0, minimum=0.0)
 FEED_EXPLORATION_MAX_CONSUMED = env_int("FEED_EXPLORATION_MAX_CONSUMED", 5, minimum=0)
 FEED_EXPLORATION_MIN_QUALITY = env_float("FEED_EXPLORATION_MIN_QUALITY", 0.5, minimum=0.0, maximum=1.0)
-# Items below this quality are never served on a page while better ones remain (vague posts, bait).
-FEED_MIN_QUALITY = env_float("FEED_MIN_QUALITY", 0.0, minimum=0.0, maximum=1.0)
+# Items the analyzer scored below this quality come after every other item, however well they match (vague
+# posts, bait); 0.5 is the analyzer's neutral score.
+FEED_MIN_QUALITY = env_float("FEED_MIN_QUALITY", 0.5, minimum=0.0, maximum=1.0)
 # E-mail login (one-time codes): unknown addresses create an agent only with open sign-up.
 EIGENFLUX_OPEN_SIGNUP = env_bool("EIGENFLUX_OPEN_SIGNUP", False)
 LOGIN_CODE_TTL_SECONDS = env_int("LOGIN_CODE_TTL_SECONDS", 600, minimum=60)

@@ -1,6 +1,6 @@
-"""Diversity and exploration (docs/feed.md#diversity-and-exploration): the ranking is cut into pages; on each
-page at most FEED_MAX_PER_AUTHOR items of one author and FEED_MAX_PER_DOMAIN of one main domain, and the last
-FEED_EXPLORATION_SLOTS places go to the best fresh items that have no signal yet."""
+"""Diversity and exploration (docs/feed.md#diversity-and-exploration): the ranking is cut into pages (items below
+the quality floor last); on each page at most FEED_MAX_PER_AUTHOR items of one author and FEED_MAX_PER_DOMAIN of
+one main domain, and the last FEED_EXPLORATION_SLOTS places go to the best fresh items with no signal yet."""
 
 from __future__ import annotations
 
@@ -77,11 +77,21 @@ def _page(ranked: list[Scored], size: int, now: datetime) -> tuple[list[Scored],
     return chosen, [entry for entry in ranked if entry.facts.item_id not in taken]
 
 
+def _below_floor(entry: Scored) -> bool:
+    quality = entry.facts.quality
+    return quality is not None and quality < settings.FEED_MIN_QUALITY
+
+
 def paginate(scored: list[Scored], *, page_size: int, now: datetime) -> list[Scored]:
-    """The whole ranking, best first, arranged page by page."""
-    remaining = sorted(scored, key=lambda entry: (-entry.total, -entry.facts.item_id))
+    """The whole ranking, best first, arranged page by page; items below FEED_MIN_QUALITY (vague posts, bait)
+    only after every other, however well they match."""
     arranged: list[Scored] = []
-    while remaining:
-        page, remaining = _page(remaining, page_size, now)
-        arranged.extend(page)
+    for low in (False, True):
+        remaining = sorted(
+            (entry for entry in scored if _below_floor(entry) == low),
+            key=lambda entry: (-entry.total, -entry.facts.item_id),
+        )
+        while remaining:
+            page, remaining = _page(remaining, page_size, now)
+            arranged.extend(page)
     return arranged

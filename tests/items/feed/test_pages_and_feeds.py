@@ -32,7 +32,7 @@ def test_at_most_n_items_of_one_domain_per_page(settings, author):
     settings.FEED_MAX_PER_AUTHOR = 10
     reader = reader_with()
     gpu = [item(author, domains=["compute"], quality=0.9) for _ in range(3)]
-    travel = item(author, domains=["travel"], quality=0.3)
+    travel = item(author, domains=["travel"], quality=0.55)
     first_page = ranked(reader, page_size=2)[:2]
     assert travel.pk in first_page and len(set(first_page) & {i.pk for i in gpu}) == 1
 
@@ -114,3 +114,12 @@ def test_for_me_pages_through_the_whole_ranking_with_its_cursor(author):
     assert sorted(seen) == sorted(made)
     bad = client.get("/api/v1/feed", {"for_me": 1, "cursor": "bm90LW91cnM"})
     assert bad.status_code == 422
+
+
+def test_items_below_the_quality_floor_come_after_every_other(settings, author):
+    reader = reader_with(seeks_vector=basis(0))
+    vague_match = item(author, broadcast_type="supply", embedding=basis(0), quality=0.2)
+    plain = item(author, broadcast_type="supply", embedding=basis(3), quality=0.6, hours_old=50)
+    assert ranked(reader) == [plain.pk, vague_match.pk]
+    settings.FEED_MIN_QUALITY = 0.0
+    assert ranked(reader) == [vague_match.pk, plain.pk]
