@@ -228,7 +228,7 @@ def _for_me_feed(request: HttpRequest, filters: FeedQuery) -> dict:
     ranked = rank_feed(
         reader=request.auth,
         page_size=filters.limit,
-        depth=settings.FEED_RANK_DEPTH,
+        depth=min(settings.FEED_RANK_DEPTH, offset + filters.limit + 1),  # one more: is there a next page?
         broadcast_type=filters.broadcast_type,
         domain=filters.domain,
     )

@@ -55,7 +55,7 @@ def rank_feed(
     servable = candidates.servable_ids(
         reader, found, broadcast_type=broadcast_type, domain=domain, seen_since=seen_since
     )
-    arranged = paginate(_scored(context, servable, now), page_size=page_size, now=now)[:depth]
+    arranged = paginate(_scored(context, servable, now), page_size=page_size, now=now, depth=depth)
     ids = [entry.facts.item_id for entry in arranged]
     rows = {item.pk: item for item in with_raw(ProcessedItem.objects.filter(pk__in=ids))}
     return [

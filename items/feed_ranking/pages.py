@@ -5,6 +5,7 @@ one main domain, and the last FEED_EXPLORATION_SLOTS places go to the best fresh
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
@@ -25,8 +26,22 @@ def explorable(entry: Scored, *, now: datetime) -> bool:
     )
 
 
+@dataclass(frozen=True)
+class _Limits:
+    """The page settings, read once per ranking."""
+
+    per_author: int
+    per_domain: int
+    slots: int
+
+    @classmethod
+    def current(cls) -> _Limits:
+        return cls(settings.FEED_MAX_PER_AUTHOR, settings.FEED_MAX_PER_DOMAIN, settings.FEED_EXPLORATION_SLOTS)
+
+
 class _Caps:
-    def __init__(self) -> None:
+    def __init__(self, limits: _Limits) -> None:
+        self.limits = limits
         self.authors: Counter[int] = Counter()
         self.domains: Counter[str] = Counter()
 
@@ -36,8 +51,8 @@ class _Caps:
 
     def allow(self, entry: Scored) -> bool:
         domain = self._domain(entry)
-        return self.authors[entry.facts.author_id] < settings.FEED_MAX_PER_AUTHOR and (
-            domain is None or self.domains[domain] < settings.FEED_MAX_PER_DOMAIN
+        return self.authors[entry.facts.author_id] < self.limits.per_author and (
+            domain is None or self.domains[domain] < self.limits.per_domain
         )
 
     def take(self, entry: Scored) -> None:
@@ -46,24 +61,32 @@ class _Caps:
             self.domains[domain] += 1
 
 
-def _page(ranked: list[Scored], size: int, now: datetime) -> tuple[list[Scored], list[Scored]]:
+def _page(
+    ranked: list[Scored], size: int, limits: _Limits, explorable_ids: set[int]
+) -> tuple[list[Scored], list[Scored]]:
     """One page from the ranked remainder, and what is left of it."""
-    slots = settings.FEED_EXPLORATION_SLOTS if size > settings.FEED_EXPLORATION_SLOTS else 0
-    caps = _Caps()
+    slots = limits.slots if size > limits.slots else 0
+    caps = _Caps(limits)
     chosen: list[Scored] = []
     taken: set[int] = set()
+
+    def take(entry: Scored) -> None:
+        chosen.append(entry)
+        taken.add(entry.facts.item_id)
+        caps.take(entry)
+
     for entry in ranked:
         if len(chosen) >= size - slots:
             break
         if caps.allow(entry):
-            chosen.append(entry)
-            taken.add(entry.facts.item_id)
-            caps.take(entry)
-    exploring = [e for e in ranked if e.facts.item_id not in taken and explorable(e, now=now) and caps.allow(e)]
-    for entry in exploring[:slots]:
-        chosen.append(entry)
-        taken.add(entry.facts.item_id)
-        caps.take(entry)
+            take(entry)
+    explored = 0
+    for entry in ranked:
+        if explored >= slots:
+            break
+        if entry.facts.item_id in explorable_ids and entry.facts.item_id not in taken and caps.allow(entry):
+            take(entry)
+            explored += 1
     # Places left (no explorable item, or too few within the caps in a small or one-sided network): filled in
     # ranking order, within the caps first.
     for within_caps in (True, False):
@@ -71,9 +94,7 @@ def _page(ranked: list[Scored], size: int, now: datetime) -> tuple[list[Scored],
             if len(chosen) >= size:
                 break
             if entry.facts.item_id not in taken and (not within_caps or caps.allow(entry)):
-                chosen.append(entry)
-                taken.add(entry.facts.item_id)
-                caps.take(entry)
+                take(entry)
     return chosen, [entry for entry in ranked if entry.facts.item_id not in taken]
 
 
@@ -82,16 +103,18 @@ def _below_floor(entry: Scored) -> bool:
     return quality is not None and quality < settings.FEED_MIN_QUALITY
 
 
-def paginate(scored: list[Scored], *, page_size: int, now: datetime) -> list[Scored]:
-    """The whole ranking, best first, arranged page by page; items below FEED_MIN_QUALITY (vague posts, bait)
-    only after every other, however well they match."""
+def paginate(scored: list[Scored], *, page_size: int, now: datetime, depth: int) -> list[Scored]:
+    """The first `depth` items of the ranking, best first, arranged page by page; items below FEED_MIN_QUALITY
+    (vague posts, bait) only after every other, however well they match."""
+    limits = _Limits.current()
+    explorable_ids = {entry.facts.item_id for entry in scored if explorable(entry, now=now)}
     arranged: list[Scored] = []
     for low in (False, True):
         remaining = sorted(
             (entry for entry in scored if _below_floor(entry) == low),
             key=lambda entry: (-entry.total, -entry.facts.item_id),
         )
-        while remaining:
-            page, remaining = _page(remaining, page_size, now)
+        while remaining and len(arranged) < depth:
+            page, remaining = _page(remaining, page_size, limits, explorable_ids)
             arranged.extend(page)
-    return arranged
+    return arranged[:depth]

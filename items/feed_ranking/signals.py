@@ -29,11 +29,40 @@ SIGNALS = (
 _DEFAULT_QUALITY = 0.5  # an item the analyzer gave no quality score is taken as middling
 
 
+@dataclass(frozen=True)
+class Knobs:
+    """The ranking's settings, read once per ranking (a settings lookup per item and signal costs more than the
+    arithmetic)."""
+
+    match_floor: float
+    other_side: float
+    half_lives: dict[str, float]
+    feedback_prior: float
+    feedback_smoothing: float
+    trending_saturation: float
+    trending_half_life: float
+    official_hours: float
+
+    @classmethod
+    def current(cls) -> Knobs:
+        return cls(
+            match_floor=settings.FEED_MATCH_FLOOR,
+            other_side=settings.FEED_MATCH_OTHER_SIDE,
+            half_lives=dict(settings.FEED_HALF_LIFE_HOURS),
+            feedback_prior=settings.FEED_FEEDBACK_PRIOR,
+            feedback_smoothing=settings.FEED_FEEDBACK_SMOOTHING,
+            trending_saturation=settings.FEED_TRENDING_SATURATION,
+            trending_half_life=settings.FEED_TRENDING_HALF_LIFE_HOURS,
+            official_hours=settings.FEED_OFFICIAL_HOURS,
+        )
+
+
 @dataclass
 class ReaderContext:
     """What the ranking knows of the reader: its vectors, keywords, what it scored, what similar readers liked."""
 
     agent_id: int
+    knobs: Knobs = field(default_factory=Knobs.current)
     seeks: np.ndarray | None = None
     offers: np.ndarray | None = None
     # Each side's vectors: the whole text's, then each clause's; an item is as close as its closest one.
@@ -111,7 +140,7 @@ def match_signal(reader: ReaderContext, item: ItemFacts) -> float:
         return 0.0
     primary, other = _sides(reader, item)
     best = 0.0
-    for side, factor in ((primary, 1.0), (other, settings.FEED_MATCH_OTHER_SIDE)):
+    for side, factor in ((primary, 1.0), (other, reader.knobs.other_side)):
         if side:
             best = max(best, factor * _meaning(reader, item, side))
     return best
@@ -121,7 +150,7 @@ def _meaning(reader: ReaderContext, item: ItemFacts, side: str) -> float:
     """The item's closeness to one side of the profile: its nearest vector (whole, or one clause), 0..1."""
     if item.similarities is None:
         return 0.0
-    return _lifted(item.similarities[side], settings.FEED_MATCH_FLOOR)
+    return _lifted(item.similarities[side], reader.knobs.match_floor)
 
 
 def with_similarities(reader: ReaderContext, items: list[ItemFacts]) -> list[ItemFacts]:
@@ -140,7 +169,7 @@ def with_similarities(reader: ReaderContext, items: list[ItemFacts]) -> list[Ite
     up = down = np.zeros(len(embedded))
     if reader.judged:
         weights = np.array([weight for _, weight in reader.judged])
-        floor = settings.FEED_MATCH_FLOOR
+        floor = reader.knobs.match_floor
         lifted = np.clip((matrix @ np.stack([vector for vector, _ in reader.judged]).T - floor) / (1 - floor), 0, None)
         up = (lifted * np.clip(weights, 0, 1)).max(axis=1)
         down = (lifted * np.clip(-weights, 0, 1)).max(axis=1)
@@ -158,7 +187,7 @@ def concepts_signal(reader: ReaderContext, item: ItemFacts) -> float:
     """Complementarity across languages: lexicon concepts the item shares with the same side (two make 1)."""
     primary, other = _sides(reader, item)
     best = 0.0
-    for side, factor in ((primary, 1.0), (other, settings.FEED_MATCH_OTHER_SIDE)):
+    for side, factor in ((primary, 1.0), (other, reader.knobs.other_side)):
         if side:
             shared = getattr(reader, f"{side}_concepts") & item.concepts
             best = max(best, factor * min(1.0, len(shared) / 2))
@@ -189,15 +218,15 @@ def quality_signal(item: ItemFacts) -> float:
     return _DEFAULT_QUALITY if item.quality is None else float(item.quality)
 
 
-def freshness_signal(item: ItemFacts, now: datetime) -> float:
+def freshness_signal(item: ItemFacts, now: datetime, knobs: Knobs) -> float:
     hours = max(0.0, (now - item.completed_at).total_seconds() / 3600)
-    half_life = settings.FEED_HALF_LIFE_HOURS.get(item.broadcast_type, settings.FEED_HALF_LIFE_HOURS["info"])
+    half_life = knobs.half_lives.get(item.broadcast_type, knobs.half_lives["info"])
     return 0.5 ** (hours / half_life)
 
 
-def feedback_signal(item: ItemFacts) -> float:
+def feedback_signal(item: ItemFacts, knobs: Knobs) -> float:
     """Readers' mean score shrunk towards the prior, as a distance from the prior (0 with no scores), over 2."""
-    prior, weight = settings.FEED_FEEDBACK_PRIOR, settings.FEED_FEEDBACK_SMOOTHING
+    prior, weight = knobs.feedback_prior, knobs.feedback_smoothing
     if item.readers + weight <= 0:
         return 0.0
     smoothed = (item.score_sum + prior * weight) / (item.readers + weight)
@@ -215,19 +244,19 @@ def neighbours_signal(reader: ReaderContext, item: ItemFacts) -> float:
     return min(1.0, reader.neighbour_likes.get(item.item_id, 0.0))
 
 
-def trending_signal(item: ItemFacts, now: datetime) -> float:
+def trending_signal(item: ItemFacts, now: datetime, knobs: Knobs) -> float:
     if item.engagement <= 0 or item.stats_updated_at is None:
         return 0.0
     hours = max(0.0, (now - item.stats_updated_at).total_seconds() / 3600)
-    level = min(1.0, math.log1p(item.engagement) / math.log1p(settings.FEED_TRENDING_SATURATION))
-    return level * 0.5 ** (hours / settings.FEED_TRENDING_HALF_LIFE_HOURS)
+    level = min(1.0, math.log1p(item.engagement) / math.log1p(knobs.trending_saturation))
+    return level * 0.5 ** (hours / knobs.trending_half_life)
 
 
-def official_signal(item: ItemFacts, now: datetime) -> float:
+def official_signal(item: ItemFacts, now: datetime, knobs: Knobs) -> float:
     """The official agent's items by their own rule: announcements reach everyone while they are recent."""
     if not item.author_official:
         return 0.0
-    return float((now - item.completed_at).total_seconds() <= settings.FEED_OFFICIAL_HOURS * 3600)
+    return float((now - item.completed_at).total_seconds() <= knobs.official_hours * 3600)
 
 
 def weights() -> dict[str, float]:
@@ -245,12 +274,12 @@ def score_item(reader: ReaderContext, item: ItemFacts, *, now: datetime, weights
         "competition": competition_signal(reader, item),
         "overlap": overlap_signal(reader, item),
         "quality": quality_signal(item),
-        "freshness": freshness_signal(item, now),
-        "feedback": feedback_signal(item),
+        "freshness": freshness_signal(item, now, reader.knobs),
+        "feedback": feedback_signal(item, reader.knobs),
         "own_feedback": own_feedback_signal(item),
         "neighbours": neighbours_signal(reader, item),
-        "trending": trending_signal(item, now),
-        "official": official_signal(item, now),
+        "trending": trending_signal(item, now, reader.knobs),
+        "official": official_signal(item, now, reader.knobs),
     }
     parts = {name: weights[name] * value for name, value in raw.items()}
     return Scored(facts=item, total=sum(parts.values()), parts=parts)
