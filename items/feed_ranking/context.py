@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import datetime
 
+import numpy as np
 from django.conf import settings
-from django.db.models import F
+from django.db.models import F, TextField
+from django.db.models.functions import Cast
 from pgvector.django import CosineDistance
 
 from items.feed_ranking.concepts import concepts
@@ -97,7 +99,7 @@ def item_facts(ids: list[int], *, now: datetime) -> dict[int, ItemFacts]:
         "quality",
         "processed_at",
         "created_at",
-        "embedding",
+        Cast("embedding", output_field=TextField()),  # parsed below in C (np.fromstring), not value by value
         "raw__content",
         F("author__is_official"),
         F("stats__readers"),
@@ -122,7 +124,7 @@ def item_facts(ids: list[int], *, now: datetime) -> dict[int, ItemFacts]:
             domains=tuple(domains),
             quality=quality,
             completed_at=processed or created,
-            embedding=unit(embedding),
+            embedding=unit(np.fromstring(embedding[1:-1], dtype=np.float32, sep=",")) if embedding else None,
             concepts=concepts(" ".join([content, *keywords])),
             author_official=bool(official),
             readers=readers or 0,
