@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import BigIntegerField, Exists, OuterRef, Q
+from django.db.models import BigIntegerField
 from django.db.models.functions import Coalesce
 
 from items.feed_ranking.signals import SEEKS_SIDE, ReaderContext
@@ -72,19 +72,20 @@ def servable_ids(
     reader: Agent, ids: set[int], *, broadcast_type: str | None, domain: str | None, seen_since: datetime | None
 ) -> list[int]:
     """Of `ids`, each one's group stood for by its newest visible member not written by the reader, leaving out
-    the groups served to the reader since `seen_since` (the unseen feed's seen memory; None: no memory)."""
+    the groups served to the reader since `seen_since` (the unseen feed's seen memory; None: no memory). Three
+    index-backed reads (by primary key, by group, by the reader's deliveries), each bounded by the candidates."""
     if not ids:
         return []
     visible = visible_items(broadcast_type, domain).exclude(author=reader)
     group_key = Coalesce("group_id", "pk", output_field=BigIntegerField())
-    keys = visible.filter(pk__in=ids).annotate(group_key=group_key).values("group_key")
-    newer_in_group = visible.filter(group_id=OuterRef("group_id"), pk__gt=OuterRef("pk"))
-    members = (
-        visible.annotate(group_key=group_key)
-        .filter(Q(pk__in=ids) | Q(group_id__in=keys))
-        .filter(~Exists(newer_in_group))
-    )
+    keys = set(visible.filter(pk__in=ids).annotate(group_key=group_key).values_list("group_key", flat=True))
+    newest: dict[int, int] = {}
+    members = visible.filter(group_id__in=keys).values_list("group_id", "pk")
+    ungrouped = visible.filter(pk__in=keys, group_id__isnull=True).values_list("pk", "pk")
+    for group, pk in [*members, *ungrouped]:
+        newest[group] = max(pk, newest.get(group, 0))
     if seen_since is not None:
-        seen = FeedDelivery.objects.filter(agent=reader, group_id=OuterRef("group_key"), delivered_at__gte=seen_since)
-        members = members.filter(~Exists(seen))
-    return list(members.values_list("pk", flat=True))
+        seen = FeedDelivery.objects.filter(agent=reader, group_id__in=keys, delivered_at__gte=seen_since)
+        for group in seen.values_list("group_id", flat=True):
+            newest.pop(group, None)
+    return sorted(newest.values(), reverse=True)
