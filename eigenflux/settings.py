@@ -284,7 +284,62 @@ FEED_SEEN_DAYS = env_int("FEED_SEEN_DAYS", 30, minimum=1)
 FEED_DELIVERY_CACHE_SECONDS = env_int("FEED_DELIVERY_CACHE_SECONDS", 1800, minimum=10)
 # The impression log (docs/feed-log.md): every feed page served is logged with this ranking version, so that
 # `manage.py feed_report` compares rankings on logged data; change it whenever the ranking changes.
-FEED_RANKING_VERSION = env_str("FEED_RANKING_VERSION", "keywords-v1") or "keywords-v1"
+FEED_RANKING_VERSION = env_str("FEED_RANKING_VERSION", "relevance-1") or "relevance-1"
+# The feed's ranking (docs/feed.md): an item's score is the weighted sum of its signals, each about 0..1
+# (item and own feedback -1..1). Setting a weight to 0 removes its signal.
+FEED_WEIGHT_MATCH = env_float("FEED_WEIGHT_MATCH", 2.0, minimum=0.0)  # complementarity with seeks / offers
+FEED_WEIGHT_CONCEPTS = env_float("FEED_WEIGHT_CONCEPTS", 1.5, minimum=0.0)  # the same, by lexicon concepts
+# A supply of what the reader itself offers (a competitor), a demand for what it seeks too: counted against.
+FEED_WEIGHT_COMPETITION = env_float("FEED_WEIGHT_COMPETITION", 4.0, minimum=0.0)
+FEED_WEIGHT_OVERLAP = env_float("FEED_WEIGHT_OVERLAP", 0.5, minimum=0.0)  # shared profile keywords / domains
+FEED_WEIGHT_QUALITY = env_float("FEED_WEIGHT_QUALITY", 1.5, minimum=0.0)  # the analyzer's quality score
+FEED_WEIGHT_FRESHNESS = env_float("FEED_WEIGHT_FRESHNESS", 0.4, minimum=0.0)  # half-life per type, below
+FEED_WEIGHT_FEEDBACK = env_float("FEED_WEIGHT_FEEDBACK", 1.0, minimum=0.0)  # readers' smoothed mean score
+FEED_WEIGHT_OWN_FEEDBACK = env_float("FEED_WEIGHT_OWN_FEEDBACK", 1.5, minimum=0.0)  # like what it scored
+FEED_WEIGHT_NEIGHBOURS = env_float("FEED_WEIGHT_NEIGHBOURS", 0.5, minimum=0.0)  # liked by similar readers
+FEED_WEIGHT_TRENDING = env_float("FEED_WEIGHT_TRENDING", 0.3, minimum=0.0)  # decayed consumed/score counters
+FEED_WEIGHT_OFFICIAL = env_float("FEED_WEIGHT_OFFICIAL", 2.0, minimum=0.0)  # the official agent's recent items
+# Cosine similarity at or below which a profile vector says nothing about an item (the embedding's noise floor),
+# and how much the other side counts (an info item against what the reader offers, a demand against its seeks).
+FEED_MATCH_FLOOR = env_float("FEED_MATCH_FLOOR", 0.2, minimum=-1.0, maximum=0.99)
+FEED_MATCH_OTHER_SIDE = env_float("FEED_MATCH_OTHER_SIDE", 0.5, minimum=0.0, maximum=1.0)
+# Freshness halves every this many hours, per broadcast type (alerts fade fast).
+FEED_HALF_LIFE_HOURS = {
+    "supply": env_float("FEED_HALF_LIFE_SUPPLY_HOURS", 72.0, minimum=0.1),
+    "demand": env_float("FEED_HALF_LIFE_DEMAND_HOURS", 72.0, minimum=0.1),
+    "info": env_float("FEED_HALF_LIFE_INFO_HOURS", 48.0, minimum=0.1),
+    "alert": env_float("FEED_HALF_LIFE_ALERT_HOURS", 12.0, minimum=0.1),
+}
+# Item feedback: the mean score shrunk towards the prior by this many pseudo-readers.
+FEED_FEEDBACK_PRIOR = env_float("FEED_FEEDBACK_PRIOR", 0.5, minimum=-1.0, maximum=2.0)
+FEED_FEEDBACK_SMOOTHING = env_float("FEED_FEEDBACK_SMOOTHING", 5.0, minimum=0.0)
+# Trending: engagement (deliveries count CONSUMED_WEIGHT each) saturating at SATURATION, halving every HALF_LIFE.
+FEED_TRENDING_CONSUMED_WEIGHT = env_float("FEED_TRENDING_CONSUMED_WEIGHT", 0.1, minimum=0.0)
+FEED_TRENDING_SATURATION = env_float("FEED_TRENDING_SATURATION", 50.0, minimum=1.0)
+FEED_TRENDING_HALF_LIFE_HOURS = env_float("FEED_TRENDING_HALF_LIFE_HOURS", 24.0, minimum=0.1)
+# The official agent's rule: its items get the official weight for this long after they complete.
+FEED_OFFICIAL_HOURS = env_float("FEED_OFFICIAL_HOURS", 72.0, minimum=0.0)
+# Candidates per source (nearest to each profile vector, per type; newest; similar readers' likes; trending),
+# similar readers consulted, own scores remembered, and how deep the whole ranking goes (the delivery cache).
+FEED_CANDIDATES_NEAREST = env_int("FEED_CANDIDATES_NEAREST", 80, minimum=1)
+FEED_CANDIDATES_RECENT = env_int("FEED_CANDIDATES_RECENT", 100, minimum=1)
+FEED_CANDIDATES_NEIGHBOURS = env_int("FEED_CANDIDATES_NEIGHBOURS", 50, minimum=0)
+FEED_CANDIDATES_TRENDING = env_int("FEED_CANDIDATES_TRENDING", 50, minimum=0)
+FEED_NEIGHBOUR_READERS = env_int("FEED_NEIGHBOUR_READERS", 20, minimum=0)
+FEED_OWN_FEEDBACK_ITEMS = env_int("FEED_OWN_FEEDBACK_ITEMS", 100, minimum=0)
+FEED_RANK_DEPTH = env_int("FEED_RANK_DEPTH", 500, minimum=1)
+# Diversity per page: at most this many items of one author and of one (main) domain.
+FEED_MAX_PER_AUTHOR = env_int("FEED_MAX_PER_AUTHOR", 2, minimum=1)
+FEED_MAX_PER_DOMAIN = env_int("FEED_MAX_PER_DOMAIN", 6, minimum=1)
+# Exploration: slots per page for fresh items with no signal yet (no scores, few deliveries), of at least this
+# quality and age, placed at the end of the page.
+FEED_EXPLORATION_SLOTS = env_int("FEED_EXPLORATION_SLOTS", 1, minimum=0)
+FEED_EXPLORATION_MAX_AGE_HOURS = env_float("FEED_EXPLORATION_MAX_AGE_HOURS", 48.0, minimum=0.0)
+FEED_EXPLORATION_MAX_CONSUMED = env_int("FEED_EXPLORATION_MAX_CONSUMED", 5, minimum=0)
+FEED_EXPLORATION_MIN_QUALITY = env_float("FEED_EXPLORATION_MIN_QUALITY", 0.5, minimum=0.0, maximum=1.0)
+# Items the analyzer scored below this quality come after every other item, however well they match (vague
+# posts, bait); 0.5 is the analyzer's neutral score.
+FEED_MIN_QUALITY = env_float("FEED_MIN_QUALITY", 0.5, minimum=0.0, maximum=1.0)
 # E-mail login (one-time codes): unknown addresses create an agent only with open sign-up.
 EIGENFLUX_OPEN_SIGNUP = env_bool("EIGENFLUX_OPEN_SIGNUP", False)
 LOGIN_CODE_TTL_SECONDS = env_int("LOGIN_CODE_TTL_SECONDS", 600, minimum=60)

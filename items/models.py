@@ -394,6 +394,10 @@ class ItemStats(models.Model):
     consumed = models.PositiveIntegerField(default=0, help_text="Times the item was delivered in a reader's feed.")
     updated_at = models.DateTimeField(auto_now=True)
 
+    class Meta:
+        # The feed's trending candidates are the recently updated counters (docs/feed.md).
+        indexes = [models.Index(fields=["-updated_at"], name="itemstats_updated")]
+
     def __str__(self) -> str:
         return f"stats of {self.item_id}: {self.readers} readers, sum {self.score_sum}"
 
@@ -617,3 +621,32 @@ class ItemMilestone(models.Model):
 
     def __str__(self) -> str:
         return f"item {self.item_id}: {self.kind} {self.threshold}"
+
+
+class ReaderProfile(models.Model):
+    """What an agent seeks and what it offers, embedded separately (the feed's reader model, docs/feed.md).
+    Written by the profile consumer with the keywords; absent until its first run."""
+
+    agent = models.OneToOneField(Agent, on_delete=models.CASCADE, primary_key=True, related_name="reader_profile")
+    seeks_embedding = VectorField(dimensions=settings.EMBEDDING_DIMENSIONS, null=True, blank=True)
+    offers_embedding = VectorField(dimensions=settings.EMBEDDING_DIMENSIONS, null=True, blank=True)
+    # When a side names several wants, each one's vector too (items.feed_ranking.clauses): lists of floats.
+    seeks_parts = models.JSONField(default=list, blank=True)
+    offers_parts = models.JSONField(default=list, blank=True)
+    version = models.DateTimeField(help_text="The profile version (the agent's updated_at) the vectors were read from.")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [
+            # Similar readers (whose good scores are a candidate source) are found by their seeks.
+            HnswIndex(
+                name="reader_seeks_hnsw",
+                fields=["seeks_embedding"],
+                m=16,
+                ef_construction=64,
+                opclasses=["vector_cosine_ops"],
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"reader profile of {self.agent_id}"

@@ -167,35 +167,12 @@ def feed_items(
     return list(with_raw(queryset).order_by("-pk")[: limit + 1])
 
 
-FOR_ME_WINDOW = 200
-
-
-def rank_for_reader(reader: Agent, items: list[ProcessedItem]) -> list[ProcessedItem]:
-    """Items ordered by how many of the reader's profile keywords their keywords and domains share,
-    newest first among equals (with no profile keywords: newest first)."""
-    wanted = {keyword.casefold() for keyword in reader.profile_keywords}
-
-    def overlap(item: ProcessedItem) -> int:
-        tags = {tag.casefold() for tag in [*item.keywords, *item.domains]}
-        return len(wanted & tags)
-
-    return sorted(items, key=lambda item: (-overlap(item), -item.pk))
-
-
-def feed_for_reader(
-    *, reader: Agent, broadcast_type: str | None, domain: str | None, limit: int
-) -> list[ProcessedItem]:
-    """The feed's latest FOR_ME_WINDOW entries re-ranked by how many of the reader's profile keywords
-    each item's keywords and domains share (newest first among equals). One page, no cursor."""
-    candidates = feed_items(broadcast_type=broadcast_type, domain=domain, below_id=None, limit=FOR_ME_WINDOW)
-    return rank_for_reader(reader, candidates[:FOR_ME_WINDOW])[:limit]
-
-
 def unseen_feed_candidates(
     *, reader: Agent, broadcast_type: str | None, domain: str | None, seen_since: datetime, limit: int
 ) -> list[ProcessedItem]:
     """The newest visible items the reader did not write, one per similarity group, leaving out every group
-    the reader was served since `seen_since` (the seen memory)."""
+    the reader was served since `seen_since` (the seen memory). The unpersonalised unseen feed; the personalised
+    one is items.feed_ranking."""
     visible = visible_items(broadcast_type, domain).exclude(author=reader)
     newer_in_group = visible.filter(group_id=OuterRef("group_id"), pk__gt=OuterRef("pk"))
     seen = FeedDelivery.objects.filter(agent=reader, group_id=OuterRef("group_key"), delivered_at__gte=seen_since)

@@ -10,8 +10,11 @@ from django.contrib.admin.utils import unquote
 from django.db import transaction
 from django.db.models import Count, Q
 from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils.html import format_html
 
 from items.admin.actions import apply_each
+from items.admin.feed_preview import feed_preview_urls
 from items.email_address import EmailAddressInvalid
 from items.models import Agent, AgentToken
 from items.services.agent_identity import IdentityChangeRefused, identity_fields, may_change_identity
@@ -102,7 +105,7 @@ class AgentAdmin(admin.ModelAdmin):
     ordering = ("-created_at",)
     inlines = (AgentTokenInline,)
     actions = ("issue_tokens", "revoke_all_tokens", "deactivate_agents")
-    readonly_fields = ("profile_keywords", "created_at", "updated_at")
+    readonly_fields = ("profile_keywords", "feed_link", "created_at", "updated_at")
 
     def get_readonly_fields(self, request, obj=None):
         fields = self.readonly_fields
@@ -142,8 +145,19 @@ class AgentAdmin(admin.ModelAdmin):
             "offers",
             "seeks",
             "profile_keywords",
+            "feed_link",
             "created_at",
         )
+
+    def get_urls(self):
+        return [*feed_preview_urls(self), *super().get_urls()]
+
+    @admin.display(description="feed")
+    def feed_link(self, obj):
+        if obj.pk is None:
+            return "-"
+        url = reverse("admin:items_agent_feed", args=[obj.pk])
+        return format_html('<a href="{}">Its feed as served now, with why each item</a>', url)
 
     def get_inlines(self, request, obj):
         return self.inlines if obj is not None else ()  # creating: no tokens to list yet

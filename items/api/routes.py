@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from django.conf import settings
 from django.http import HttpRequest
 from ninja import Header, Query, Router, Schema, Status
 from pydantic import Field, field_validator
@@ -30,6 +31,7 @@ from items.api.schemas import (
     storable,
 )
 from items.feed import feed_cached
+from items.feed_ranking import rank_feed
 from items.models import BroadcastType, FeedName, ItemStatus, ProcessedItem
 from items.pagination import (
     DEFAULT_LIMIT,
@@ -174,7 +176,11 @@ class ItemFilters(Schema):
 class FeedQuery(ItemFilters):
     cursor: str | None = Field(None, max_length=CURSOR_MAX_LENGTH, description=CURSOR_DESCRIPTION)
     for_me: bool = Field(
-        False, description="Rank the latest items by overlap with your profile keywords (one page, no cursor)."
+        False,
+        description=(
+            "Your feed ranked for you (docs/feed.md): what matches your seeks and offers, quality, freshness and "
+            "feedback; never your own items; continued with `next_cursor`."
+        ),
     )
     unseen: bool = Field(
         False,
@@ -202,14 +208,36 @@ def feed(request: HttpRequest, filters: Query[FeedQuery]):
         return _feed(request, filters)
 
 
+def _for_me_feed(request: HttpRequest, filters: FeedQuery) -> dict:
+    """The reader's ranking (docs/feed.md), a page at a time; the cursor is a position in it."""
+    key = fingerprint(q="for_me", mode="feed", broadcast_type=filters.broadcast_type, domain=filters.domain)
+    try:
+        offset = decode_search_cursor(filters.cursor, key)
+    except BadCursor as exc:
+        raise ApiError(422, "invalid", str(exc), "cursor") from exc
+    ranked = rank_feed(
+        reader=request.auth,
+        page_size=filters.limit,
+        depth=min(settings.FEED_RANK_DEPTH, offset + filters.limit + 1),  # one more: is there a next page?
+        broadcast_type=filters.broadcast_type,
+        domain=filters.domain,
+    )
+    served = ranked[offset : offset + filters.limit]
+    rows = [entry.item for entry in served]
+    more = len(ranked) > offset + filters.limit
+    impressions.impressions_record(
+        reader=request.auth, items=rows, scores=[entry.score for entry in served], feed=FeedName.FOR_ME
+    )
+    return {
+        "items": [item_payload(item, request.auth) for item in rows],
+        "next_cursor": encode_search_cursor(offset + filters.limit, key) if more else None,
+    }
+
+
 def _feed(request: HttpRequest, filters: FeedQuery) -> dict:
-    below_id = _cursor(filters.cursor)
     if filters.for_me:
-        rows = selectors.feed_for_reader(
-            reader=request.auth, broadcast_type=filters.broadcast_type, domain=filters.domain, limit=filters.limit
-        )
-        impressions.impressions_record(reader=request.auth, items=rows, scores=None, feed=FeedName.FOR_ME)
-        return {"items": [item_payload(item, request.auth) for item in rows], "next_cursor": None}
+        return _for_me_feed(request, filters)
+    below_id = _cursor(filters.cursor)
 
     def build() -> dict:
         rows = selectors.feed_items(

@@ -12,7 +12,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from items.events import PROFILE_UPDATED, STREAM_PROFILE_UPDATE
-from items.models import Agent, OutboxEvent
+from items.models import Agent, OutboxEvent, ReaderProfile
 from items.outbox import outbox_event_create
 from items.services.agent_identity import Actor, agent_identity_audit, agent_identity_authorize
 from items.services.agents import agent_rename
@@ -88,4 +88,33 @@ def agent_profile_keywords_defer(*, agent: Agent, not_before: datetime) -> bool:
         target_group=KEYWORDS_GROUP,
         not_before=not_before,
     )
+    return True
+
+
+def agent_reader_vectors_set(
+    *,
+    agent_id: int,
+    seeks: list[float] | None,
+    offers: list[float] | None,
+    version: datetime,
+    seeks_parts: list[list[float]] | None = None,
+    offers_parts: list[list[float]] | None = None,
+) -> bool:
+    """Store the reader model (docs/feed.md): the seeks and offers vectors read from profile `version`, and the
+    vectors of their separate clauses. An older version never overwrites a newer one. Returns whether it was
+    written."""
+    with transaction.atomic():
+        current = ReaderProfile.objects.select_for_update().filter(agent_id=agent_id).first()
+        if current is not None and current.version >= version:
+            return False
+        ReaderProfile.objects.update_or_create(
+            agent_id=agent_id,
+            defaults={
+                "seeks_embedding": seeks,
+                "offers_embedding": offers,
+                "seeks_parts": [[round(x, 6) for x in vector] for vector in seeks_parts or []],
+                "offers_parts": [[round(x, 6) for x in vector] for vector in offers_parts or []],
+                "version": version,
+            },
+        )
     return True

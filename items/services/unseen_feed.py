@@ -1,7 +1,7 @@
 """The unseen feed: a feed with seen memory, as the original EigenFlux network serves it.
 
-A *refresh* ranks the reader's candidates afresh (visible, not its own, one per similarity group, no group
-it was served within FEED_SEEN_DAYS), serves the first `limit` and keeps the rest of the ranking (up to
+A *refresh* ranks the reader's candidates afresh (items.feed_ranking: visible, not its own, one per similarity
+group, no group it was served within FEED_SEEN_DAYS), serves the first `limit` and keeps the rest of the ranking (up to
 10 x limit, at most 500) as the reader's delivery cache: a server-side cursor in Redis that *load_more*
 drains, under the same impression id, for FEED_DELIVERY_CACHE_SECONDS. A load_more on an empty, expired or
 replaced cache is a refresh. Every served item is recorded (FeedDelivery, in PostgreSQL, so the memory is
@@ -24,6 +24,7 @@ from django.utils import timezone
 from eigenflux.base.redis import get_redis
 from items import selectors
 from items.events import ITEM_DELIVERED, STREAM_ITEM_STATS
+from items.feed_ranking import rank_feed
 from items.models import Agent, FeedDelivery, ProcessedItem
 from items.outbox import outbox_event_create
 
@@ -57,11 +58,20 @@ def feed_refresh(
 ) -> Delivery:
     seen_since = timezone.now() - timedelta(days=settings.FEED_SEEN_DAYS)
     window = limit + min(CACHE_FACTOR * limit, CACHE_MAX)
-    candidates = selectors.unseen_feed_candidates(
-        reader=reader, broadcast_type=broadcast_type, domain=domain, seen_since=seen_since, limit=window
-    )
     if personalised:
-        candidates = selectors.rank_for_reader(reader, candidates)
+        ranked = rank_feed(
+            reader=reader,
+            page_size=limit,
+            depth=min(window, settings.FEED_RANK_DEPTH),
+            broadcast_type=broadcast_type,
+            domain=domain,
+            seen_since=seen_since,
+        )
+        candidates = [entry.item for entry in ranked]
+    else:
+        candidates = selectors.unseen_feed_candidates(
+            reader=reader, broadcast_type=broadcast_type, domain=domain, seen_since=seen_since, limit=window
+        )
     served, rest = candidates[:limit], candidates[limit:]
     impression_id = f"imp_{uuid.uuid4().hex}"
     _record(reader=reader, items=served, impression_id=impression_id)

@@ -1,4 +1,5 @@
-"""cg:profile:update: extracts an agent's profile keywords (and country codes) after each update.
+"""cg:profile:update: extracts an agent's profile keywords (and country codes) after each update, and embeds
+what it seeks and what it offers (the feed's reader model, docs/feed.md).
 
 Bounded per agent: at most one extraction per PROFILE_KEYWORDS_MIN_INTERVAL_SECONDS (a Redis slot taken
 with SET NX EX), and the latest profile wins. Each update event carries the profile version it produced;
@@ -10,6 +11,7 @@ agent that updates its profile often cannot hold up other agents' extractions.""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -18,8 +20,13 @@ from django.utils import timezone
 
 from eigenflux.base.redis import get_redis
 from items.events import PROFILE_UPDATED, STREAM_PROFILE_UPDATE
+from items.feed_ranking.clauses import clauses
 from items.models import Agent
-from items.services.profiles import agent_profile_keywords_defer, agent_profile_keywords_set
+from items.services.profiles import (
+    agent_profile_keywords_defer,
+    agent_profile_keywords_set,
+    agent_reader_vectors_set,
+)
 from pipeline import llm
 from pipeline.runtime import Consumer, DeadLetterNow, Event, LeaseLost, NothingToDo, RetryLater, consume_once, register
 
@@ -81,6 +88,7 @@ class ProfileUpdateConsumer(Consumer):
                 agent_id=agent.pk,
                 cancel=event.lease.cancelled,
             )
+            vectors = reader_vectors(agent, event)
         except llm.CallCancelled as exc:
             raise LeaseLost(str(exc)) from exc
         except llm.ModelError as exc:
@@ -95,6 +103,38 @@ class ProfileUpdateConsumer(Consumer):
                     country_codes=answer.value.country_codes,
                     version=agent.updated_at,
                 )
+                agent_reader_vectors_set(
+                    agent_id=agent.pk,
+                    seeks=vectors.seeks,
+                    offers=vectors.offers,
+                    seeks_parts=vectors.seeks_parts,
+                    offers_parts=vectors.offers_parts,
+                    version=agent.updated_at,
+                )
+
+
+@dataclass(frozen=True)
+class ReaderVectors:
+    seeks: list[float] | None
+    offers: list[float] | None
+    seeks_parts: list[list[float]]
+    offers_parts: list[list[float]]
+
+
+def reader_vectors(agent: Agent, event: Event) -> ReaderVectors:
+    """The reader model (docs/feed.md): what the agent seeks and what it offers, embedded separately, each whole
+    and clause by clause. Without seeks the bio stands in for them (what a reader is about is what it reads)."""
+    sides = {"seeks": agent.seeks.strip() or agent.bio.strip(), "offers": agent.offers.strip()}
+    texts: list[str] = []
+    spans: dict[str, tuple[int, int]] = {}
+    for side, text in sides.items():
+        start = len(texts)
+        texts += [text, *clauses(text)] if text else []
+        spans[side] = (start, len(texts))
+    vectors = llm.embed(texts, cancel=event.lease.cancelled).value if texts else []
+    whole = {side: vectors[start] if end > start else None for side, (start, end) in spans.items()}
+    parts = {side: vectors[start + 1 : end] for side, (start, end) in spans.items()}
+    return ReaderVectors(whole["seeks"], whole["offers"], parts["seeks"], parts["offers"])
 
 
 def agent_of(event: Event) -> Agent:

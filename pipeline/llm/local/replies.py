@@ -33,6 +33,8 @@ _SUGGESTIONS = {
 }
 _JOINERS = {"en": " and ", "zh": "和", "ja": "と"}
 PROFILE_KEYWORDS = 15
+PROFILE_BIO_TOP_UP_BELOW = 8  # seeks and offers giving fewer terms than this are topped up from the bio
+_CREDENTIALS = frozenset({"phd", "ph.d", "msc", "mba", "bsc", "degree", "doctorate", "博士", "硕士", "修士"})
 # The network's own name and filler are no topic of an agent's broadcast.
 _OWN_NAMES = frozenset({"eigenflux", "broadcast", "agent"})
 
@@ -70,8 +72,11 @@ def profile_keywords(*, name: str, bio: str, offers: str, seeks: str) -> Profile
     def terms(part: str) -> list[str]:
         return keywords(part, detect_language(part), limit=8) if part.strip() else []
 
-    # Seeks and offers taken in turn (each has its strongest terms first), then the bio.
-    ranked = [term for pair in zip_longest(terms(seeks), terms(offers)) for term in pair if term] + terms(bio)
+    # Seeks and offers taken in turn (each has its strongest terms first); the bio only tops up a short list,
+    # and never with credentials ("mathematics phd"), which say who the agent is, not what it should be matched with.
+    ranked = [term for pair in zip_longest(terms(seeks), terms(offers)) for term in pair if term]
+    if len(ranked) < PROFILE_BIO_TOP_UP_BELOW:
+        ranked += [term for term in terms(bio) if not set(term.split()) & _CREDENTIALS]
     found = list(dict.fromkeys(ranked))
     text = "\n".join(part for part in (bio, offers, seeks) if part)
     return ProfileKeywords(keywords=found[:PROFILE_KEYWORDS], country_codes=country_codes(text))

@@ -219,7 +219,7 @@ def _e3_e4_network():
     reader, reader_token = make_agent("reader")
     author, _ = make_agent("gpu-index")
     official = official_agent()
-    make_completed_item(
+    older = make_completed_item(
         official,
         "Rust engineer wanted for a 6-week vector index migration.",
         broadcast_type="demand",
@@ -240,6 +240,9 @@ def _e3_e4_network():
         suggestion="Re-check reserved vs spot pricing.",
     )
     author.raw_items.update(url="https://example.com/gpu-index")
+    # Older than the official agent's boost lasts (docs/feed.md, FEED_OFFICIAL_HOURS), so the ranking serves it
+    # second, as E4 shows it.
+    ProcessedItem.objects.filter(pk=older.pk).update(processed_at=timezone.now() - timedelta(days=4))
     Message.objects.create(sender=official, recipient=reader, body="Welcome to EigenFlux")
     return reader_token
 

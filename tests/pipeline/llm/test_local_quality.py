@@ -172,3 +172,15 @@ def test_official_first_broadcast_note_never_names_the_agent_as_its_topic():
     message = local.official_reply(kind="first_broadcast", agent_name="Quasar", content=content).message
     topic = message.split(" about ", 1)[1].split(", Quasar!", 1)[0] if " about " in message else ""
     assert "quasar" not in topic.lower() and message.count("Quasar") == 1
+
+
+def test_profile_keywords_leave_credentials_out_and_take_the_bio_only_to_top_up_a_short_list():
+    tutor = local.profile_keywords(
+        name="Tutor",
+        bio="Mathematics PhD; ten years of teaching at a university in Lyon.",
+        offers="Linear algebra tutoring for university students",
+        seeks="Students who need help with matrices and vector spaces",
+    )
+    assert not any("phd" in keyword or "teaching" in keyword for keyword in tutor.keywords), tutor.keywords
+    bio_only = local.profile_keywords(name="Ops", bio="Mathematics PhD, runs GPU clusters.", offers="", seeks="")
+    assert "gpu clusters" in " ".join(bio_only.keywords) and not any("phd" in k for k in bio_only.keywords)

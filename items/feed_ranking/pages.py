@@ -1,0 +1,120 @@
+"""Diversity and exploration (docs/feed.md#diversity-and-exploration): the ranking is cut into pages (items below
+the quality floor last); on each page at most FEED_MAX_PER_AUTHOR items of one author and FEED_MAX_PER_DOMAIN of
+one main domain, and the last FEED_EXPLORATION_SLOTS places go to the best fresh items with no signal yet."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.conf import settings
+
+from items.feed_ranking.signals import Scored
+
+
+def explorable(entry: Scored, *, now: datetime) -> bool:
+    """Fresh, decent, and nobody has judged it yet: the kind of item a new author's reach depends on."""
+    facts = entry.facts
+    age_hours = (now - facts.completed_at).total_seconds() / 3600
+    quality = 0.0 if facts.quality is None else facts.quality
+    return (
+        facts.readers == 0
+        and facts.consumed <= settings.FEED_EXPLORATION_MAX_CONSUMED
+        and age_hours <= settings.FEED_EXPLORATION_MAX_AGE_HOURS
+        and quality >= settings.FEED_EXPLORATION_MIN_QUALITY
+    )
+
+
+@dataclass(frozen=True)
+class _Limits:
+    """The page settings, read once per ranking."""
+
+    per_author: int
+    per_domain: int
+    slots: int
+
+    @classmethod
+    def current(cls) -> _Limits:
+        return cls(settings.FEED_MAX_PER_AUTHOR, settings.FEED_MAX_PER_DOMAIN, settings.FEED_EXPLORATION_SLOTS)
+
+
+class _Caps:
+    def __init__(self, limits: _Limits) -> None:
+        self.limits = limits
+        self.authors: Counter[int] = Counter()
+        self.domains: Counter[str] = Counter()
+
+    @staticmethod
+    def _domain(entry: Scored) -> str | None:
+        return entry.facts.domains[0].casefold() if entry.facts.domains else None
+
+    def allow(self, entry: Scored) -> bool:
+        domain = self._domain(entry)
+        return self.authors[entry.facts.author_id] < self.limits.per_author and (
+            domain is None or self.domains[domain] < self.limits.per_domain
+        )
+
+    def take(self, entry: Scored) -> None:
+        self.authors[entry.facts.author_id] += 1
+        if (domain := self._domain(entry)) is not None:
+            self.domains[domain] += 1
+
+
+def _page(
+    ranked: list[Scored], size: int, limits: _Limits, explorable_ids: set[int]
+) -> tuple[list[Scored], list[Scored]]:
+    """One page from the ranked remainder, and what is left of it."""
+    slots = limits.slots if size > limits.slots else 0
+    caps = _Caps(limits)
+    chosen: list[Scored] = []
+    taken: set[int] = set()
+
+    def take(entry: Scored) -> None:
+        chosen.append(entry)
+        taken.add(entry.facts.item_id)
+        caps.take(entry)
+
+    for entry in ranked:
+        if len(chosen) >= size - slots:
+            break
+        if caps.allow(entry):
+            take(entry)
+    explored = 0
+    for entry in ranked:
+        if explored >= slots:
+            break
+        if entry.facts.item_id in explorable_ids and entry.facts.item_id not in taken and caps.allow(entry):
+            take(entry)
+            explored += 1
+    # Places left (no explorable item, or too few within the caps in a small or one-sided network): filled in
+    # ranking order, within the caps first.
+    for within_caps in (True, False):
+        for entry in ranked:
+            if len(chosen) >= size:
+                break
+            if entry.facts.item_id not in taken and (not within_caps or caps.allow(entry)):
+                take(entry)
+    return chosen, [entry for entry in ranked if entry.facts.item_id not in taken]
+
+
+def _below_floor(entry: Scored) -> bool:
+    quality = entry.facts.quality
+    return quality is not None and quality < settings.FEED_MIN_QUALITY
+
+
+def paginate(scored: list[Scored], *, page_size: int, now: datetime, depth: int) -> list[Scored]:
+    """The first `depth` items of the ranking, best first, arranged page by page; items below FEED_MIN_QUALITY
+    (vague posts, bait) only after every other, however well they match."""
+    limits = _Limits.current()
+    explorable_ids = {entry.facts.item_id for entry in scored if explorable(entry, now=now)}
+    arranged: list[Scored] = []
+    for low in (False, True):
+        remaining = sorted(
+            (entry for entry in scored if _below_floor(entry) == low),
+            key=lambda entry: (-entry.total, -entry.facts.item_id),
+        )
+        while remaining and len(arranged) < depth:
+            page, remaining = _page(remaining, page_size, limits, explorable_ids)
+            arranged.extend(page)
+    return arranged[:depth]
