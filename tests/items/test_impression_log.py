@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from items.events import FEED_PAGE_SERVED, STREAM_REPLAY_LOG
 from items.feed_log import feed_report, impression_for
+from items.feed_ranking import rank_feed
 from items.models import FeedEvent, FeedImpression, ItemFeedback, OutboxEvent
 from items.services.impressions import impressions_record
 from pipeline.consumers.replay_log import ReplayLogConsumer
@@ -60,7 +61,10 @@ def test_a_for_me_page_is_one_event_stored_as_a_row_per_item(network, settings):
     assert event.event_type == FEED_PAGE_SERVED
     rows = store_pages()
     assert [(r.item_id, r.position) for r in rows] == [(pk, n) for n, pk in enumerate(served, start=1)]
-    assert {(r.reader_id, r.feed, r.ranking_version, r.score) for r in rows} == {(reader.pk, "for_me", "test-v7", None)}
+    assert {(r.reader_id, r.feed, r.ranking_version) for r in rows} == {(reader.pk, "for_me", "test-v7")}
+    # Each row carries the ranking's score of its item, best first (the exploration slot may break the order).
+    ranked = {entry.item.pk: entry.score for entry in rank_feed(reader=reader, page_size=3, depth=4)}
+    assert [r.score for r in rows] == [pytest.approx(ranked[r.item_id]) for r in rows]
     assert len({r.page_id for r in rows}) == 1
 
 
