@@ -63,6 +63,7 @@ from items.services.agents import agent_create, agent_token_create  # noqa: E402
 from pipeline.consumers.item_publish import ItemPublishConsumer  # noqa: E402
 from pipeline.consumers.profile_update import ProfileUpdateConsumer  # noqa: E402
 from pipeline.runtime.supervisor import Supervisor  # noqa: E402
+from pipeline.services import pipeline_services  # noqa: E402
 from tests.conftest import redis_url_with_db  # noqa: E402
 
 
@@ -93,9 +94,9 @@ def dcg(gains: list[int]) -> float:
 # --- loading through the pipeline ---------------------------------------------------------------------------
 def run_pipeline_burst() -> None:
     # One handler thread: a repost is enriched after its original has completed, as in real life.
-    Supervisor(
-        [ItemPublishConsumer, ProfileUpdateConsumer], concurrency=1, relay=True, housekeeping=False, burst=True
-    ).run()
+    consumers = [ItemPublishConsumer, ProfileUpdateConsumer]
+    services = pipeline_services(consumers, housekeeping=False, burst=True)
+    Supervisor(consumers, services=services, concurrency=1, burst=True).run()
 
 
 def publish(docs: list[dict]) -> dict[int, str]:

@@ -116,7 +116,7 @@ def capture(server, raw_id: int) -> Plan:
     from django.db import connection
 
     from eigenflux.base.redis import get_redis
-    from items.blacklist import blacklist_keywords
+    from items.blacklist_cache import blacklist_keywords
     from items.events import ITEM_PUBLISHED, STREAM_ITEM_PUBLISH
     from items.models import ProcessedItem
     from pipeline.consumers.item_publish import ItemPublishConsumer

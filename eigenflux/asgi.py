@@ -24,8 +24,8 @@ from django.urls import path, re_path  # noqa: E402
 
 from eigenflux.base.bodylimit import BodyLimitASGI  # noqa: E402
 from eigenflux.ws_not_found import websocket_not_found  # noqa: E402
-from items.ws import AgentEventsConsumer  # noqa: E402
-from pipeline.ws import HealthConsumer  # noqa: E402
+from items.events_socket import AgentEventsConsumer  # noqa: E402
+from pipeline.health_socket import HealthConsumer  # noqa: E402
 
 websocket_urlpatterns = [
     # Agents authenticate with their token (?token=…), not a cookie, so no Origin check is needed.

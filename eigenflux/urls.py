@@ -3,8 +3,8 @@ from django.contrib import admin
 from django.urls import include, path
 from django.views.defaults import page_not_found
 
-from eigenflux import health
-from eigenflux.metrics import metrics
+from eigenflux import probe_views
+from eigenflux.metrics_view import metrics
 from items.api.api import api
 from items.api.json_errors import api_error_response
 from items.compat.api import compat_api
@@ -13,8 +13,8 @@ project_patterns = [
     path("admin/rq/", include("eigenflux.rq_urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", api.urls),
-    path("healthz", health.healthz, name="healthz"),
-    path("readyz", health.readyz, name="readyz"),
+    path("healthz", probe_views.healthz, name="healthz"),
+    path("readyz", probe_views.readyz, name="readyz"),
     path("metrics", metrics, name="prometheus-django-metrics"),
 ]
 

@@ -21,7 +21,7 @@ from items.admin import ITEM_DETAIL_PANELS
 from items.admin.actions import apply_each, badge, confirm_with_form, note_form
 from items.models import ProcessedItem
 from pipeline.admin_views import health_page, prompts_page
-from pipeline.dead_letter_records import DeadLetterRefused, dead_letter_requeue, dead_letter_resolve
+from pipeline.dead_letter_table import DeadLetterRefused, dead_letter_requeue, dead_letter_resolve
 from pipeline.models import DeadLetter, DeadLetterState, ErrorClass, LLMCall, LLMCallHourly
 
 STATE_TONES = {DeadLetterState.OPEN: "bad", DeadLetterState.REQUEUED: "processing", DeadLetterState.RESOLVED: "ok"}

@@ -10,14 +10,14 @@ from django.http import HttpRequest
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 
-from pipeline import health
+from pipeline import health_snapshot
 
 
 def health_page(request: HttpRequest, *, modeladmin: admin.ModelAdmin) -> TemplateResponse:
     """Rendered once with a fresh snapshot; the page then follows the snapshots the WebSocket pushes."""
-    if not health.can_view_health(request.user):
+    if not health_snapshot.can_view_health(request.user):
         raise PermissionDenied
-    snapshot = health.health_snapshot()
+    snapshot = health_snapshot.health_snapshot()
     return TemplateResponse(
         request,
         "admin/pipeline/health.html",
@@ -27,7 +27,7 @@ def health_page(request: HttpRequest, *, modeladmin: admin.ModelAdmin) -> Templa
             "opts": modeladmin.model._meta,
             "snapshot": snapshot,
             "snapshot_html": render_to_string("admin/pipeline/health_snapshot.html", {"snapshot": snapshot}),
-            "push_seconds": health.push_seconds(),
+            "push_seconds": health_snapshot.push_seconds(),
         },
     )
 
@@ -43,6 +43,6 @@ def prompts_page(request: HttpRequest, *, modeladmin: admin.ModelAdmin) -> Templ
             **modeladmin.admin_site.each_context(request),
             "title": "Prompts",
             "opts": modeladmin.model._meta,
-            "prompts": health.prompt_statuses(),
+            "prompts": health_snapshot.prompt_statuses(),
         },
     )

@@ -20,7 +20,7 @@ from django.db import DatabaseError
 from django.utils import timezone
 
 from eigenflux.base import tracing
-from items.blacklist import blacklist_match
+from items.blacklist_cache import blacklist_match
 from items.models import EXTRACTED_FIELDS, DecisionStage, ItemStatus, ProcessedItem, PublicReason
 from items.selectors import SimilarHit, exact_duplicate_of, most_similar
 from items.services.enrichment_state import (

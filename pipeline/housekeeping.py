@@ -28,7 +28,7 @@ from items.outbox import outbox_event_create
 from pipeline import metrics
 from pipeline.runtime import liveness
 from pipeline.runtime.consumer import Consumer
-from pipeline.runtime.deadletter import ARCHIVE_GROUP
+from pipeline.runtime.dead_lettering import ARCHIVE_GROUP
 from pipeline.runtime.scripts import Scripts
 from pipeline.streams import DLQ_STREAMS, KNOWN_STREAMS, dlq_stream, id_key, is_dlq_stream
 

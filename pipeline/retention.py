@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from items.models import FeedImpression
 from items.outbox import outbox_events_prune
-from pipeline.dead_letter_records import dead_letters_resolve_superseded
+from pipeline.dead_letter_table import dead_letters_resolve_superseded
 from pipeline.models import AuditEvent, ConsumedEvent, DeadLetter, DeadLetterState, LLMCall, LLMCallHourly
 
 log = logging.getLogger(__name__)

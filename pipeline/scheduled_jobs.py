@@ -2,7 +2,7 @@
 - maintenance, every MAINTENANCE_INTERVAL_SECONDS (default hourly): expired Idempotency-Keys, feed deliveries
   past the seen window, old login challenges and every retention of pipeline.retention;
 - dead-letter auto-requeue, every DEAD_LETTER_AUTO_REQUEUE_INTERVAL_SECONDS: archive what waits in the
-  dead-letter streams, then requeue transient letters a bounded number of times (pipeline.dead_letter_records).
+  dead-letter streams, then requeue transient letters a bounded number of times (pipeline.dead_letter_table).
 
 `manage.py schedule_jobs` (run by the deployments and `make run` before the worker starts) puts both on the
 schedule. A job's id is its time slot, so scheduling twice never makes two chains. A one-off run:
@@ -23,8 +23,8 @@ from django.conf import settings
 from items.services.login import login_challenges_prune
 from items.services.publish import idempotency_keys_prune
 from items.services.unseen_feed import feed_deliveries_prune
-from pipeline.consumers.dlq_archive import dlq_archive_drain
-from pipeline.dead_letter_records import dead_letters_auto_requeue
+from pipeline.consumers.dead_letter_archive import dlq_archive_drain
+from pipeline.dead_letter_table import dead_letters_auto_requeue
 from pipeline.retention import retention_run
 
 log = logging.getLogger(__name__)

@@ -15,11 +15,11 @@ from django.db.models import Q
 from django.utils import timezone
 
 from items.email_address import email_canonical
+from items.events_socket import agent_deactivated_announce, token_revoked_announce
 from items.models import Agent, AgentToken
 from items.names import NameKeys, is_official_name, looks_reserved, name_glyph_problem, name_keys, name_problem
 from items.services.agent_identity import Actor, agent_identity_audit, agent_identity_authorize
 from items.tokens import VISIBLE_PREFIX_LENGTH, token_generate, token_hash
-from items.ws import agent_deactivated_announce, token_revoked_announce
 
 NAME_TAKEN = "name_taken"
 NAME_RESERVED = "name_reserved"

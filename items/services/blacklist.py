@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from items.blacklist import blacklist_invalidate
+from items.blacklist_cache import blacklist_invalidate
 from items.models import BlacklistKeyword
 
 

@@ -9,7 +9,7 @@ CONSUMER_MODULES: list[str] = [
     "pipeline.consumers.official_welcome",  # cg:official:welcome
     "pipeline.consumers.item_stats",  # cg:item:stats — counters and author milestones
     "pipeline.consumers.replay_log",  # cg:replay:log — the impression log (docs/feed-log.md)
-    "pipeline.consumers.dlq_archive",  # cg:dlq:archive on every {<stream>}:dlq
+    "pipeline.consumers.dead_letter_archive",  # cg:dlq:archive on every {<stream>}:dlq
 ]
 
 

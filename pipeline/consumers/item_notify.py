@@ -1,5 +1,5 @@
 """cg:item:notify: pushes each outcome event, and each milestone an item reaches, to its author's open WebSockets
-(items.ws)."""
+(items.events_socket)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
 from items.events import ITEM_MILESTONE, OUTCOME_TYPES, STREAM_ITEM_EVENTS
+from items.events_socket import agent_group, milestone_message, outcome_message
 from items.models import Message
-from items.ws import agent_group, milestone_message, outcome_message
 from pipeline.runtime import Consumer, DeadLetterNow, Event, NothingToDo, RetryLater, register
 
 

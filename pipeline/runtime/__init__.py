@@ -2,7 +2,7 @@
 runs them."""
 
 from pipeline.runtime.consumer import Consumer, register, registry
-from pipeline.runtime.deadletter import GiveUp
+from pipeline.runtime.dead_lettering import GiveUp
 from pipeline.runtime.errors import DeadLetterNow, LeaseLost, NothingToDo, RetryLater
 from pipeline.runtime.event import Event, Lease, consume_once, use_consumed_events
 from pipeline.runtime.retry import RetryPolicy

@@ -10,7 +10,7 @@ from pipeline.runtime.event import parse_entry
 from pipeline.runtime.retry import RetryPolicy
 
 if TYPE_CHECKING:
-    from pipeline.runtime.deadletter import GiveUp
+    from pipeline.runtime.dead_lettering import GiveUp
     from pipeline.runtime.event import Event, Lease
 
 _REGISTRY: dict[str, type[Consumer]] = {}

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import redis
 
-from pipeline.runtime.deadletter import GiveUp, letter_payload
+from pipeline.runtime.dead_lettering import GiveUp, letter_payload
 from pipeline.runtime.entries import RawFields, lenient_fields
 from pipeline.runtime.event import Event, Lease
 from pipeline.runtime.membership import Membership

@@ -23,7 +23,7 @@ from eigenflux.base.dbpool import pool_exhausted, release_connection
 from eigenflux.base.dbprobe import postgres_answers_directly
 from pipeline.runtime import dependencies, instruments
 from pipeline.runtime.breaker import Admission, State
-from pipeline.runtime.deadletter import dead_letter
+from pipeline.runtime.dead_lettering import dead_letter
 from pipeline.runtime.deliveries import Delivery
 from pipeline.runtime.errors import DeadLetterNow, LeaseLost, NothingToDo, RetryLater
 from pipeline.runtime.logcontext import delivery_log_context

@@ -8,7 +8,7 @@ import json
 import pytest
 from django.urls import reverse
 
-from items.blacklist import CACHE_KEY, blacklist_keywords
+from items.blacklist_cache import CACHE_KEY, blacklist_keywords
 from items.events import PROFILE_UPDATED, STREAM_PROFILE_UPDATE
 from items.models import Agent, AgentToken, BlacklistKeyword, OutboxEvent
 from items.services.blacklist import blacklist_keyword_create

@@ -15,8 +15,8 @@ from rq.registry import ScheduledJobRegistry
 
 from items.events import ITEM_PUBLISHED, STREAM_ITEM_EVENTS, STREAM_ITEM_PUBLISH, build_envelope
 from items.models import OutboxEvent
-from pipeline.consumers.dlq_archive import GROUP, DlqArchiver
-from pipeline.dead_letter_records import (
+from pipeline.consumers.dead_letter_archive import GROUP, DlqArchiver
+from pipeline.dead_letter_table import (
     DeadLetterRefused,
     dead_letter_archive_fields,
     dead_letter_requeue,
@@ -24,7 +24,7 @@ from pipeline.dead_letter_records import (
     dead_letters_auto_requeue,
 )
 from pipeline.models import DeadLetter, DeadLetterState
-from pipeline.runtime.deadletter import dead_letter
+from pipeline.runtime.dead_lettering import dead_letter
 from pipeline.scheduled_jobs import AUTO_REQUEUE_JOB_PREFIX, dead_letters_auto_requeue_job, dead_letters_schedule
 from pipeline.streams import DLQ_STREAMS, dlq_stream
 from tests.admin.conftest import messages_of

@@ -13,10 +13,10 @@ from django.utils import timezone
 
 from items.events import ITEM_COMPLETED, ITEM_PUBLISHED, STREAM_ITEM_PUBLISH
 from items.models import ItemStatus, OutboxEvent, ProcessedItem
-from pipeline.consumers.dlq_archive import DlqArchiver
-from pipeline.dead_letter_records import dead_letter_requeue
+from pipeline.consumers.dead_letter_archive import DlqArchiver
+from pipeline.dead_letter_table import dead_letter_requeue
 from pipeline.models import DeadLetter, DeadLetterState
-from pipeline.runtime.deadletter import dead_letter
+from pipeline.runtime.dead_lettering import dead_letter
 from tests.factories import make_item
 from tests.fakes.openai_server import DEFAULT_REPLIES
 from tests.pipeline.enrichment.conftest import enrich  # noqa: F401 - fixture

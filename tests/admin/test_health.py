@@ -18,10 +18,10 @@ from django.utils import timezone
 
 from items.events import ITEM_PUBLISHED, STREAM_ITEM_PUBLISH, build_envelope
 from items.models import ItemStatus, ProcessedItem
-from pipeline.health import health_snapshot, human_duration, prompt_statuses
+from pipeline.health_snapshot import health_snapshot, human_duration, prompt_statuses
 from pipeline.models import DeadLetter, LLMCall
 from pipeline.runtime import liveness
-from pipeline.runtime.deadletter import ARCHIVE_GROUP
+from pipeline.runtime.dead_lettering import ARCHIVE_GROUP
 from pipeline.streams import dlq_stream
 from tests.factories import make_item
 

@@ -15,10 +15,10 @@ from eigenflux.base.redis import get_redis
 from items.events import OUTCOME_TYPES, STREAM_ITEM_EVENTS, STREAM_ITEM_PUBLISH
 from items.models import ItemStatus, ProcessedItem
 from pipeline import metrics
-from pipeline.consumers.dlq_archive import DlqArchiver, dlq_archive_drain
+from pipeline.consumers.dead_letter_archive import DlqArchiver, dlq_archive_drain
 from pipeline.housekeeping import poll_lag, trim_stream
 from pipeline.models import DeadLetter
-from pipeline.runtime.deadletter import ARCHIVE_GROUP, dead_letter
+from pipeline.runtime.dead_lettering import ARCHIVE_GROUP, dead_letter
 from pipeline.streams import DLQ_STREAMS, dlq_stream
 from tests.factories import make_agent, make_item
 from tests.pipeline.runtime.conftest import envelope

@@ -127,9 +127,9 @@ def seed() -> dict:
     from items.services.agents import agent_create
     from items.services.blacklist import blacklist_keyword_create
     from items.services.publish import item_publish
-    from pipeline.consumers.dlq_archive import dlq_archive_drain
+    from pipeline.consumers.dead_letter_archive import dlq_archive_drain
     from pipeline.models import LLMCall
-    from pipeline.runtime.deadletter import dead_letter
+    from pipeline.runtime.dead_lettering import dead_letter
 
     author = agent_create(name="GPU broker")
     texts = [
@@ -248,7 +248,7 @@ def seed() -> dict:
 def add_dead_letter() -> None:
     from django.utils import timezone
 
-    from pipeline.dead_letter_records import dead_letter_archive
+    from pipeline.dead_letter_table import dead_letter_archive
 
     dead_letter_archive(
         stream="stream:item:events",

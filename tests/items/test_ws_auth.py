@@ -11,9 +11,9 @@ from channels.layers import channel_layers
 from channels.testing import WebsocketCommunicator
 from django.utils import timezone
 
+from items.events_socket import CLOSE_BAD_REQUEST, CLOSE_RATE_LIMITED, CLOSE_UNAUTHORIZED, SUBPROTOCOL
 from items.models import AgentToken
 from items.services.agents import agent_token_revoke
-from items.ws import CLOSE_BAD_REQUEST, CLOSE_RATE_LIMITED, CLOSE_UNAUTHORIZED, SUBPROTOCOL
 from tests.factories import make_agent
 
 

@@ -10,9 +10,9 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
+from items.events_socket import CLOSE_UNAUTHORIZED
 from items.models import Agent
 from items.services.agents import agent_deactivate
-from items.ws import CLOSE_UNAUTHORIZED
 from tests.admin.test_blacklist_and_agents import _agent_form
 from tests.factories import make_agent
 from tests.items.test_ws_auth import _fresh_channel_layer, close_connections, closed_with, socket  # noqa: F401

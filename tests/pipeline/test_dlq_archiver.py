@@ -11,7 +11,7 @@ import pytest
 
 from eigenflux.base.redis import get_redis
 from pipeline import metrics
-from pipeline.consumers.dlq_archive import GROUP, DlqArchiver, dlq_archive_drain
+from pipeline.consumers.dead_letter_archive import GROUP, DlqArchiver, dlq_archive_drain
 from pipeline.models import DeadLetter, ErrorClass
 from pipeline.streams import dlq_stream
 from tests.pgstat import test_db_connect
@@ -21,7 +21,7 @@ DLQ = "{stream:item:publish}:dlq"
 
 
 def letter(n: int, **fields) -> dict[str, str]:
-    """A letter as pipeline.runtime.deadletter writes it."""
+    """A letter as pipeline.runtime.dead_lettering writes it."""
     return {
         "stream": "stream:item:publish",
         "group": "cg:item:publish",

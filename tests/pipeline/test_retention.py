@@ -12,7 +12,7 @@ from django.contrib.sessions.models import Session
 from django.utils import timezone
 
 from items.models import ItemStatus, OutboxEvent, ProcessedItem
-from pipeline.health import model_usage_24h
+from pipeline.health_snapshot import model_usage_24h
 from pipeline.models import AuditEvent, ConsumedEvent, DeadLetter, DeadLetterState, LLMCall, LLMCallHourly
 from pipeline.retention import (
     audit_events_prune,

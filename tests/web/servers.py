@@ -19,7 +19,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from eigenflux.devstack import web_command
-from items.ws import BEARER_SUBPROTOCOL_PREFIX, SUBPROTOCOL
+from items.events_socket import BEARER_SUBPROTOCOL_PREFIX, SUBPROTOCOL
 from tests.pipeline.runtime.fixtures import database_url
 
 REPO = Path(__file__).resolve().parents[2]

@@ -12,8 +12,8 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 
 from items.events import ITEM_COMPLETED, STREAM_ITEM_EVENTS, STREAM_ITEM_STATS
+from items.events_socket import CLOSE_UNAUTHORIZED
 from items.models import ItemFeedback, ItemStats
-from items.ws import CLOSE_UNAUTHORIZED
 from pipeline.models import AuditEvent
 from tests.factories import make_agent, make_completed_item, make_item
 

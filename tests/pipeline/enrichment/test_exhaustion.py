@@ -14,9 +14,9 @@ from items.events import ITEM_FAILED, ITEM_PUBLISHED, STREAM_ITEM_PUBLISH
 from items.models import DecisionStage, ItemStatus, OutboxEvent, ProcessedItem
 from items.services.enrichment_state import claim_token, item_claim
 from items.services.moderation import requeue_allowed
-from pipeline.consumers.dlq_archive import DlqArchiver
+from pipeline.consumers.dead_letter_archive import DlqArchiver
 from pipeline.consumers.item_publish import ItemPublishConsumer
-from pipeline.dead_letter_records import dead_letter_requeue
+from pipeline.dead_letter_table import dead_letter_requeue
 from pipeline.models import DeadLetter
 from pipeline.runtime import GiveUp
 from pipeline.runtime.event import Lease, parse_entry

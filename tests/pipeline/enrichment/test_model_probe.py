@@ -13,7 +13,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from items.models import ItemStatus, ProcessedItem
-from pipeline.health import health_snapshot
+from pipeline.health_snapshot import health_snapshot
 from pipeline.models import DeadLetter
 from tests.factories import make_agent, make_item
 from tests.fakes.openai_server import DEFAULT_REPLIES, Fault

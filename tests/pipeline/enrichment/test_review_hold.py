@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from items.blacklist import blacklist_keywords
+from items.blacklist_cache import blacklist_keywords
 from items.events import ITEM_COMPLETED, ITEM_DISCARDED, ITEM_HELD, STREAM_ITEM_PUBLISH
 from items.models import DecisionStage, ItemStatus, ModerationDecision, OutboxEvent, ProcessedItem
 from pipeline.consumers.item_publish import ItemPublishConsumer

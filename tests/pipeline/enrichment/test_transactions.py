@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from items.blacklist import blacklist_keywords
+from items.blacklist_cache import blacklist_keywords
 from items.models import ItemStatus, ProcessedItem
 from items.services.agents import agent_create
 from items.services.publish import item_publish

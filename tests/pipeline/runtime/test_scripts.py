@@ -9,7 +9,7 @@ import json
 import pytest
 
 from eigenflux.base.redis import get_redis
-from pipeline.runtime.deadletter import dead_letter
+from pipeline.runtime.dead_lettering import dead_letter
 from pipeline.runtime.entries import UndecodableEntry, decode_fields
 from pipeline.runtime.scripts import Scripts
 from pipeline.streams import dlq_stream

@@ -1,5 +1,5 @@
 """The DeadLetter table's services (docs/admin.md#dead-letters): archiving the letters the stream runtime writes to
-`{<stream>}:dlq` (pipeline.runtime.deadletter) as rows, requeue and resolve, and the bounded auto-requeue of
+`{<stream>}:dlq` (pipeline.runtime.dead_lettering) as rows, requeue and resolve, and the bounded auto-requeue of
 transient ones that the scheduled job (pipeline.scheduled_jobs) runs.
 """
 
@@ -19,7 +19,7 @@ from django.utils.dateparse import parse_datetime
 from items.models import ItemStatus, ProcessedItem
 from items.outbox import outbox_event_create
 from pipeline.models import DeadLetter, DeadLetterState, ErrorClass
-from pipeline.runtime.deadletter import ARCHIVE_GROUP
+from pipeline.runtime.dead_lettering import ARCHIVE_GROUP
 from pipeline.streams import is_dlq_stream
 
 log = logging.getLogger(__name__)
@@ -109,7 +109,7 @@ def _payload(text: str) -> dict:
 
 
 def dead_letter_archive_fields(fields: dict[str, str]) -> Archived:
-    """Archive a `{<stream>}:dlq` entry as the runtime writes it (pipeline.runtime.deadletter.dead_letter).
+    """Archive a `{<stream>}:dlq` entry as the runtime writes it (pipeline.runtime.dead_lettering.dead_letter).
 
     A letter of the archiver itself (from a `<stream>:dlq:dlq` stream an older version wrote) is unwrapped:
     the letter it failed to archive is stored instead, under its own origin."""

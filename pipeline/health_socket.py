@@ -12,14 +12,14 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.db import close_old_connections
 from django.template.loader import render_to_string
 
-from pipeline import health
+from pipeline import health_snapshot
 
 log = logging.getLogger(__name__)
 
 
 def _snapshot_message() -> dict:
     close_old_connections()
-    snapshot = health.health_snapshot()
+    snapshot = health_snapshot.health_snapshot()
     return {
         "type": "health.snapshot",
         "snapshot": snapshot,
@@ -30,7 +30,7 @@ def _snapshot_message() -> dict:
 class HealthConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self):
         user = self.scope.get("user")
-        if not await database_sync_to_async(health.can_view_health)(user):
+        if not await database_sync_to_async(health_snapshot.can_view_health)(user):
             await self.close(code=4403)
             return
         await self.accept()
@@ -56,4 +56,4 @@ class HealthConsumer(AsyncJsonWebsocketConsumer):
                 log.exception("health snapshot failed")
                 message = {"type": "health.error", "error": f"{type(exc).__name__}: {exc}"[:500]}
             await self.send_json(message)
-            await asyncio.sleep(health.push_seconds())
+            await asyncio.sleep(health_snapshot.push_seconds())

@@ -1,6 +1,6 @@
 """cg:dlq:archive: copies every `{<stream>}:dlq` entry into the DeadLetter table (idempotent by origin).
 
-Dead-letter entries are not CloudEvents envelopes (pipeline.runtime.deadletter writes flat letter fields:
+Dead-letter entries are not CloudEvents envelopes (pipeline.runtime.dead_lettering writes flat letter fields:
 stream, group, message_id, error_class, error, payload, failed_at, ...). Two ways read them, both in the
 group cg:dlq:archive:
 - the registered consumers at the end of this module (one per dead-letter stream), which `run_pipeline`
@@ -9,7 +9,7 @@ group cg:dlq:archive:
   (`dlq_archive_drain`) before it looks for letters;
 - DlqArchiver, a plain loop kept for the dead-letter stream names of older versions, which no consumer
   reads: the drain empties them when they exist.
-Rows are written by pipeline.dead_letter_records, which imports nothing of this module.
+Rows are written by pipeline.dead_letter_table, which imports nothing of this module.
 Archiving is idempotent by origin (stream, group, message id), so either may see an entry twice.
 
 The archiver cannot lose a letter: its retries have no delivery limit (the backoff grows to a minute, and
@@ -38,9 +38,9 @@ from items.events import (
     STREAM_PROFILE_UPDATE,
     STREAM_REPLAY_LOG,
 )
-from pipeline.dead_letter_records import Archived, dead_letter_archive_fields, dead_letter_archive_malformed
+from pipeline.dead_letter_table import Archived, dead_letter_archive_fields, dead_letter_archive_malformed
 from pipeline.runtime import Consumer, Event, GiveUp, RetryPolicy, register
-from pipeline.runtime.deadletter import ARCHIVE_GROUP, letter_payload
+from pipeline.runtime.dead_lettering import ARCHIVE_GROUP, letter_payload
 from pipeline.runtime.entries import UndecodableEntry, decode_fields
 from pipeline.runtime.event import MalformedEntry
 from pipeline.runtime.supervisor import Supervisor
