@@ -6,13 +6,12 @@ both win), a ModerationDecision carrying the moderator's name, and the outbox ev
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from items import ports
 from items.events import (
     ITEM_COMPLETED,
     ITEM_DISCARDED,
@@ -38,17 +37,6 @@ from items.textsearch import search_vector
 # item, see claim_is_dead), which requeue releases. A deleted item belongs to its author; nobody changes it.
 REQUEUE_FROM = (ItemStatus.COMPLETED, ItemStatus.DISCARDED, ItemStatus.FAILED, ItemStatus.REVIEW)
 
-# The pipeline's port (items never imports pipeline): given a claim token, True when the consumer holding
-# that claim's stream entry is gone (the entry was finished, or its consumer stopped reporting alive).
-ClaimHolderCheck = Callable[[str], bool]
-_claim_holder_gone: ClaimHolderCheck | None = None
-
-
-def set_claim_holder_check(check: ClaimHolderCheck | None) -> None:
-    global _claim_holder_gone
-    _claim_holder_gone = check
-
-
 def claim_is_dead(item: ProcessedItem) -> bool:
     """A `processing` item whose claim nobody can still finish: its lease expired, or the consumer holding
     its stream entry is gone."""
@@ -56,7 +44,8 @@ def claim_is_dead(item: ProcessedItem) -> bool:
         return False
     if item.lease_expires_at is None or item.lease_expires_at < timezone.now():
         return True
-    return bool(item.claimed_by) and _claim_holder_gone is not None and _claim_holder_gone(item.claimed_by)
+    holder_gone = ports.connected().claim_holder_gone  # the pipeline's answer (items.ports)
+    return bool(item.claimed_by) and holder_gone is not None and holder_gone(item.claimed_by)
 
 
 def requeue_allowed(item: ProcessedItem) -> bool:
