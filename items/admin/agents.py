@@ -85,7 +85,7 @@ class AgentForm(forms.ModelForm):
 
     def clean(self):
         cleaned = super().clean()
-        if "name" in cleaned:
+        if cleaned is not None and "name" in cleaned:
             is_official = cleaned.get("is_official", self.instance.is_official)
             try:
                 cleaned["name"], _ = agent_name_check(
