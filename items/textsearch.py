@@ -40,6 +40,7 @@ from eigenflux.base.longlived import freeze
 
 if TYPE_CHECKING:
     from django.db.backends.base.base import BaseDatabaseWrapper
+    from django.db.models.expressions import CombinedExpression
     from django.db.models.sql.compiler import SQLCompiler, _AsSqlType
 
 TEXT_SEARCH_CONFIG = "english"
@@ -283,7 +284,7 @@ def _tsquery(text: str) -> SearchQuery:
     return _TsQuery(text)
 
 
-def search_vector(*, summary: str, keywords: list[str], content: str) -> SearchVector:
+def search_vector(*, summary: str, keywords: list[str], content: str) -> CombinedExpression:
     """The stored, weighted search vector of a completed item (an expression for an UPDATE)."""
 
     def part(text: str, weight: str) -> SearchVector:

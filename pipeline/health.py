@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from typing import Any
 
 import redis
 from django.conf import settings
@@ -144,10 +145,10 @@ def throughput_figures(minutes: int | None = None) -> dict:
     for row in rows:
         if row["minute"] in series:
             series[row["minute"]][row["status"]] = row["count"]
-    for row in published:
-        if row["minute"] in series:
-            series[row["minute"]]["published"] = row["count"]
-    points = [
+    for minute_published in published:
+        if minute_published["minute"] in series:
+            series[minute_published["minute"]]["published"] = minute_published["count"]
+    points: list[dict[str, Any]] = [
         {"minute": minute.strftime("%H:%M"), "finished": sum(counts[s] for s in terminal), **counts}
         for minute, counts in sorted(series.items())
     ]

@@ -26,7 +26,7 @@ def db_settings(
     application_name: str,
     name: str = "web",
     behind_pooler: bool = False,
-) -> dict:
+) -> dj_database_url.DBConfig:
     """The DATABASES entry for `url`. Pooled connections are never persistent per thread (CONN_MAX_AGE 0:
     Django hands them back to the pool instead of closing them). `application_name` shows in
     pg_stat_activity, so connections can be counted per process kind."""

@@ -108,7 +108,7 @@ class AgentAdmin(admin.ModelAdmin):
     readonly_fields = ("profile_keywords", "feed_link", "created_at", "updated_at")
 
     def get_readonly_fields(self, request, obj=None):
-        fields = self.readonly_fields
+        fields: tuple[str, ...] = tuple(self.readonly_fields)
         if not request.user.is_superuser:  # only a superuser may make an agent official (it speaks for the network)
             fields = (*fields, "is_official")
         if not may_change_identity(request.user):

@@ -105,6 +105,7 @@ def item_claim(*, item_id: int, token: str, lease_seconds: float) -> tuple[Claim
         "id": item_id,
         "mine": f"{escaped}@%",
     }
+    item: ProcessedItem | None
     claimed = list(ProcessedItem.objects.raw(_claim_sql(), params))
     if claimed:
         item = claimed[0]
