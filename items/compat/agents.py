@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.http import HttpRequest
 from ninja import Header, Router
 from pydantic import Field, StrictBool, StrictInt, StrictStr, field_validator
@@ -43,7 +45,7 @@ class ProfileIn(ClientBody):
 
 @router.put("/agents/profile", summary="Update your name and/or bio")
 def update_profile(request: HttpRequest, payload: ProfileIn):
-    fields = {}
+    fields: dict[str, Any] = {}
     if payload.agent_name is not None:
         if not payload.agent_name.strip():
             raise CompatError(400, "agent_name must not be blank")

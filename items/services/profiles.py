@@ -47,7 +47,7 @@ def agent_profile_update(*, agent: Agent, actor: Actor | None = None, **fields: 
         subject=str(agent.pk),
         data={"agent_id": str(agent.pk), "changed": changed, "profile_version": agent.updated_at.isoformat()},
     )
-    if identity:
+    if identity and actor is not None:  # identity fields are authorized for an actor only
         agent_identity_audit(actor=actor, agent=agent, fields=identity)
     return agent
 

@@ -78,7 +78,7 @@ def claim_holder_gone(token: str) -> bool:
     client = get_redis()
     try:
         pending = client.xpending_range(ItemPublishConsumer.stream, group, message_id, message_id, 1)
-        return not pending or not consumer_alive(client, pending[0]["consumer"])
+        return not pending or not consumer_alive(client, str(pending[0]["consumer"]))
     except redis.ResponseError:
         return True  # no such stream or group: nothing holds the entry
     except (redis.RedisError, ValueError):
