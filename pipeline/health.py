@@ -51,7 +51,12 @@ def stream_figures(client: redis.Redis, streams: tuple[str, ...] = HEALTH_STREAM
             groups = client.xinfo_groups(stream) if client.exists(stream) else []
         except redis.ResponseError:
             length, groups = 0, []
-        figures = {"stream": stream, "length": length, "exists": bool(groups) or length > 0, "groups": []}
+        figures: dict[str, Any] = {
+            "stream": stream,
+            "length": length,
+            "exists": bool(groups) or length > 0,
+            "groups": [],
+        }
         for group in groups:
             lag = group_lag(client, stream, group)
             consumers = client.xinfo_consumers(stream, group["name"])

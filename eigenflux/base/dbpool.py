@@ -7,8 +7,14 @@ more than the pool's max_size, whatever the number of requests in flight or hand
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import dj_database_url
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+if TYPE_CHECKING:
+    from django.db.backends.postgresql.base import DatabaseWrapper as PostgreSQLWrapper
 
 PIPELINE_APPLICATION_NAME = "eigenflux-pipeline"
 
@@ -49,6 +55,18 @@ def pool_options(*, min_size: int, max_size: int, timeout: float, name: str) -> 
     return {"min_size": min(min_size, max_size), "max_size": max_size, "timeout": timeout, "name": f"eigenflux-{name}"}
 
 
+def postgresql_connection() -> PostgreSQLWrapper:
+    """This thread's default connection as the PostgreSQL wrapper it is (with its pool); EigenFlux runs on
+    PostgreSQL only."""
+    from django.db import DEFAULT_DB_ALIAS, connections
+    from django.db.backends.postgresql.base import DatabaseWrapper
+
+    wrapper = connections[DEFAULT_DB_ALIAS]
+    if not isinstance(wrapper, DatabaseWrapper):
+        raise ImproperlyConfigured(f"EigenFlux needs PostgreSQL, not {wrapper.vendor}")
+    return wrapper
+
+
 def use_pipeline_pool() -> None:
     """Switch this process to run_pipeline's pool size, timeout and checks (call before its threads start).
 
@@ -73,7 +91,7 @@ def use_pipeline_pool() -> None:
         name="pipeline",
     )
     connection.close()
-    connection.close_pool()
+    postgresql_connection().close_pool()
 
 
 def release_connection() -> None:

@@ -88,7 +88,8 @@ def server_bound_cursor() -> Iterator[Any]:
     with connection.wrap_database_errors:
         _with_vectors(connection.connection)  # before the cursor: it copies the connection's adapters
         raw = psycopg.Cursor(connection.connection)
-        cursor = connection._prepare_cursor(raw)
+        # Django's own (private) wrapping of a driver cursor, which django-stubs does not declare.
+        cursor = connection._prepare_cursor(raw)  # type: ignore[attr-defined]
     with cursor:
         yield cursor
 
