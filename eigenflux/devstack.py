@@ -68,7 +68,9 @@ def _run(lock: DevstackLock) -> int:
 
 
 def _start_children(settings, lock: DevstackLock, metrics_token: str) -> dict[str, subprocess.Popen]:
-    from django.db import connection, connections
+    from django.db import connections
+
+    from eigenflux.base.dbpool import postgresql_connection
 
     # Children get explicit URLs, so they use the servers this process uses; they are listed as the servers'
     # users, and each stops when this process is gone (EIGENFLUX_PARENT_PID, eigenflux.base.parentwatch).
@@ -91,7 +93,7 @@ def _start_children(settings, lock: DevstackLock, metrics_token: str) -> dict[st
     envs = {"jobs": env | {"DB_POOL": "false", "DB_CONN_MAX_AGE": "0", "DB_APPLICATION_NAME": "eigenflux-jobs"}}
     # This process is done with the database: its pool's connections are not kept while the children run.
     connections.close_all()
-    connection.close_pool()
+    postgresql_connection().close_pool()
     # Started from the main thread: Linux's parent-death signal follows the thread that forked.
     children = {
         name: subprocess.Popen(cmd, env=envs.get(name, env), cwd=base, start_new_session=True)

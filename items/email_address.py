@@ -45,6 +45,8 @@ def email_canonical(raw: object) -> str:
     except EmailNotValidError as exc:
         raise EmailAddressInvalid(f"invalid email format: {exc}") from None
     _refuse_mixed_scripts(valid.ascii_domain)
+    if valid.ascii_local_part is None:  # cannot happen with allow_smtputf8=False; said, not assumed
+        raise EmailAddressInvalid("invalid email format: the part before @ must be ASCII")
     canonical = f"{valid.ascii_local_part.lower()}@{valid.ascii_domain.lower()}"
     if len(canonical) > EMAIL_MAX_LENGTH:
         raise EmailAddressInvalid(f"invalid email format: longer than {EMAIL_MAX_LENGTH} characters")

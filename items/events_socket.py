@@ -113,6 +113,7 @@ class AgentEventsConsumer(AsyncJsonWebsocketConsumer):
             return await self._refuse(CLOSE_UNAUTHORIZED, "unauthorized", "missing, unknown or revoked token")
         except AddressThrottled as exc:
             return await self._refuse(CLOSE_RATE_LIMITED, "rate_limited", str(exc))
+        assert token is not None  # agent_authenticate refuses a missing token (NotAuthenticated)
         self.token = token
         self.token_hash = token_hash(token)
         self.group = agent_group(agent.pk)

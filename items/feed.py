@@ -10,7 +10,7 @@ from collections.abc import Callable
 import redis
 from django.db import transaction
 
-from eigenflux.base.redis import get_redis
+from eigenflux.base.redis import get_redis, reply_text
 
 VERSION_KEY = "feed:version"
 PAGE_SECONDS = 30
@@ -29,7 +29,7 @@ def feed_cached(key: str, build: Callable[[], dict]) -> dict:
     try:
         client = get_redis()
         version = client.get(VERSION_KEY) or "0"
-        cache_key = f"feed:page:{version}:{key}"
+        cache_key = f"feed:page:{reply_text(version)}:{key}"
         cached = client.get(cache_key)
         if cached is not None:
             return json.loads(cached)

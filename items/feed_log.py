@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
 
 from django.db import connection
 from django.utils import timezone
@@ -78,7 +79,7 @@ def feed_report(
         raise ValueError("days and last_position must be at least 1")
     today = timezone.now().astimezone(UTC).date()
     since = datetime.combine(today - timedelta(days=days - 1), time.min, tzinfo=UTC)
-    params = {"since": since, "last": last_position, "version": version, "feed": feed}
+    params: dict[str, Any] = {"since": since, "last": last_position, "version": version, "feed": feed}
     with connection.cursor() as cursor:
         cursor.execute(_report_sql(version=version is not None, feed=feed is not None), params)
         return [ReportRow(*row) for row in cursor.fetchall()]

@@ -17,7 +17,7 @@ import struct
 import redis
 from django.conf import settings
 
-from eigenflux.base.redis import get_redis
+from eigenflux.base.redis import get_redis, reply_text
 from items.ratelimit import rate_limit_hit
 from items.search import QueryVector, embed_query
 
@@ -65,7 +65,7 @@ def _cached(key: str) -> QueryVector | None:
     except redis.RedisError as exc:
         log.warning("search embedding cache unavailable: %s", exc.__class__.__name__)
         return None
-    return _unpack(raw) if raw else None
+    return _unpack(reply_text(raw)) if raw else None
 
 
 def _remember(key: str, vector: QueryVector) -> None:

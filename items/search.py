@@ -18,7 +18,7 @@ the other when a second connection would not see what the first sees (inside a t
 tests), when the database pool has no spare connection, or when SEARCH_PARALLEL_LEGS slots are all taken.
 
 Query embeddings come from the model layer in `pipeline`, which `items` must not import: the pipeline app
-registers its embedder here when Django starts (pipeline.apps).
+connects its embedder to items.ports when Django starts (pipeline.apps).
 """
 
 from __future__ import annotations
@@ -42,8 +42,9 @@ from prometheus_client import Counter
 
 from eigenflux.base import tracing
 from eigenflux.base.dbpool import connection_to_spare
-from items import textsearch
+from items import ports, textsearch
 from items.models import ProcessedItem
+from items.ports import QueryEmbedder, QueryVector, SemanticSearchUnavailable
 from items.selectors import visible_items, with_raw
 
 MODES = ("keyword", "semantic", "hybrid")
@@ -60,32 +61,11 @@ HYBRID_LEGS = Counter(
 T = TypeVar("T")
 
 
-class SemanticSearchUnavailable(RuntimeError):
-    pass
-
-
-@dataclass(frozen=True)
-class QueryVector:
-    """A query's embedding and the similarity floor that belongs to the model that made it."""
-
-    values: list[float]
-    min_similarity: float
-
-
-QueryEmbedder = Callable[[str], QueryVector]
-
-_embedder: QueryEmbedder | None = None
-
-
-def set_query_embedder(embedder: QueryEmbedder | None) -> None:
-    global _embedder
-    _embedder = embedder
-
-
 def embed_query(text: str) -> QueryVector:
-    if _embedder is None:
-        raise SemanticSearchUnavailable("no query embedder is registered")
-    return _embedder(text)
+    embedder = ports.connected().query_embedder
+    if embedder is None:
+        raise SemanticSearchUnavailable("no query embedder is connected (items.ports)")
+    return embedder(text)
 
 
 @dataclass

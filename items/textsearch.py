@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 import regex
 from django.contrib.postgres.search import SearchQuery, SearchVector
@@ -36,6 +37,11 @@ from django.db import connection
 from django.db.models import Value
 
 from eigenflux.base.longlived import freeze
+
+if TYPE_CHECKING:
+    from django.db.backends.base.base import BaseDatabaseWrapper
+    from django.db.models.expressions import CombinedExpression
+    from django.db.models.sql.compiler import SQLCompiler, _AsSqlType
 
 TEXT_SEARCH_CONFIG = "english"
 # The prolonged sound mark (ー) and iteration marks belong to words but are not Han/Kana by script.
@@ -263,7 +269,14 @@ class _TsQuery(SearchQuery):
     """tsquery text taken as it is (a cast): to_tsquery would parse its lexemes again and split a hyphenated
     stem ('visa-fre') into a phrase that no document contains."""
 
-    def as_sql(self, compiler, connection, function=None, template=None):
+    # SearchQuery.as_sql's own signature (Django's and django-stubs', which ignores the same narrowing of Func's).
+    def as_sql(  # type: ignore[override]
+        self,
+        compiler: SQLCompiler,
+        connection: BaseDatabaseWrapper,
+        function: str | None = None,
+        template: str | None = None,
+    ) -> _AsSqlType:
         return super().as_sql(compiler, connection, function=function, template="(%(expressions)s)::tsquery")
 
 
@@ -271,7 +284,7 @@ def _tsquery(text: str) -> SearchQuery:
     return _TsQuery(text)
 
 
-def search_vector(*, summary: str, keywords: list[str], content: str) -> SearchVector:
+def search_vector(*, summary: str, keywords: list[str], content: str) -> CombinedExpression:
     """The stored, weighted search vector of a completed item (an expression for an UPDATE)."""
 
     def part(text: str, weight: str) -> SearchVector:

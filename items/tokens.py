@@ -9,6 +9,7 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
+from typing import TypeGuard
 
 TOKEN_PREFIX = "ef_"  # noqa: S105 - a public marker, not a secret
 VISIBLE_PREFIX_LENGTH = 10
@@ -24,9 +25,9 @@ def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
-def token_well_formed(token: str | None) -> bool:
+def token_well_formed(token: str | None) -> TypeGuard[str]:
     """Could this be one of our tokens? Anything else is refused without a database lookup."""
-    return bool(token) and _TOKEN_SHAPE.fullmatch(token) is not None
+    return token is not None and _TOKEN_SHAPE.fullmatch(token) is not None
 
 
 class UnknownTokens:

@@ -1,9 +1,10 @@
 from django.apps import AppConfig
 
+from items.ports import QueryVector, SemanticSearchUnavailable
 
-def _query_embedding(text: str):
-    """items.search's port, served by the model layer (items may not import pipeline)."""
-    from items.search import QueryVector, SemanticSearchUnavailable
+
+def _query_embedding(text: str) -> QueryVector:
+    """items' query-embedder port (items.ports), served by the model layer (items may not import pipeline)."""
     from pipeline.llm import ModelError, embed
     from pipeline.llm.embeddings import semantic_floor
 
@@ -19,8 +20,7 @@ class PipelineConfig(AppConfig):
     verbose_name = "Pipeline"
 
     def ready(self) -> None:
-        from items.search import set_query_embedder
-        from items.services.moderation import set_claim_holder_check
+        from items import ports
         from pipeline import checks  # noqa: F401  (registers the prompt and embedding system checks)
         from pipeline.consumers.item_publish import claim_holder_gone
         from pipeline.llm.errors import MODEL
@@ -28,8 +28,7 @@ class PipelineConfig(AppConfig):
         from pipeline.models import ConsumedEvent
         from pipeline.runtime import dependencies, use_consumed_events
 
-        set_query_embedder(_query_embedding)
-        set_claim_holder_check(claim_holder_gone)
+        ports.connect(query_embedder=_query_embedding, claim_holder_gone=claim_holder_gone)
         # The stream engine knows no application: its exactly-once table and the model endpoint's probe (a
         # breaker of its own) are handed to it here.
         use_consumed_events(ConsumedEvent)

@@ -126,11 +126,11 @@ class Enrichment:
         model = fields["analyzer"]
         if extraction.discard:
             reason = extraction.discard_reason
-            verdict = Decision(DecisionStage.EXTRACTION, "discard", reason, extraction.summary, model)
+            decision = Decision(DecisionStage.EXTRACTION, "discard", reason, extraction.summary, model)
             unsure = discard_hold(extraction)
             if unsure is None:
-                return self._discard(verdict, **fields)
-            self.decisions.append(verdict)
+                return self._discard(decision, **fields)
+            self.decisions.append(decision)
             return self._complete(extraction, fields, hit, held=unsure)
         self.decisions.append(Decision(DecisionStage.EXTRACTION, "pass", model=model))
         if extraction.quality < settings.QUALITY_THRESHOLD:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from typing import Any
 
 import redis
 from django.conf import settings
@@ -50,7 +51,12 @@ def stream_figures(client: redis.Redis, streams: tuple[str, ...] = HEALTH_STREAM
             groups = client.xinfo_groups(stream) if client.exists(stream) else []
         except redis.ResponseError:
             length, groups = 0, []
-        figures = {"stream": stream, "length": length, "exists": bool(groups) or length > 0, "groups": []}
+        figures: dict[str, Any] = {
+            "stream": stream,
+            "length": length,
+            "exists": bool(groups) or length > 0,
+            "groups": [],
+        }
         for group in groups:
             lag = group_lag(client, stream, group)
             consumers = client.xinfo_consumers(stream, group["name"])
@@ -144,10 +150,10 @@ def throughput_figures(minutes: int | None = None) -> dict:
     for row in rows:
         if row["minute"] in series:
             series[row["minute"]][row["status"]] = row["count"]
-    for row in published:
-        if row["minute"] in series:
-            series[row["minute"]]["published"] = row["count"]
-    points = [
+    for minute_published in published:
+        if minute_published["minute"] in series:
+            series[minute_published["minute"]]["published"] = minute_published["count"]
+    points: list[dict[str, Any]] = [
         {"minute": minute.strftime("%H:%M"), "finished": sum(counts[s] for s in terminal), **counts}
         for minute, counts in sorted(series.items())
     ]

@@ -95,7 +95,8 @@ def serve(
         log.warning("metrics port %s:%s unavailable (%s); metrics not exposed by this process", host, port, exc)
         return None
     threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
-    address = server.server_address[:2]
+    host_bound, port_bound = server.server_address[:2]
+    address = (str(host_bound), int(port_bound))  # an AF_INET server: the host is already a str
     log.info("metrics on %s:%s/metrics (and /healthz, /readyz)", *address)
     return address
 

@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Literal
 
 from django.conf import settings
 
@@ -80,11 +81,18 @@ def _budget_allows(agent_id: int) -> bool:
     return bool(get_redis().eval(_SPEND, 2, *keys, *limits))
 
 
+# The messages whose text the model writes, as official_reply names them.
+_REPLY_KINDS: dict[str, Literal["welcome", "first_broadcast"]] = {
+    MessageKind.WELCOME: "welcome",
+    MessageKind.FIRST_BROADCAST: "first_broadcast",
+}
+
+
 def official_text(*, kind: str, agent: Agent, content: str = "", cancel: threading.Event | None) -> tuple[str, str]:
     """(body, what wrote it): the model's reply, or the fallback when over budget or the model fails."""
     if _budget_allows(agent.pk):
         try:
-            answer = llm.official_reply(kind=kind, agent_name=agent.name, content=content, cancel=cancel)
+            answer = llm.official_reply(kind=_REPLY_KINDS[kind], agent_name=agent.name, content=content, cancel=cancel)
             return answer.value.message, answer.model
         except llm.CallCancelled:
             raise

@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import datetime
+from typing import Any
 
 import psycopg
 import redis
@@ -226,7 +227,7 @@ class OutboxRelay:
     def _listen(self) -> psycopg.Connection | None:
         params = connection.settings_dict
         # LISTEN belongs to a session: behind a transaction-mode pooler it must go to the server directly.
-        direct = {"conninfo": settings.DATABASE_DIRECT_URL} if settings.DATABASE_DIRECT_URL else {}
+        direct: dict[str, Any] = {"conninfo": settings.DATABASE_DIRECT_URL} if settings.DATABASE_DIRECT_URL else {}
         try:
             conn = psycopg.connect(
                 **direct

@@ -53,7 +53,10 @@ def server_max_connections() -> int:
     params = connection.get_connection_params()
     params.pop("pool", None)
     with psycopg.connect(**params, connect_timeout=3, autocommit=True) as conn:
-        return int(conn.execute("SHOW max_connections").fetchone()[0])
+        row = conn.execute("SHOW max_connections").fetchone()
+    if row is None:
+        raise RuntimeError("SHOW max_connections returned no row")
+    return int(row[0])
 
 
 @register("eigenflux")

@@ -7,8 +7,14 @@ more than the pool's max_size, whatever the number of requests in flight or hand
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import dj_database_url
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+if TYPE_CHECKING:
+    from django.db.backends.postgresql.base import DatabaseWrapper as PostgreSQLWrapper
 
 PIPELINE_APPLICATION_NAME = "eigenflux-pipeline"
 
@@ -26,7 +32,7 @@ def db_settings(
     application_name: str,
     name: str = "web",
     behind_pooler: bool = False,
-) -> dict:
+) -> dj_database_url.DBConfig:
     """The DATABASES entry for `url`. Pooled connections are never persistent per thread (CONN_MAX_AGE 0:
     Django hands them back to the pool instead of closing them). `application_name` shows in
     pg_stat_activity, so connections can be counted per process kind."""
@@ -47,6 +53,18 @@ def db_settings(
 
 def pool_options(*, min_size: int, max_size: int, timeout: float, name: str) -> dict:
     return {"min_size": min(min_size, max_size), "max_size": max_size, "timeout": timeout, "name": f"eigenflux-{name}"}
+
+
+def postgresql_connection() -> PostgreSQLWrapper:
+    """This thread's default connection as the PostgreSQL wrapper it is (with its pool); EigenFlux runs on
+    PostgreSQL only."""
+    from django.db import DEFAULT_DB_ALIAS, connections
+    from django.db.backends.postgresql.base import DatabaseWrapper
+
+    wrapper = connections[DEFAULT_DB_ALIAS]
+    if not isinstance(wrapper, DatabaseWrapper):
+        raise ImproperlyConfigured(f"EigenFlux needs PostgreSQL, not {wrapper.vendor}")
+    return wrapper
 
 
 def use_pipeline_pool() -> None:
@@ -73,7 +91,7 @@ def use_pipeline_pool() -> None:
         name="pipeline",
     )
     connection.close()
-    connection.close_pool()
+    postgresql_connection().close_pool()
 
 
 def release_connection() -> None:

@@ -62,11 +62,11 @@ def install() -> None:
     logging.setLogRecordFactory(factory)
 
 
-class RedactingMixin:
+class RedactingMixin(logging.Formatter):
     """For any logging.Formatter: also redacts tracebacks (rendered after the record is made, by the
     formatter)."""
 
-    def formatException(self, ei) -> str:
+    def formatException(self, ei: logging._SysExcInfoType) -> str:
         return redact(super().formatException(ei))
 
     def formatStack(self, stack_info: str) -> str:

@@ -176,5 +176,7 @@ def _log_uncaught_in_thread(args: threading.ExceptHookArgs) -> None:
         return
     name = args.thread.name if args.thread is not None else "?"
     logging.getLogger("eigenflux").critical(
-        "uncaught exception in thread %s", name, exc_info=(args.exc_type, args.exc_value, args.exc_traceback)
+        "uncaught exception in thread %s",
+        name,
+        exc_info=args.exc_value,  # its __traceback__ is args.exc_traceback
     )

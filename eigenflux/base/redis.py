@@ -13,6 +13,7 @@ every such key name is built with (dead-letter stream names: pipeline.streams).
 from __future__ import annotations
 
 import threading
+from typing import cast
 from urllib.parse import unquote, urlsplit
 
 import redis
@@ -70,11 +71,18 @@ def get_redis(url: str | None = None, *, raw: bool = False) -> redis.Redis:
             if client is None:
                 options = {"decode_responses": not raw, "socket_timeout": 10, "socket_connect_timeout": 5}
                 if is_cluster_url(url, flag=url == settings.REDIS_URL and settings.REDIS_CLUSTER):
-                    client = cluster_client(url, **options)
+                    # Not a redis.Redis subclass, but it serves the same commands (RedisClusterCommands), the only
+                    # part of the client the project uses.
+                    client = cast(redis.Redis, cluster_client(url, **options))
                 else:
                     client = redis.Redis.from_url(url, health_check_interval=30, **options)
                 _clients[key] = client
     return client
+
+
+def reply_text(reply: bytes | str) -> str:
+    """A reply as text: a decoding client (the default) returns str already; a raw one returns bytes."""
+    return reply.decode() if isinstance(reply, bytes) else reply
 
 
 def slot_tag(key: str) -> str:

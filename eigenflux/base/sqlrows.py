@@ -88,7 +88,8 @@ def server_bound_cursor() -> Iterator[Any]:
     with connection.wrap_database_errors:
         _with_vectors(connection.connection)  # before the cursor: it copies the connection's adapters
         raw = psycopg.Cursor(connection.connection)
-        cursor = connection._prepare_cursor(raw)
+        # Django's own (private) wrapping of a driver cursor, which django-stubs does not declare.
+        cursor = connection._prepare_cursor(raw)  # type: ignore[attr-defined]
     with cursor:
         yield cursor
 
@@ -105,6 +106,13 @@ def _qn(name: str) -> str:
     return connection.ops.quote_name(name)
 
 
+def _column(field: models.Field) -> str:
+    """A concrete field's column, quoted (only a field that is not stored in a column has none)."""
+    if field.column is None:
+        raise ValueError(f"{field} has no database column")
+    return _qn(field.column)
+
+
 def insert_rows(
     model: type[models.Model], rows: Sequence[Mapping[str, Any]], *, ignore_conflicts: bool = False
 ) -> None:
@@ -116,7 +124,7 @@ def insert_rows(
     key = ("insert", model, ignore_conflicts)
     head = _SQL.get(key)
     if head is None:
-        columns = ", ".join(_qn(f.column) for f in fields)
+        columns = ", ".join(_column(f) for f in fields)
         head = _SQL[key] = f"INSERT INTO {_qn(model._meta.db_table)} ({columns}) VALUES "  # noqa: S608
     one = "(" + ", ".join(["%s"] * len(fields)) + ")"
     sql = head + ", ".join([one] * len(rows)) + (" ON CONFLICT DO NOTHING" if ignore_conflicts else "")
@@ -148,9 +156,9 @@ def update_where(
     key = ("update", model, tuple(values), tuple(expressions), tuple(where))
     sql = _SQL.get(key)
     if sql is None:
-        sets = [f"{_qn(fields[name].column)} = %s" for name in values]
-        sets += [f"{_qn(fields[name].column)} = {expression}" for name, (expression, _) in expressions.items()]
-        conditions = " AND ".join(f"{_qn(fields[name].column)} = %s" for name in where)
+        sets = [f"{_column(fields[name])} = %s" for name in values]
+        sets += [f"{_column(fields[name])} = {expression}" for name, (expression, _) in expressions.items()]
+        conditions = " AND ".join(f"{_column(fields[name])} = %s" for name in where)
         sql = _SQL[key] = f"UPDATE {_qn(model._meta.db_table)} SET {', '.join(sets)} WHERE {conditions}"  # noqa: S608
     params = [_prep(fields[name], value) for name, value in values.items()]
     for _, expression_params in expressions.values():

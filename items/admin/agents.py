@@ -85,7 +85,7 @@ class AgentForm(forms.ModelForm):
 
     def clean(self):
         cleaned = super().clean()
-        if "name" in cleaned:
+        if cleaned is not None and "name" in cleaned:
             is_official = cleaned.get("is_official", self.instance.is_official)
             try:
                 cleaned["name"], _ = agent_name_check(
@@ -108,7 +108,7 @@ class AgentAdmin(admin.ModelAdmin):
     readonly_fields = ("profile_keywords", "feed_link", "created_at", "updated_at")
 
     def get_readonly_fields(self, request, obj=None):
-        fields = self.readonly_fields
+        fields: tuple[str, ...] = tuple(self.readonly_fields)
         if not request.user.is_superuser:  # only a superuser may make an agent official (it speaks for the network)
             fields = (*fields, "is_official")
         if not may_change_identity(request.user):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from django.http import HttpRequest
 from ninja import Query, Router, Schema
 from pydantic import ConfigDict, Field, StrictStr, field_validator
 
+from items.api.auth import AgentRequest
 from items.api.errors import ApiError
 from items.api.schemas import CURSOR_DESCRIPTION, CURSOR_MAX_LENGTH, AuthorOut, error_responses, storable
 from items.models import Agent, Message
@@ -68,7 +68,7 @@ def _profile(agent: Agent) -> dict:
 
 
 @router.get("/agents/me", response={200: ProfileOut, **error_responses()}, summary="Your profile")
-def me(request: HttpRequest):
+def me(request: AgentRequest):
     return _profile(request.auth)
 
 
@@ -78,7 +78,7 @@ def me(request: HttpRequest):
     summary="Update your profile",
     description="Only the fields sent change. Keywords are extracted from the profile asynchronously.",
 )
-def update_me(request: HttpRequest, payload: ProfileIn):
+def update_me(request: AgentRequest, payload: ProfileIn):
     fields = {name: value for name, value in payload.model_dump().items() if value is not None}
     if "name" in fields and not fields["name"].strip():
         raise ApiError(422, "invalid", "name: must not be blank", "name")
@@ -125,7 +125,7 @@ def _message(message: Message) -> dict:
 
 
 @router.get("/messages", response={200: MessagePage, **error_responses()}, summary="Your inbox, newest first")
-def messages(request: HttpRequest, params: Query[MessagesQuery]):
+def messages(request: AgentRequest, params: Query[MessagesQuery]):
     try:
         below = decode_cursor(params.cursor)
     except BadCursor as exc:
@@ -140,7 +140,7 @@ def messages(request: HttpRequest, params: Query[MessagesQuery]):
 @router.post(
     "/messages/{message_id}/read", response={200: MessageOut, **error_responses(404)}, summary="Mark a message read"
 )
-def read_message(request: HttpRequest, message_id: str):
+def read_message(request: AgentRequest, message_id: str):
     message = None
     if message_id.isascii() and message_id.isdigit() and len(message_id) <= 18:
         message = Message.objects.select_related("sender").filter(pk=int(message_id), recipient=request.auth).first()

@@ -21,6 +21,13 @@ class RateLimited(ApiError):
         self.retry_after = retry_after
 
 
+class AgentRequest(HttpRequest):
+    """The request of an endpoint behind AgentBearer (or CompatBearer): django-ninja sets `auth` to the agent the
+    bearer returned. Only a type for annotations; ninja still builds a plain HttpRequest."""
+
+    auth: Agent
+
+
 class AgentBearer(HttpBearer):
     openapi_description = "An agent's API token: `Authorization: Bearer ef_…`."
 

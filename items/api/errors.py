@@ -74,8 +74,9 @@ def install(api: NinjaAPI) -> None:
         message, field = parse_failure(exc) or (str(exc), getattr(exc, "field", None))
         body = error_body(code, message, field)
         response = api.create_response(request, body, status=exc.status_code)
-        if exc.status_code == 429 and getattr(exc, "retry_after", None):
-            response["Retry-After"] = str(exc.retry_after)
+        retry_after = getattr(exc, "retry_after", None)
+        if exc.status_code == 429 and retry_after:
+            response["Retry-After"] = str(retry_after)
         return response
 
     @api.exception_handler(Http404)

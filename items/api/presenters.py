@@ -9,7 +9,7 @@ def item_payload(item: ProcessedItem, reader: Agent) -> dict:
     own = item.author_id == reader.pk
     duplicate_of = None
     # Shown only to the author, and only when the earlier item is the author's own too (docs/api.md).
-    if own and item.duplicate_of_id is not None and item.duplicate_of.author_id == reader.pk:
+    if own and item.duplicate_of is not None and item.duplicate_of.author_id == reader.pk:
         duplicate_of = str(item.duplicate_of_id)
     return {
         "item_id": str(item.pk),

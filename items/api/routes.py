@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from django.conf import settings
-from django.http import HttpRequest
 from ninja import Header, Query, Router, Schema, Status
 from pydantic import Field, field_validator
 
 from eigenflux.base.replicas import primary_reads, replica_reads
 from items import selectors
-from items.api.auth import RateLimited
+from items.api.auth import AgentRequest, RateLimited
 from items.api.errors import ApiError
 from items.api.presenters import item_payload
 from items.api.publishing import PublishRefused, publish_request
@@ -73,7 +72,7 @@ def _item_id(raw: str) -> int:
     ),
 )
 def publish(
-    request: HttpRequest,
+    request: AgentRequest,
     payload: PublishIn,
     idempotency_key: str | None = Header(
         None,
@@ -104,7 +103,7 @@ def publish(
         "Only the author may do this. Deleting an already deleted item answers 200 again."
     ),
 )
-def delete_item(request: HttpRequest, item_id: str):
+def delete_item(request: AgentRequest, item_id: str):
     item = ProcessedItem.objects.filter(pk=_item_id(item_id)).first()
     if item is None or (item.author_id != request.auth.pk and item.status != ItemStatus.COMPLETED):
         # Other agents' unpublished items are not revealed, not even by a 403.
@@ -128,7 +127,7 @@ def _cursor(cursor: str | None) -> int | None:
     summary="One item",
     description="Your own items in any status (with the public discard reason); other agents' only when completed.",
 )
-def get_item(request: HttpRequest, item_id: str):
+def get_item(request: AgentRequest, item_id: str):
     pk = _item_id(item_id)
     with replica_reads(request.auth.pk) as replica:
         item = selectors.item_for_reader(item_id=pk, reader=request.auth)
@@ -152,7 +151,7 @@ class OwnItemsQuery(Schema):
     summary="Your own items, newest first",
     description="Keyset pagination: pages stay stable while new items arrive.",
 )
-def list_own_items(request: HttpRequest, filters: Query[OwnItemsQuery]):
+def list_own_items(request: AgentRequest, filters: Query[OwnItemsQuery]):
     rows = selectors.own_items(
         author=request.auth, status=filters.status, below_id=_cursor(filters.cursor), limit=filters.limit
     )
@@ -201,14 +200,14 @@ class FeedQuery(ItemFilters):
         "you have not been served yet, continued with `cursor` (see the parameter)."
     ),
 )
-def feed(request: HttpRequest, filters: Query[FeedQuery]):
+def feed(request: AgentRequest, filters: Query[FeedQuery]):
     if filters.unseen:  # the reader's own delivery memory, written by each call: read on the primary
         return _unseen_feed(request, filters)
     with replica_reads(request.auth.pk):
         return _feed(request, filters)
 
 
-def _for_me_feed(request: HttpRequest, filters: FeedQuery) -> dict:
+def _for_me_feed(request: AgentRequest, filters: FeedQuery) -> dict:
     """The reader's ranking (docs/feed.md), a page at a time; the cursor is a position in it."""
     key = fingerprint(q="for_me", mode="feed", broadcast_type=filters.broadcast_type, domain=filters.domain)
     try:
@@ -234,7 +233,7 @@ def _for_me_feed(request: HttpRequest, filters: FeedQuery) -> dict:
     }
 
 
-def _feed(request: HttpRequest, filters: FeedQuery) -> dict:
+def _feed(request: AgentRequest, filters: FeedQuery) -> dict:
     if filters.for_me:
         return _for_me_feed(request, filters)
     below_id = _cursor(filters.cursor)
@@ -258,8 +257,8 @@ def _feed(request: HttpRequest, filters: FeedQuery) -> dict:
     return build()
 
 
-def _unseen_feed(request: HttpRequest, filters: FeedQuery) -> dict:
-    options = {
+def _unseen_feed(request: AgentRequest, filters: FeedQuery) -> dict:
+    options: dict[str, Any] = {
         "reader": request.auth,
         "limit": filters.limit,
         "broadcast_type": filters.broadcast_type,
@@ -319,12 +318,12 @@ class SearchQueryIn(ItemFilters):
         "text; semantic and hybrid searches have their own per-agent rate limit (429), cached text or not."
     ),
 )
-def search(request: HttpRequest, params: Query[SearchQueryIn]):
+def search(request: AgentRequest, params: Query[SearchQueryIn]):
     with replica_reads(request.auth.pk):
         return _search(request, params)
 
 
-def _search(request: HttpRequest, params: SearchQueryIn):
+def _search(request: AgentRequest, params: SearchQueryIn):
     if not params.q.strip():
         raise ApiError(422, "invalid", "q must contain words", "q")
     filters = {"broadcast_type": params.broadcast_type, "domain": params.domain}
@@ -375,7 +374,7 @@ def _search(request: HttpRequest, params: SearchQueryIn):
         "score replaces the earlier one."
     ),
 )
-def feedback(request: HttpRequest, item_id: str, payload: FeedbackIn):
+def feedback(request: AgentRequest, item_id: str, payload: FeedbackIn):
     item = selectors.item_for_reader(item_id=_item_id(item_id), reader=request.auth)
     if item is None:
         raise ApiError(404, "not_found", f"no item {item_id}")

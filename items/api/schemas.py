@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Literal, overload
 from urllib.parse import urlsplit
 
 import regex
@@ -32,6 +32,10 @@ def weighted_length(text: str) -> int:
     return len(text) + len(_WIDE.findall(text))
 
 
+@overload
+def storable(value: str) -> str: ...
+@overload
+def storable(value: None) -> None: ...
 def storable(value: str | None) -> str | None:
     """A pydantic validator body for any free-text input that will reach the database."""
     if value is not None:

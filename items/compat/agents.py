@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from django.http import HttpRequest
+from typing import Any
+
 from ninja import Header, Router
 from pydantic import Field, StrictBool, StrictInt, StrictStr, field_validator
 
 from items import selectors
+from items.api.auth import AgentRequest
 from items.api.schemas import storable
 from items.compat import presenters
 from items.compat.auth import needs_profile_completion
@@ -25,7 +27,7 @@ REGISTRATION_COMPLETED = "Registration completed. You can now start browsing you
 
 
 @router.get("/agents/me", summary="Your profile and influence counters")
-def me(request: HttpRequest):
+def me(request: AgentRequest):
     agent = request.auth
     preference = client_settings_for(agent).feed_delivery_preference
     return ok(presenters.profile(agent, selectors.agent_influence(agent), feed_delivery_preference=preference))
@@ -42,8 +44,8 @@ class ProfileIn(ClientBody):
 
 
 @router.put("/agents/profile", summary="Update your name and/or bio")
-def update_profile(request: HttpRequest, payload: ProfileIn):
-    fields = {}
+def update_profile(request: AgentRequest, payload: ProfileIn):
+    fields: dict[str, Any] = {}
     if payload.agent_name is not None:
         if not payload.agent_name.strip():
             raise CompatError(400, "agent_name must not be blank")
@@ -64,7 +66,7 @@ def update_profile(request: HttpRequest, payload: ProfileIn):
 
 
 @router.get("/agents/items", summary="Your items, newest first, with their counters")
-def my_items(request: HttpRequest, last_item_id: str | None = None, limit: str | None = None):
+def my_items(request: AgentRequest, last_item_id: str | None = None, limit: str | None = None):
     count = client_limit(limit)
     below = None
     if last_item_id is not None and last_item_id.strip() not in ("", "0"):
@@ -82,7 +84,7 @@ def my_items(request: HttpRequest, last_item_id: str | None = None, limit: str |
 
 
 @router.delete("/agents/items/{item_id}", summary="Retract one of your items")
-def delete_item(request: HttpRequest, item_id: str):
+def delete_item(request: AgentRequest, item_id: str):
     parsed = parse_item_id(item_id)
     item = selectors.item_for_reader(item_id=parsed, reader=request.auth) if parsed is not None else None
     if item is None:
@@ -110,7 +112,7 @@ def _settings(agent) -> dict:
 
 
 @router.get("/agents/me/settings", summary="The settings the client mirrors into its config")
-def get_settings(request: HttpRequest):
+def get_settings(request: AgentRequest):
     return ok(_settings(request.auth))
 
 
@@ -132,7 +134,7 @@ class SettingsIn(ClientBody):
 
 @router.put("/agents/me/settings", summary="Store settings pushed by the client")
 def put_settings(
-    request: HttpRequest, payload: SettingsIn, client_host: str | None = Header(None, alias="X-Client-Host")
+    request: AgentRequest, payload: SettingsIn, client_host: str | None = Header(None, alias="X-Client-Host")
 ):
     fields = {key: value for key, value in payload.model_dump(exclude_unset=True).items() if value is not None}
     # A pushed interval is always the user's choice here (there is no onboarding ramp to protect).

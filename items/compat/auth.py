@@ -10,6 +10,7 @@ from django.utils import timezone
 from ninja import Router
 
 from eigenflux.base.clientaddr import request_client_address
+from items.api.auth import AgentRequest
 from items.authentication import bearer_token
 from items.compat.envelope import CompatError, ms, ok, refused
 from items.compat.params import ClientBody
@@ -90,7 +91,7 @@ def verify(request: HttpRequest, payload: VerifyIn):
 
 
 @router.post("/auth/logout", summary="Revoke the token this request carries")
-def logout(request: HttpRequest):
+def logout(request: AgentRequest):
     # The token that authenticated this request, parsed as authentication parsed it (any case of "Bearer").
     agent_token_revoke_value(agent=request.auth, token=bearer_token(request) or "")
     return ok()

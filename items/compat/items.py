@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.http import HttpRequest
 from ninja import Header, Router
 from pydantic import ConfigDict
 
 from items import selectors
+from items.api.auth import AgentRequest
 from items.api.publishing import PublishRefused, publish_request
 from items.api.schemas import PublishIn
 from items.compat import presenters
@@ -37,7 +37,7 @@ class ClientPublishIn(ClientBody, PublishIn):
 
 @router.post("/items/publish", summary="Publish a broadcast")
 def publish(
-    request: HttpRequest,
+    request: AgentRequest,
     payload: ClientPublishIn,
     idempotency_key: str | None = Header(None, alias="Idempotency-Key"),
 ):
@@ -50,7 +50,7 @@ def publish(
 
 
 @router.get("/items/feed", summary="Poll the feed: refresh, or load_more from the delivery cache")
-def feed(request: HttpRequest, action: str | None = None, limit: str | None = None, cursor: str | None = None):
+def feed(request: AgentRequest, action: str | None = None, limit: str | None = None, cursor: str | None = None):
     # `more` is what the client's own help text tells agents to use; `cursor` has no meaning here (the
     # delivery cache is the cursor) and is ignored, as the original does.
     del cursor
@@ -92,7 +92,7 @@ def _score(value: object) -> int | None:
 
 
 @router.post("/items/feedback", summary="Score delivered items (-1, 0, 1, 2); bad entries are skipped")
-def feedback(request: HttpRequest, payload: FeedbackIn):
+def feedback(request: AgentRequest, payload: FeedbackIn):
     if len(payload.items) > MAX_FEEDBACK:
         raise CompatError(400, f"at most {MAX_FEEDBACK} items per call, got {len(payload.items)}")
     processed, reasons = 0, []
@@ -124,7 +124,7 @@ class EventsIn(ClientBody):
 
 
 @router.post("/items/events", summary="Report what the agent did with delivered items")
-def events(request: HttpRequest, payload: EventsIn):
+def events(request: AgentRequest, payload: EventsIn):
     if len(payload.events) > MAX_EVENTS:
         raise CompatError(400, f"at most {MAX_EVENTS} events per call, got {len(payload.events)}")
     result = feed_events_record(agent=request.auth, events=payload.events)
@@ -135,7 +135,7 @@ def events(request: HttpRequest, payload: EventsIn):
 
 
 @router.get("/items/{item_id}", summary="One item (the author sees every status and the interactions)")
-def item_detail(request: HttpRequest, item_id: str, int_limit: str | None = None):
+def item_detail(request: AgentRequest, item_id: str, int_limit: str | None = None):
     parsed = parse_item_id(item_id)
     item = selectors.item_for_reader(item_id=parsed, reader=request.auth) if parsed is not None else None
     if item is None:

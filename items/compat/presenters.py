@@ -16,7 +16,7 @@ from items.models import (
     PublicReason,
 )
 
-STATUS_CODES = {
+STATUS_CODES: dict[str, int] = {
     ItemStatus.PENDING: 0,
     ItemStatus.PROCESSING: 1,
     ItemStatus.FAILED: 2,
@@ -153,7 +153,7 @@ def own_item(item: ProcessedItem, stats: ItemStats | None) -> dict:
     if item.status == ItemStatus.DISCARDED:
         own_duplicate = (
             item.reason == PublicReason.DUPLICATE
-            and item.duplicate_of_id is not None
+            and item.duplicate_of is not None
             and item.duplicate_of.author_id == item.author_id
         )
         payload["distribution_skip_reason"] = "duplicate" if own_duplicate else "content_evaluation"

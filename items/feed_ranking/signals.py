@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import cast
 
 import numpy as np
 from django.conf import settings
@@ -159,7 +160,7 @@ def with_similarities(reader: ReaderContext, items: list[ItemFacts]) -> list[Ite
     embedded = [item for item in items if item.embedding is not None]
     if not embedded:
         return items
-    matrix = np.stack([item.embedding for item in embedded])
+    matrix = np.stack([cast(np.ndarray, item.embedding) for item in embedded])  # embedded: none is None
     nothing = np.full(len(embedded), -1.0)
 
     def nearest(vectors: list[np.ndarray]) -> np.ndarray:

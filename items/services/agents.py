@@ -93,7 +93,7 @@ def _saving_name(name: str) -> Iterator[None]:
         raise
 
 
-def agent_email(email: str | None) -> str | None:
+def agent_email(email: object) -> str | None:
     """The canonical form of a login e-mail (None for none), or EmailAddressInvalid saying what is wrong."""
     return email_canonical(email) if email else None
 

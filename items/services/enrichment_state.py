@@ -56,7 +56,7 @@ class Cause:
 
     event_id: str
     correlation_id: str
-    traceparent: str
+    traceparent: str | None
     replay: bool = False
 
 
@@ -73,7 +73,7 @@ def _claim_sql() -> str:
     """One statement: take the item if claimable and return it, with its raw item, as it is after the update."""
     global _CLAIM_SQL
     if _CLAIM_SQL is None:
-        qn = connection.ops.quote_name
+        qn: Callable[..., str] = connection.ops.quote_name  # a concrete field's column is never None
         processed, raw = ProcessedItem._meta, RawItem._meta
         raw_columns = ", ".join(f"r.{qn(f.column)} AS {qn('raw__' + f.attname)}" for f in raw.concrete_fields)
         _CLAIM_SQL = (
@@ -105,6 +105,7 @@ def item_claim(*, item_id: int, token: str, lease_seconds: float) -> tuple[Claim
         "id": item_id,
         "mine": f"{escaped}@%",
     }
+    item: ProcessedItem | None
     claimed = list(ProcessedItem.objects.raw(_claim_sql(), params))
     if claimed:
         item = claimed[0]

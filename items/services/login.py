@@ -148,7 +148,7 @@ def login_start(*, email: object, client_ip: str | None) -> Challenge:
     may_sign_up = agent is None and settings.EIGENFLUX_OPEN_SIGNUP
     # Mail goes to the address the agent holds, never to the caller's text; the challenge records it, and
     # verifying holds the agent to it still.
-    mail_to = agent.email if agent is not None else address
+    mail_to = agent.email if agent is not None and agent.email else address
     code = f"{secrets.randbelow(10**CODE_DIGITS):0{CODE_DIGITS}d}"
     challenge_id = f"ch_{uuid.uuid4()}"
     ttl = settings.LOGIN_CODE_TTL_SECONDS
@@ -198,7 +198,7 @@ def login_verify(*, challenge_id: object, code: object, client_ip: str | None) -
         challenge_id=challenge_id, used_at__isnull=True, expires_at__gt=now, attempts__lt=max_attempts
     ).update(attempts=F("attempts") + 1)
     challenge = LoginChallenge.objects.select_related("agent").filter(challenge_id=challenge_id).first()
-    if not counted:
+    if not counted or challenge is None:
         if challenge is not None and challenge.used_at is None and challenge.expires_at > now:
             raise LoginError("too many attempts; run `eigenflux auth login` again for a new code")
         raise LoginError("invalid or expired code; run `eigenflux auth login` again for a new code")
@@ -220,7 +220,7 @@ def login_verify(*, challenge_id: object, code: object, client_ip: str | None) -
 def _agent_for(challenge: LoginChallenge) -> tuple[Agent, bool]:
     if challenge.agent is not None:
         # The code went to challenge.email: it proves that mailbox, so the agent must still hold it.
-        if not Agent.objects.filter(pk=challenge.agent_id, is_active=True, email=challenge.email).exists():
+        if not Agent.objects.filter(pk=challenge.agent.pk, is_active=True, email=challenge.email).exists():
             raise LoginError("invalid or expired code; run `eigenflux auth login` again for a new code")
         return challenge.agent, False
     existing = Agent.objects.filter(email=challenge.email).first()

@@ -6,13 +6,12 @@ both win), a ModerationDecision carrying the moderator's name, and the outbox ev
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from items import ports
 from items.events import (
     ITEM_COMPLETED,
     ITEM_DISCARDED,
@@ -38,16 +37,6 @@ from items.textsearch import search_vector
 # item, see claim_is_dead), which requeue releases. A deleted item belongs to its author; nobody changes it.
 REQUEUE_FROM = (ItemStatus.COMPLETED, ItemStatus.DISCARDED, ItemStatus.FAILED, ItemStatus.REVIEW)
 
-# The pipeline's port (items never imports pipeline): given a claim token, True when the consumer holding
-# that claim's stream entry is gone (the entry was finished, or its consumer stopped reporting alive).
-ClaimHolderCheck = Callable[[str], bool]
-_claim_holder_gone: ClaimHolderCheck | None = None
-
-
-def set_claim_holder_check(check: ClaimHolderCheck | None) -> None:
-    global _claim_holder_gone
-    _claim_holder_gone = check
-
 
 def claim_is_dead(item: ProcessedItem) -> bool:
     """A `processing` item whose claim nobody can still finish: its lease expired, or the consumer holding
@@ -56,7 +45,8 @@ def claim_is_dead(item: ProcessedItem) -> bool:
         return False
     if item.lease_expires_at is None or item.lease_expires_at < timezone.now():
         return True
-    return bool(item.claimed_by) and _claim_holder_gone is not None and _claim_holder_gone(item.claimed_by)
+    holder_gone = ports.connected().claim_holder_gone  # the pipeline's answer (items.ports)
+    return bool(item.claimed_by) and holder_gone is not None and holder_gone(item.claimed_by)
 
 
 def requeue_allowed(item: ProcessedItem) -> bool:
@@ -88,7 +78,7 @@ def _refuse(action: str, item_id: int, allowed: tuple[str, ...]) -> ActionRefuse
 
 def _decide(
     item: ProcessedItem,
-    moderator: AbstractBaseUser,
+    moderator: User,
     verdict: str,
     reason: str = "",
     category: str = "",
@@ -127,7 +117,7 @@ def _outcome(item: ProcessedItem, event_type: str, status: str, reason: str = ""
     )
 
 
-def item_requeue(*, item: ProcessedItem, moderator: AbstractBaseUser, note: str = "") -> ProcessedItem:
+def item_requeue(*, item: ProcessedItem, moderator: User, note: str = "") -> ProcessedItem:
     """Run enrichment again as a new run: back to pending without the model's judgements (the embedding is
     kept), republished with replay set.
 
@@ -150,7 +140,7 @@ def item_requeue(*, item: ProcessedItem, moderator: AbstractBaseUser, note: str 
     return item
 
 
-def item_approve(*, item: ProcessedItem, moderator: AbstractBaseUser, note: str = "") -> ProcessedItem:
+def item_approve(*, item: ProcessedItem, moderator: User, note: str = "") -> ProcessedItem:
     """Override a discard (or a failure). With extracted fields the item completes at once; without, it goes
     back to the pipeline with `override=approve`, which runs extraction only and completes it."""
     now = timezone.now()
@@ -185,7 +175,7 @@ def item_approve(*, item: ProcessedItem, moderator: AbstractBaseUser, note: str 
     return item
 
 
-def item_takedown(*, item: ProcessedItem, moderator: AbstractBaseUser, reason: str) -> ProcessedItem:
+def item_takedown(*, item: ProcessedItem, moderator: User, reason: str) -> ProcessedItem:
     """A moderator's discard: the author sees the public reason `content_evaluation`, moderators the text."""
     reason = reason.strip()
     if not reason:
@@ -203,7 +193,7 @@ def item_takedown(*, item: ProcessedItem, moderator: AbstractBaseUser, reason: s
     return item
 
 
-def item_review_approve(*, item: ProcessedItem, moderator: AbstractBaseUser, note: str = "") -> ProcessedItem:
+def item_review_approve(*, item: ProcessedItem, moderator: User, note: str = "") -> ProcessedItem:
     """A held item (`review`) is published: `completed` with its search vector, a `review` decision and
     `item.completed`. A held item always has its extracted fields (the pipeline holds at persist; readers pull
     completed items)."""
@@ -231,7 +221,7 @@ def item_review_approve(*, item: ProcessedItem, moderator: AbstractBaseUser, not
     return item
 
 
-def item_review_reject(*, item: ProcessedItem, moderator: AbstractBaseUser, reason: str) -> ProcessedItem:
+def item_review_reject(*, item: ProcessedItem, moderator: User, reason: str) -> ProcessedItem:
     """A held item is refused: `discarded` with the public reason `content_evaluation` (the moderator's reason is
     for moderators), a `review` decision and `item.discarded`."""
     reason = reason.strip()

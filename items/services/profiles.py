@@ -6,6 +6,7 @@ records the version it read, so an announcement whose version is already covered
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from django.db import transaction
 from django.db.models import Q
@@ -46,7 +47,7 @@ def agent_profile_update(*, agent: Agent, actor: Actor | None = None, **fields: 
         subject=str(agent.pk),
         data={"agent_id": str(agent.pk), "changed": changed, "profile_version": agent.updated_at.isoformat()},
     )
-    if identity:
+    if identity and actor is not None:  # identity fields are authorized for an actor only
         agent_identity_audit(actor=actor, agent=agent, fields=identity)
     return agent
 
@@ -57,7 +58,7 @@ def agent_profile_keywords_set(
     """Store extracted keywords. With `version` (the profile's updated_at the extraction read), only a newer
     extraction than the stored one is written, so a slow, older extraction never overwrites a newer one."""
     agents = Agent.objects.filter(pk=agent_id)
-    values = {
+    values: dict[str, Any] = {
         "profile_keywords": [k.strip().lower()[:64] for k in keywords if k.strip()][:20],
         "country_codes": [c.strip().upper()[:2] for c in country_codes if len(c.strip()) == 2][:10],
     }

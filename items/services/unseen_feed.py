@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from eigenflux.base.redis import get_redis
+from eigenflux.base.redis import get_redis, reply_text
 from items import selectors
 from items.events import ITEM_DELIVERED, STREAM_ITEM_STATS
 from items.feed_ranking import rank_feed
@@ -96,7 +96,8 @@ def feed_load_more(
     remaining = 0
     try:
         client = get_redis()
-        current = client.get(impression_key)
+        cached = client.get(impression_key)
+        current = reply_text(cached) if cached is not None else None
         if current is not None and impression_id in (None, current):
             while len(served) < limit:
                 with client.pipeline(transaction=True) as pipe:

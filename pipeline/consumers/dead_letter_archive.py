@@ -27,6 +27,7 @@ import os
 import socket
 import threading
 import uuid
+from typing import Any
 
 import redis
 
@@ -112,7 +113,8 @@ class DlqArchiver:
         read = created = 0
         for stream in self.streams:
             try:
-                response = self.client.xreadgroup(GROUP, self.name, {stream: ">"}, count=BATCH, block=block_ms)
+                # A RESP2 reply, [[stream, entries], ...]; redis-py types the RESP3 dict form with it.
+                response: Any = self.client.xreadgroup(GROUP, self.name, {stream: ">"}, count=BATCH, block=block_ms)
             except redis.ResponseError as exc:
                 if "NOGROUP" not in str(exc):
                     raise

@@ -21,8 +21,8 @@ class ItemNotifyConsumer(Consumer):
     event_types = OUTCOME_TYPES | {ITEM_MILESTONE}
 
     def handle(self, event: Event) -> None:
-        author_id = event.data.get("author_id")
-        if not str(author_id or "").isdigit():
+        author_id = str(event.data.get("author_id") or "")
+        if not author_id.isdigit():
             raise DeadLetterNow(f"outcome event without author_id: {event.data!r}"[:500])
         message = (
             self._milestone(event) if event.type == ITEM_MILESTONE else outcome_message(event.envelope, event.data)

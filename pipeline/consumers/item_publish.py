@@ -35,7 +35,7 @@ class ItemPublishConsumer(Consumer):
             raise DeadLetterNow(f"event data has no valid item_id: {event.data!r}"[:500]) from None
         token = claim_token(message_id=event.message_id, holder=self.holder)
         state, item = item_claim(item_id=item_id, token=token, lease_seconds=settings.ENRICHMENT_LEASE_SECONDS)
-        if state is Claim.MISSING:
+        if state is Claim.MISSING or item is None:
             raise DeadLetterNow(f"unknown item {item_id}")
         if state is Claim.CHECKPOINT:
             raise NothingToDo(f"item {item_id} is already {item.status}")
@@ -78,7 +78,7 @@ def claim_holder_gone(token: str) -> bool:
     client = get_redis()
     try:
         pending = client.xpending_range(ItemPublishConsumer.stream, group, message_id, message_id, 1)
-        return not pending or not consumer_alive(client, pending[0]["consumer"])
+        return not pending or not consumer_alive(client, str(pending[0]["consumer"]))
     except redis.ResponseError:
         return True  # no such stream or group: nothing holds the entry
     except (redis.RedisError, ValueError):

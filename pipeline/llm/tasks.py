@@ -57,40 +57,47 @@ def _local(prompt: str, item_id: int | None, cancel: threading.Event | None, ans
     return ModelAnswer(value=value, model=LOCAL_MODEL)
 
 
-def _ask(
-    prompt: str,
-    *,
-    client: ClientKind,
-    schema: type[M],
-    local_answer: Callable[[], M],
-    item_id: int | None,
-    cancel: threading.Event | None,
-    **variables: Any,
-) -> ModelAnswer[M]:
-    """One task's call: the local analyzer's answer, or the prompt rendered with `variables`, sent to the `client`
-    model and validated against `schema`."""
-    if provider() == "local":
-        return _local(prompt, item_id, cancel, local_answer)
-    config = client_config(client, prompt)
-    rendered = render(prompt, **variables)
-    value = complete(config=config, rendered=rendered, schema=schema, item_id=item_id, cancel=cancel)
-    return ModelAnswer(value=value, model=config.model)
+@dataclass(frozen=True)
+class _Task(Generic[M]):
+    """One model task: its prompt file, the client that answers it, the schema its answer is validated against and
+    the local analyzer's function (called with the prompt's variables unless the task passes its own)."""
+
+    prompt: str
+    client: ClientKind
+    schema: type[M]
+    local_answer: Callable[..., M]
+
+    def ask(
+        self,
+        item_id: int | None,
+        cancel: threading.Event | None,
+        /,
+        *,
+        local_args: dict[str, Any] | None = None,
+        **variables: Any,
+    ) -> ModelAnswer[M]:
+        """The local analyzer's answer, or the prompt rendered with `variables`, sent to the task's client model
+        and validated against its schema."""
+        if provider() == "local":
+            args = variables if local_args is None else local_args
+            return _local(self.prompt, item_id, cancel, lambda: self.local_answer(**args))
+        config = client_config(self.client, self.prompt)
+        rendered = render(self.prompt, **variables)
+        value = complete(config=config, rendered=rendered, schema=self.schema, item_id=item_id, cancel=cancel)
+        return ModelAnswer(value=value, model=config.model)
+
+
+_SAFETY = _Task("safety", "safety", SafetyVerdict, local.safety_verdict)
+_EXTRACTION = _Task("process_item", "main", Extraction, local.extract)
+_SUGGESTION = _Task("suggest_action", "main", Suggestion, local.suggestion)
+_KEYWORDS = _Task("extract_keywords", "main", ProfileKeywords, local.profile_keywords)
+_OFFICIAL_REPLY = _Task("official_reply", "main", OfficialReply, local.official_reply)
 
 
 def safety_check(
     *, content: str, notes: str = "", url: str = "", item_id: int | None = None, cancel: threading.Event | None = None
 ) -> ModelAnswer[SafetyVerdict]:
-    return _ask(
-        "safety",
-        client="safety",
-        schema=SafetyVerdict,
-        local_answer=lambda: local.safety_verdict(content=content, notes=notes, url=url),
-        item_id=item_id,
-        cancel=cancel,
-        content=content,
-        notes=notes,
-        url=url,
-    )
+    return _SAFETY.ask(item_id, cancel, content=content, notes=notes, url=url)
 
 
 def extract_item(
@@ -105,13 +112,10 @@ def extract_item(
     hints = parse_author_hints(notes)
     # Notes are the author's alone, and whatever the model is shown may come back in the public fields: it sees
     # neither free-text notes nor hint text the content lacks, only supported_hints() (docs/enrichment.md).
-    answer = _ask(
-        "process_item",
-        client="main",
-        schema=Extraction,
-        local_answer=lambda: local.extract(content=content, notes=notes, url=url),
-        item_id=item_id,
-        cancel=cancel,
+    answer = _EXTRACTION.ask(
+        item_id,
+        cancel,
+        local_args={"content": content, "notes": notes, "url": url},
         content=content,
         hints=supported_hints(hints, content=content, url=url).prompt_lines(),
         url=url,
@@ -139,17 +143,7 @@ def suggest_action(
     item_id: int | None = None,
     cancel: threading.Event | None = None,
 ) -> ModelAnswer[Suggestion]:
-    return _ask(
-        "suggest_action",
-        client="main",
-        schema=Suggestion,
-        local_answer=lambda: local.suggestion(content=content, summary=summary, broadcast_type=broadcast_type),
-        item_id=item_id,
-        cancel=cancel,
-        content=content,
-        summary=summary,
-        broadcast_type=broadcast_type,
-    )
+    return _SUGGESTION.ask(item_id, cancel, content=content, summary=summary, broadcast_type=broadcast_type)
 
 
 def extract_keywords(
@@ -163,18 +157,7 @@ def extract_keywords(
 ) -> ModelAnswer[ProfileKeywords]:
     # LLMCall rows reference items only; profile calls are recorded without one (agent_id is for callers' logs).
     del agent_id
-    return _ask(
-        "extract_keywords",
-        client="main",
-        schema=ProfileKeywords,
-        local_answer=lambda: local.profile_keywords(name=name, bio=bio, offers=offers, seeks=seeks),
-        item_id=None,
-        cancel=cancel,
-        name=name,
-        bio=bio,
-        offers=offers,
-        seeks=seeks,
-    )
+    return _KEYWORDS.ask(None, cancel, name=name, bio=bio, offers=offers, seeks=seeks)
 
 
 def official_reply(
@@ -186,17 +169,7 @@ def official_reply(
 ) -> ModelAnswer[OfficialReply]:
     if kind not in ("welcome", "first_broadcast"):
         raise ValueError(f"unknown official reply kind {kind!r}")
-    return _ask(
-        "official_reply",
-        client="main",
-        schema=OfficialReply,
-        local_answer=lambda: local.official_reply(kind=kind, agent_name=agent_name, content=content),
-        item_id=None,
-        cancel=cancel,
-        kind=kind,
-        agent_name=agent_name,
-        content=content,
-    )
+    return _OFFICIAL_REPLY.ask(None, cancel, kind=kind, agent_name=agent_name, content=content)
 
 
 def embed(

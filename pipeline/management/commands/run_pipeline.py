@@ -56,7 +56,7 @@ class Command(BaseCommand):
         if options["relay_only"]:
             if options["no_relay"] or options["consumer"]:
                 raise CommandError("--relay-only excludes --no-relay and --consumer")
-            names = []
+            names: list[str] = []
         else:
             names = options["consumer"] or sorted(available)
             unknown = [name for name in names if name not in available]
