@@ -12,6 +12,7 @@ All keys share the `{presence}` hash tag (one Redis Cluster slot), so each event
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from django.conf import settings
 from redis.commands.core import Script
@@ -54,7 +55,7 @@ return online
 _scripts: dict[str, Script] = {}
 
 
-def _run(name: str, source: str, *, keys: list[str], args: list) -> object:
+def _run(name: str, source: str, *, keys: list[str], args: list) -> Any:
     client = get_redis()
     if name not in _scripts:
         _scripts[name] = client.register_script(source)
@@ -83,4 +84,4 @@ def online_among(agent_ids: Iterable[int]) -> set[int]:
     if not ids:
         return set()
     found = _run("online", _ONLINE, keys=[AGENTS_KEY], args=[_stale_ms(), *ids])
-    return {int(pk) for pk in found}  # type: ignore[union-attr]
+    return {int(pk) for pk in found or ()}

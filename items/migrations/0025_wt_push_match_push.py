@@ -5,19 +5,27 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('items', '0024_reader_profile'),
+        ("items", "0024_reader_profile"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='agentclientsettings',
-            name='match_push',
-            field=models.BooleanField(default=True, help_text='Push `item.matched` when a new item matches the profile (docs/feed.md#match-push).'),
+            model_name="agentclientsettings",
+            name="match_push",
+            field=models.BooleanField(
+                default=True,
+                help_text="Push `item.matched` when a new item matches the profile (docs/feed.md#match-push).",
+            ),
         ),
         migrations.AddIndex(
-            model_name='readerprofile',
-            index=pgvector.django.indexes.HnswIndex(ef_construction=64, fields=['offers_embedding'], m=16, name='reader_offers_hnsw', opclasses=['vector_cosine_ops']),
+            model_name="readerprofile",
+            index=pgvector.django.indexes.HnswIndex(
+                ef_construction=64,
+                fields=["offers_embedding"],
+                m=16,
+                name="reader_offers_hnsw",
+                opclasses=["vector_cosine_ops"],
+            ),
         ),
     ]

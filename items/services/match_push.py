@@ -16,9 +16,10 @@ from pgvector.django import CosineDistance
 
 from eigenflux.base.redis import get_redis
 from items.feed_ranking import score_for_reader
-from items.models import Agent, ItemStatus, ProcessedItem, ReaderProfile
+from items.models import Agent, ProcessedItem, ReaderProfile
 from items.presence import online_among
 from items.ratelimit import Limit, RateLimitUnavailable, buckets_hit
+from items.selectors import visible_items
 from items.ws import agent_group, matched_message
 
 # The profile side a new item is read against (as the ranking's match signal reads it first): what is offered
@@ -37,11 +38,15 @@ class MatchTarget:
 
 
 def pushable_item(item_id: int) -> ProcessedItem | None:
-    """The completed item a push may be about: completed recently (MATCH_PUSH_MAX_AGE_MINUTES, so a backlog or a
-    new consumer group does not push old news), with an embedding and a broadcast type."""
+    """The item a push may be about: visible in the feed (completed, not expired), completed recently
+    (MATCH_PUSH_MAX_AGE_MINUTES, so a backlog or a new consumer group does not push old news), with an embedding
+    and a broadcast type, and not below FEED_MIN_QUALITY (a vague post, which the feed ranks after everything
+    else, is never worth interrupting anyone for)."""
     since = timezone.now() - timedelta(minutes=settings.MATCH_PUSH_MAX_AGE_MINUTES)
-    item = ProcessedItem.objects.filter(pk=item_id, status=ItemStatus.COMPLETED, processed_at__gte=since).first()
+    item: ProcessedItem | None = visible_items(None, None).filter(pk=item_id, processed_at__gte=since).first()
     if item is None or item.embedding is None or item.broadcast_type not in SIDE_BY_TYPE:
+        return None
+    if item.quality is not None and item.quality < settings.FEED_MIN_QUALITY:
         return None
     return item
 
@@ -95,7 +100,10 @@ def match_push_claim(*, agent_id: int, item_id: int) -> bool:
     if not get_redis().set(_sent_key(agent_id, item_id), "1", nx=True, ex=ttl):
         return False
     bucket = Limit(
-        name="match_push", key=f"matchpush:{{{agent_id}}}:bucket", limit=settings.MATCH_PUSH_PER_HOUR, window_seconds=3600
+        name="match_push",
+        key=f"matchpush:{{{agent_id}}}:bucket",
+        limit=settings.MATCH_PUSH_PER_HOUR,
+        window_seconds=3600,
     )
     return buckets_hit([bucket], fail_open=False).allowed
 

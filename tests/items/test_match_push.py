@@ -101,11 +101,12 @@ def test_a_redelivered_event_pushes_nothing_twice():
     assert push(created, event="another-delivery") == []
 
 
-def test_a_weak_match_or_an_old_item_is_not_pushed(settings):
+def test_a_weak_match_a_vague_post_or_an_old_item_is_not_pushed(settings):
     online(reader_with(seeks_vector=SEEKS))
     settings.MATCH_PUSH_THRESHOLD = 100.0
     assert push(matching_item()) == []
     settings.MATCH_PUSH_THRESHOLD = 0.0
+    assert push(matching_item(quality=0.3)) == []  # below FEED_MIN_QUALITY
     old = matching_item()
     ProcessedItem.objects.filter(pk=old.pk).update(processed_at=timezone.now() - timezone.timedelta(hours=2))
     assert push(old) == []
