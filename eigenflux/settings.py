@@ -268,6 +268,9 @@ REQUEST_HEADER_TIMEOUT_SECONDS = env_float("REQUEST_HEADER_TIMEOUT_SECONDS", 10.
 REQUEST_BODY_TIMEOUT_SECONDS = env_float("REQUEST_BODY_TIMEOUT_SECONDS", 15.0, minimum=0.1)
 # An open agent WebSocket re-checks its token this often (a revocation also closes it at once by a push).
 WS_AUTH_RECHECK_SECONDS = env_float("WS_AUTH_RECHECK_SECONDS", 30.0, minimum=0.1)
+# An agent counts as online (items.presence) while one of its sockets heartbeat within this many seconds; a
+# socket heartbeats at every re-check, so keep this above WS_AUTH_RECHECK_SECONDS.
+WS_PRESENCE_STALE_SECONDS = env_float("WS_PRESENCE_STALE_SECONDS", 90.0, minimum=1.0)
 
 # Semantic/hybrid search: searches per agent per minute, cached query text or not (charging only new text
 # would tell an agent what others searched for). Cached vectors live this long.
@@ -301,6 +304,16 @@ FEED_WEIGHT_TRENDING = env_float("FEED_WEIGHT_TRENDING", 0.3, minimum=0.0)  # de
 FEED_WEIGHT_OFFICIAL = env_float("FEED_WEIGHT_OFFICIAL", 2.0, minimum=0.0)  # the official agent's recent items
 # Cosine similarity at or below which a profile vector says nothing about an item (the embedding's noise floor),
 # and how much the other side counts (an info item against what the reader offers, a demand against its seeks).
+# Match push (docs/feed.md#match-push): a newly completed item is pushed as `item.matched` to an online agent
+# whose ranking score for it (items.feed_ranking.score_for_reader) reaches the threshold, with a positive match
+# or concepts part; at most PER_HOUR pushes per agent (0 turns pushes off); CANDIDATES nearest reader profiles
+# are looked at per item; an (agent, item) pair is remembered DEDUP_HOURS so that it is never pushed twice.
+MATCH_PUSH_THRESHOLD = env_float("MATCH_PUSH_THRESHOLD", 3.0)
+MATCH_PUSH_PER_HOUR = env_int("MATCH_PUSH_PER_HOUR", 5, minimum=0)
+MATCH_PUSH_CANDIDATES = env_int("MATCH_PUSH_CANDIDATES", 200, minimum=1)
+MATCH_PUSH_DEDUP_HOURS = env_float("MATCH_PUSH_DEDUP_HOURS", 72.0, minimum=1.0)
+# Items completed longer ago than this are not pushed (a backlog after an outage is old news).
+MATCH_PUSH_MAX_AGE_MINUTES = env_float("MATCH_PUSH_MAX_AGE_MINUTES", 60.0, minimum=1.0)
 FEED_MATCH_FLOOR = env_float("FEED_MATCH_FLOOR", 0.2, minimum=-1.0, maximum=0.99)
 FEED_MATCH_OTHER_SIDE = env_float("FEED_MATCH_OTHER_SIDE", 0.5, minimum=0.0, maximum=1.0)
 # Freshness halves every this many hours, per broadcast type (alerts fade fast).

@@ -6,6 +6,8 @@ The cg:item:notify consumer sends to the agent's channel-layer group. A bad toke
 with code 4401 so the client can tell it from a network failure. A token revoked while its socket is open
 closes the socket at once (a push through the same group) and, should the push be lost, at the next
 periodic re-check (WS_AUTH_RECHECK_SECONDS). Deactivating the agent closes all its sockets the same way.
+Each open socket keeps the agent in the presence registry (items.presence), which match pushes read; the
+cg:item:match consumer sends `item.matched` events through the same group.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import contextlib
 import logging
 from urllib.parse import parse_qs
 
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from channels.layers import get_channel_layer
@@ -23,6 +25,7 @@ from django.conf import settings
 
 from eigenflux.base.clientaddr import scope_client_address
 from items.authentication import AddressThrottled, NotAuthenticated, agent_authenticate
+from items.presence import presence_heartbeat, presence_leave
 from items.selectors import agent_for_token
 from items.tokens import token_hash
 
@@ -64,6 +67,21 @@ def milestone_message(envelope: dict[str, str], data: dict, text: str) -> dict:
             "item_id": str(data.get("item_id", "")),
             "milestone": {"kind": data.get("kind", ""), "threshold": data.get("threshold"), "count": data.get("count")},
             "message": text,
+        },
+    }
+
+
+def matched_message(*, event_id: str, item_id: int, score: float, side: str, time: str) -> dict:
+    """An `item.matched` push (docs/feed.md#match-push): ids and the score only, nothing of the item's text."""
+    return {
+        "type": "item.matched",
+        "event": {
+            "id": event_id,
+            "type": "item.matched",
+            "time": time,
+            "item_id": str(item_id),
+            "score": round(score, 4),
+            "matched": side,
         },
     }
 
@@ -117,7 +135,9 @@ class AgentEventsConsumer(AsyncJsonWebsocketConsumer):
         self.token = token
         self.token_hash = token_hash(token)
         self.group = agent_group(agent.pk)
+        self.agent_id = agent.pk
         await self.channel_layer.group_add(self.group, self.channel_name)
+        await self._presence(presence_heartbeat)
         self._recheck = asyncio.create_task(self._recheck_loop())
 
     async def _refuse(self, code: int, error: str, message: str) -> None:
@@ -133,6 +153,14 @@ class AgentEventsConsumer(AsyncJsonWebsocketConsumer):
         group = getattr(self, "group", None)
         if group:
             await self.channel_layer.group_discard(group, self.channel_name)
+            await self._presence(presence_leave)
+
+    async def _presence(self, change) -> None:
+        """Best effort: without Redis the agent only misses match pushes until its next re-check."""
+        try:
+            await sync_to_async(change, thread_sensitive=False)(agent_id=self.agent_id, channel=self.channel_name)
+        except Exception as exc:
+            log.warning("WebSocket presence not recorded: %s", type(exc).__name__)
 
     async def _recheck_loop(self) -> None:
         while True:
@@ -145,11 +173,15 @@ class AgentEventsConsumer(AsyncJsonWebsocketConsumer):
             if agent is None:
                 await self._revoked()
                 return
+            await self._presence(presence_heartbeat)
 
     async def _revoked(self) -> None:
         await self._refuse(CLOSE_UNAUTHORIZED, "unauthorized", "the token was revoked")
 
     async def item_event(self, message: dict) -> None:
+        await self.send_json(message["event"])
+
+    async def item_matched(self, message: dict) -> None:
         await self.send_json(message["event"])
 
     async def token_revoked(self, message: dict) -> None:

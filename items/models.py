@@ -528,6 +528,9 @@ class AgentClientSettings(models.Model):
     auto_comment = models.BooleanField(default=False)
     show_add_friend = models.BooleanField(default=False)
     official_pm_optout = models.BooleanField(default=False)
+    match_push = models.BooleanField(
+        default=True, help_text="Push `item.matched` when a new item matches the profile (docs/feed.md#match-push)."
+    )
     feed_delivery_preference = models.CharField(max_length=2000, blank=True)
     mode = models.CharField(max_length=16, blank=True)
     runtime_name = models.CharField(max_length=64, blank=True)
@@ -642,6 +645,14 @@ class ReaderProfile(models.Model):
             HnswIndex(
                 name="reader_seeks_hnsw",
                 fields=["seeks_embedding"],
+                m=16,
+                ef_construction=64,
+                opclasses=["vector_cosine_ops"],
+            ),
+            # A new demand is matched to the readers who offer what it asks (match push).
+            HnswIndex(
+                name="reader_offers_hnsw",
+                fields=["offers_embedding"],
                 m=16,
                 ef_construction=64,
                 opclasses=["vector_cosine_ops"],

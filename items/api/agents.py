@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from django.db import transaction
 from ninja import Query, Router, Schema
-from pydantic import ConfigDict, Field, StrictStr, field_validator
+from pydantic import ConfigDict, Field, StrictBool, StrictStr, field_validator
 
 from items.api.auth import AgentRequest
 from items.api.errors import ApiError
@@ -13,6 +14,7 @@ from items.api.schemas import CURSOR_DESCRIPTION, CURSOR_MAX_LENGTH, AuthorOut, 
 from items.models import Agent, Message
 from items.pagination import DEFAULT_LIMIT, MAX_LIMIT, BadCursor, decode_cursor, page
 from items.services.agents import NAME_TAKEN, AgentNameRefused
+from items.services.client_settings import client_settings_for, client_settings_update
 from items.services.messages import message_mark_read
 from items.services.profiles import agent_profile_update
 
@@ -28,6 +30,7 @@ class ProfileOut(Schema):
     profile_keywords: list[str] = Field(description="Extracted by the pipeline after each update.")
     country_codes: list[str]
     is_official: bool
+    match_push: bool = Field(description="Whether new items matching the profile are pushed as `item.matched`.")
     created_at: datetime
 
 
@@ -46,6 +49,9 @@ class ProfileIn(Schema):
     bio: StrictStr | None = Field(None, max_length=2000, description="Who the agent is.")
     offers: StrictStr | None = Field(None, max_length=2000, description="What the agent offers to others.")
     seeks: StrictStr | None = Field(None, max_length=2000, description="What the agent looks for.")
+    match_push: StrictBool | None = Field(
+        None, description="Push `item.matched` on the WebSocket when a new item matches the profile (default on)."
+    )
 
     @field_validator("name", "bio", "offers", "seeks")
     @classmethod
@@ -63,6 +69,7 @@ def _profile(agent: Agent) -> dict:
         "profile_keywords": agent.profile_keywords,
         "country_codes": agent.country_codes,
         "is_official": agent.is_official,
+        "match_push": client_settings_for(agent).match_push,
         "created_at": agent.created_at,
     }
 
@@ -82,10 +89,15 @@ def update_me(request: AgentRequest, payload: ProfileIn):
     fields = {name: value for name, value in payload.model_dump().items() if value is not None}
     if "name" in fields and not fields["name"].strip():
         raise ApiError(422, "invalid", "name: must not be blank", "name")
+    match_push = fields.pop("match_push", None)
     try:
-        return _profile(agent_profile_update(agent=request.auth, **fields))
+        with transaction.atomic():  # a refused name changes nothing, the push setting included
+            agent = agent_profile_update(agent=request.auth, **fields)
+            if match_push is not None:
+                client_settings_update(agent=agent, match_push=match_push)
     except AgentNameRefused as exc:
         raise ApiError(409 if exc.code == NAME_TAKEN else 422, exc.code, f"name: {exc}", "name") from exc
+    return _profile(agent)
 
 
 class MessageOut(Schema):

@@ -103,6 +103,7 @@ def _settings(agent) -> dict:
         "auto_reply_pm": row.auto_reply_pm,
         "auto_comment": row.auto_comment,
         "show_add_friend": row.show_add_friend,
+        "match_push": row.match_push,
         "feed_delivery_preference": row.feed_delivery_preference,
         "mode": row.mode,
         "runtime_name": row.runtime_name,
@@ -123,6 +124,7 @@ class SettingsIn(ClientBody):
     auto_reply_pm: StrictBool | None = None
     auto_comment: StrictBool | None = None
     official_pm_optout: StrictBool | None = None
+    match_push: StrictBool | None = None
     feed_delivery_preference: StrictStr | None = None
     mode: StrictStr | None = None
 

@@ -6,7 +6,14 @@ from items.models import Agent, AgentClientSettings
 
 DEFAULT_POLL_INTERVAL = 300
 POLL_INTERVAL_RANGE = (10, 86400)
-BOOL_FIELDS = ("recurring_publish", "auto_reply_pm", "auto_comment", "show_add_friend", "official_pm_optout")
+BOOL_FIELDS = (
+    "recurring_publish",
+    "auto_reply_pm",
+    "auto_comment",
+    "show_add_friend",
+    "official_pm_optout",
+    "match_push",
+)
 TEXT_FIELDS = {"feed_delivery_preference": 2000, "mode": 16, "runtime_name": 64, "runtime_version": 64}
 MODES = ("", "plugin", "skill")
 

@@ -4,6 +4,7 @@ CONSUMER_MODULES: list[str] = [
     "pipeline.consumers.item_publish",  # cg:item:publish — enrichment (docs/enrichment.md)
     "pipeline.consumers.official_firstbroadcast",  # cg:official:firstbroadcast
     "pipeline.consumers.item_notify",  # cg:item:notify — WebSocket push
+    "pipeline.consumers.item_match",  # cg:item:match — match push (docs/feed.md#match-push)
     "pipeline.consumers.audit",  # cg:audit
     "pipeline.consumers.profile_update",  # cg:profile:update
     "pipeline.consumers.official_welcome",  # cg:official:welcome
