@@ -24,10 +24,13 @@ from items.feed import feed_invalidate_on_commit
 from items.models import DecisionStage, ItemStatus, ModerationDecision, ProcessedItem, PublicReason, RawItem
 from items.outbox import outbox_event_create
 from items.selectors import exact_duplicate_of
-from items.services.item_states import outcome, unclaimed
+from items.services.item_states import embedding_indexed, outcome, unclaimed
 from items.textsearch import search_vector_params, search_vector_sql
 
 CHECKPOINTS = (ItemStatus.COMPLETED, ItemStatus.DISCARDED, ItemStatus.DELETED, ItemStatus.REVIEW)
+CHECKPOINT_FIELDS = frozenset(
+    {"pending_embedding", "safety_passed_at", "safety_risk", "extraction", "analyzer", "suggestion", "suggested_at"}
+)
 
 
 class Claim(enum.StrEnum):
@@ -135,14 +138,13 @@ def item_checkpoint(
     also: Callable[[], None] | None = None,
     **fields: object,
 ) -> bool:
-    """Store an intermediate result (embedding, safety pass, extraction, suggestion) so a retry reuses it, with
+    """Store an intermediate result (pending embedding, safety pass, extraction, suggestion) so a retry reuses it, with
     the decisions made since the last write (in the order they were made).
 
     `lease_seconds` extends the claim in the same update (a model call just finished: no separate write);
     `also` runs inside the same transaction (the caller's rows that belong with this checkpoint)."""
-    allowed = {"embedding", "safety_passed_at", "safety_risk", "extraction", "analyzer", "suggestion", "suggested_at"}
-    if not set(fields) <= allowed:
-        raise ValueError(f"not a checkpoint field: {sorted(set(fields) - allowed)}")
+    if not set(fields) <= CHECKPOINT_FIELDS:
+        raise ValueError(f"not a checkpoint field: {sorted(set(fields) - CHECKPOINT_FIELDS)}")
     now = timezone.now()
     if lease_seconds is not None:
         fields_to_write = {**fields, "lease_expires_at": now + timedelta(seconds=lease_seconds)}
@@ -320,9 +322,11 @@ def _finish(
         if also is not None:
             also()  # first: the caller's rows are written even when the item is no longer ours
         values: dict[str, Any] = {**outcome(status=status, now=now), **fields}
-        expressions = None
+        expressions: dict[str, tuple[str, list[Any]]] = {}
         if isinstance(values.get("search_vector"), tuple):  # (SQL, parameters): computed by PostgreSQL
-            expressions = {"search_vector": values.pop("search_vector")}
+            expressions["search_vector"] = values.pop("search_vector")
+        if status == ItemStatus.COMPLETED:
+            expressions.update(embedding_indexed())  # into the HNSW graphs, in the update that completes the item
         updated = _mine(item, token, values, expressions)
         if not updated:
             return False  # deleted meanwhile, or the claim was taken over: commit nothing
@@ -345,6 +349,8 @@ def _finish(
         if status == ItemStatus.COMPLETED:
             feed_invalidate_on_commit()
     item.status = status
+    if status == ItemStatus.COMPLETED and item.pending_embedding is not None:
+        item.embedding, item.pending_embedding = item.pending_embedding, None
     return True
 
 
@@ -384,9 +390,11 @@ def parse_expire_time(value: str, *, now: datetime | None = None) -> datetime | 
 
 
 def item_embeddings_store(*, vectors: dict[int, list[float]]) -> int:
-    """Replace stored embeddings (a new embedding model: `manage.py reembed_items`); returns how many rows changed.
-    Only the vector changes; status, groups and every other field stay as they are."""
+    """Replace stored embeddings (a new embedding model: `manage.py reembed_items`), indexed or pending; returns how
+    many rows changed. Only the vectors change; status, groups and every other field stay as they are."""
     changed = 0
     for item_id, vector in vectors.items():
-        changed += ProcessedItem.objects.filter(pk=item_id, embedding__isnull=False).update(embedding=vector)
+        row = ProcessedItem.objects.filter(pk=item_id)
+        indexed = row.filter(embedding__isnull=False).update(embedding=vector)
+        changed += bool(indexed | row.filter(pending_embedding__isnull=False).update(pending_embedding=vector))
     return changed
