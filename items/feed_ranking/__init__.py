@@ -16,7 +16,6 @@ from items.feed_ranking.signals import SIGNALS, ReaderContext, Scored, score_ite
 from items.models import Agent, ProcessedItem
 from items.selectors import with_raw
 
-
 __all__ = ["SIGNALS", "RankedItem", "rank_feed", "score_for_reader"]
 
 
