@@ -56,8 +56,8 @@ django.setup()
 from django.conf import settings  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.test import Client  # noqa: E402
-
 from eigenflux.redis import get_redis  # noqa: E402
+
 from items.models import ProcessedItem  # noqa: E402
 from items.services.agents import agent_create, agent_token_create  # noqa: E402
 from pipeline.consumers.item_publish import ItemPublishConsumer  # noqa: E402

@@ -5,15 +5,14 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('items', '0024_reader_profile'),
+        ("items", "0024_reader_profile"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='processeditem',
-            name='pending_embedding',
+            model_name="processeditem",
+            name="pending_embedding",
             field=pgvector.django.vector.VectorField(blank=True, dimensions=384, null=True),
         ),
     ]

@@ -7,7 +7,6 @@ commits nothing. Terminal writes add the ModerationDecisions and the outcome eve
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -24,20 +23,16 @@ from items.feed import feed_invalidate_on_commit
 from items.models import DecisionStage, ItemStatus, ModerationDecision, ProcessedItem, PublicReason, RawItem
 from items.outbox import outbox_event_create
 from items.selectors import exact_duplicate_of
+from items.services.item_claim import CHECKPOINTS as CHECKPOINTS  # re-exported: callers import them from here
+from items.services.item_claim import Claim as Claim
+from items.services.item_claim import claim_token as claim_token
+from items.services.item_claim import item_claim as item_claim
 from items.services.item_states import embedding_indexed, outcome, unclaimed
 from items.textsearch import search_vector_params, search_vector_sql
 
-CHECKPOINTS = (ItemStatus.COMPLETED, ItemStatus.DISCARDED, ItemStatus.DELETED, ItemStatus.REVIEW)
 CHECKPOINT_FIELDS = frozenset(
     {"pending_embedding", "safety_passed_at", "safety_risk", "extraction", "analyzer", "suggestion", "suggested_at"}
 )
-
-
-class Claim(enum.StrEnum):
-    CLAIMED = "claimed"
-    CHECKPOINT = "checkpoint"  # completed / discarded / deleted / review: nothing to do
-    BUSY = "busy"  # another live claim holds it
-    MISSING = "missing"
 
 
 @dataclass(frozen=True)
@@ -61,65 +56,6 @@ class Cause:
     correlation_id: str
     traceparent: str
     replay: bool = False
-
-
-def claim_token(*, message_id: str, holder: str) -> str:
-    """Claims are held by a stream entry *and* a holder (process), so a holder that lost the entry to a
-    reclaim can no longer write, while the reclaimer takes the item over at once."""
-    return f"{message_id}@{holder}"
-
-
-_CLAIM_SQL: str | None = None
-
-
-def _claim_sql() -> str:
-    """One statement: take the item if claimable and return it, with its raw item, as it is after the update."""
-    global _CLAIM_SQL
-    if _CLAIM_SQL is None:
-        qn = connection.ops.quote_name
-        processed, raw = ProcessedItem._meta, RawItem._meta
-        raw_columns = ", ".join(f"r.{qn(f.column)} AS {qn('raw__' + f.attname)}" for f in raw.concrete_fields)
-        _CLAIM_SQL = (
-            f"WITH claimed AS (UPDATE {qn(processed.db_table)} AS p SET status = %(processing)s, "  # noqa: S608
-            "claimed_by = %(token)s, lease_expires_at = %(lease)s, attempts = p.attempts + 1, updated_at = %(now)s "
-            f"WHERE p.{qn(processed.pk.column)} = %(id)s AND (p.status = ANY(%(open)s) OR (p.status = %(processing)s "
-            "AND (p.lease_expires_at < %(now)s OR p.claimed_by LIKE %(mine)s))) RETURNING p.*) "
-            f"SELECT claimed.*, {raw_columns} FROM claimed "
-            f"JOIN {qn(raw.db_table)} AS r ON r.{qn(raw.pk.column)} = claimed.{qn(processed.pk.column)}"
-        )
-    return _CLAIM_SQL
-
-
-def item_claim(*, item_id: int, token: str, lease_seconds: float) -> tuple[Claim, ProcessedItem | None]:
-    """Atomically take the item for enrichment: pending/failed, an expired claim, or a claim held for the
-    same stream entry (which this consumer now owns: the previous owner crashed or lost its lease).
-
-    The common case is one statement (UPDATE … RETURNING, with the raw item joined); only an item that could
-    not be claimed is read again to say why."""
-    now = timezone.now()
-    message_id = token.split("@", 1)[0]
-    escaped = message_id.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    params = {
-        "processing": ItemStatus.PROCESSING,
-        "open": [ItemStatus.PENDING, ItemStatus.FAILED],
-        "token": token,
-        "lease": now + timedelta(seconds=lease_seconds),
-        "now": now,
-        "id": item_id,
-        "mine": f"{escaped}@%",
-    }
-    claimed = list(ProcessedItem.objects.raw(_claim_sql(), params))
-    if claimed:
-        item = claimed[0]
-        names = [f.attname for f in RawItem._meta.concrete_fields]
-        item.raw = RawItem.from_db(connection.alias, names, [getattr(item, f"raw__{name}") for name in names])
-        return Claim.CLAIMED, item
-    item = ProcessedItem.objects.select_related("raw").filter(pk=item_id).first()
-    if item is None:
-        return Claim.MISSING, None
-    if item.status in CHECKPOINTS:
-        return Claim.CHECKPOINT, item
-    return Claim.BUSY, item
 
 
 def _mine(item: ProcessedItem, token: str, values: dict[str, Any], expressions: dict | None = None) -> int:
