@@ -178,7 +178,13 @@ class ProcessedItem(models.Model):
     expire_time = models.DateTimeField(null=True, blank=True)
     suggestion = models.TextField(blank=True)
     group_id = models.BigIntegerField(null=True, blank=True, help_text="Id of the first item of the group.")
+    # The vector of a completed item (or one completed before and sent back since): what the HNSW graphs hold.
     embedding = VectorField(dimensions=settings.EMBEDDING_DIMENSIONS, null=True, blank=True)
+    # The enrichment's embedding checkpoint, in a column no index covers: written mid-run, it costs no HNSW insert
+    # (a graph entry the completion's new row version would replace at once) and leaves the row free for a HOT
+    # update. The completion moves it into `embedding`; a discarded, failed or held item keeps it here, so a
+    # requeue or an approval still pays for no embedding twice (docs/performance.md).
+    pending_embedding = VectorField(dimensions=settings.EMBEDDING_DIMENSIONS, null=True, blank=True)
     analyzer = models.CharField(max_length=100, blank=True, help_text="Model name, or 'local'.")
     attempts = models.PositiveIntegerField(default=0)
     last_error = models.TextField(blank=True)

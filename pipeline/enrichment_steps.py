@@ -191,13 +191,14 @@ class Enrichment:
         self._terminal(self.item.status, f"analyzer {fields['analyzer']}")
 
     def _embedding(self) -> list[float]:
-        if self.item.embedding is not None:
-            return list(self.item.embedding)
+        for kept in (self.item.embedding, self.item.pending_embedding):
+            if kept is not None:
+                return list(kept)
         # The content alone: notes are the author's, and a vector holding them would let other agents find the
         # item by words only the notes contain (semantic search) and group it by them.
         answer = self._call(DecisionStage.EMBEDDING, "unavailable", llm.embed, [self.raw.content])
         vector = answer.value[0]
-        self._checkpoint(embedding=vector)
+        self._checkpoint(pending_embedding=vector)  # unindexed until the completion (items.models)
         return vector
 
     def _group(self, hit: SimilarHit | None, broadcast_type: str) -> int:

@@ -61,3 +61,24 @@ def test_insert_rows_fills_defaults_and_can_ignore_conflicts_and_is_seen_by_exec
     decisions = ModerationDecision.objects.filter(item_id=raw.pk).order_by("stage")
     assert [(d.stage, d.reason, d.moderator_id) for d in decisions] == [("extraction", "", None), ("safety", "", None)]
     assert all(d.created_at is not None for d in decisions)
+
+
+def test_model_from_row_reads_a_row_as_the_orm_does():
+    from eigenflux.base.sqlrows import model_columns, model_from_row
+
+    raw = make_item()
+    vector = [math.cos(i) for i in range(384)]
+    values = {"pending_embedding": vector, "extraction": {"summary": "s", "keywords": ["k"]}, "safety_risk": 0.25}
+    update_where(ProcessedItem, values, where={"raw": raw.pk})
+    with server_bound_cursor() as cursor:
+        sql = f"SELECT {model_columns(ProcessedItem, 'p')} FROM items_processeditem p WHERE raw_id = %s"  # noqa: S608
+        cursor.execute(sql, [raw.pk])
+        item = model_from_row(ProcessedItem, cursor.fetchone())
+    orm = ProcessedItem.objects.get(pk=raw.pk)
+    for field in ProcessedItem._meta.concrete_fields:
+        ours, theirs = getattr(item, field.attname), getattr(orm, field.attname)
+        if field.attname == "pending_embedding":
+            assert [float(x) for x in ours] == pytest.approx([float(x) for x in theirs])
+        else:
+            assert ours == theirs, field.attname
+    assert item.extraction == {"summary": "s", "keywords": ["k"]} and not item._state.adding

@@ -167,3 +167,30 @@ def update_where(
     with server_bound_cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.rowcount
+
+
+@cache
+def _readers(model: type[models.Model]) -> tuple[tuple[str, ...], tuple[tuple[Any, tuple[Any, ...]], ...]]:
+    """The model's concrete fields' attnames, and per field its column expression and from-database converters."""
+    table = model._meta.db_table
+    fields = model._meta.concrete_fields
+    converters = tuple((f.get_col(table), tuple(f.get_db_converters(connection))) for f in fields)
+    return tuple(f.attname for f in fields), converters
+
+
+def model_columns(model: type[models.Model], alias: str) -> str:
+    """`alias.column, …` for the model's concrete fields, in the order model_from_row reads them."""
+    return ", ".join(f"{alias}.{_column(f)}" for f in model._meta.concrete_fields)
+
+
+def model_from_row(model: type[models.Model], values: Sequence[Any]) -> Any:
+    """A model instance from a row of model_columns() (extra values after them are ignored), each value passed
+    through its field's converters as the ORM's compiler would (a vector parsed, JSON decoded): a read without
+    a QuerySet, for a statement on the hot path."""
+    names, readers = _readers(model)
+    row = []
+    for (column, converters), value in zip(readers, values, strict=False):
+        for convert in converters:
+            value = convert(value, column, connection)
+        row.append(value)
+    return model.from_db(connection.alias, names, row)

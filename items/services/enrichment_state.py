@@ -7,7 +7,6 @@ commits nothing. Terminal writes add the ModerationDecisions and the outcome eve
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -24,17 +23,16 @@ from items.feed import feed_invalidate_on_commit
 from items.models import DecisionStage, ItemStatus, ModerationDecision, ProcessedItem, PublicReason, RawItem
 from items.outbox import outbox_event_create
 from items.selectors import exact_duplicate_of
-from items.services.item_states import outcome, unclaimed
+from items.services.item_claim import CHECKPOINTS as CHECKPOINTS  # re-exported: callers import them from here
+from items.services.item_claim import Claim as Claim
+from items.services.item_claim import claim_token as claim_token
+from items.services.item_claim import item_claim as item_claim
+from items.services.item_states import embedding_indexed, outcome, unclaimed
 from items.textsearch import search_vector_params, search_vector_sql
 
-CHECKPOINTS = (ItemStatus.COMPLETED, ItemStatus.DISCARDED, ItemStatus.DELETED, ItemStatus.REVIEW)
-
-
-class Claim(enum.StrEnum):
-    CLAIMED = "claimed"
-    CHECKPOINT = "checkpoint"  # completed / discarded / deleted / review: nothing to do
-    BUSY = "busy"  # another live claim holds it
-    MISSING = "missing"
+CHECKPOINT_FIELDS = frozenset(
+    {"pending_embedding", "safety_passed_at", "safety_risk", "extraction", "analyzer", "suggestion", "suggested_at"}
+)
 
 
 @dataclass(frozen=True)
@@ -60,66 +58,6 @@ class Cause:
     replay: bool = False
 
 
-def claim_token(*, message_id: str, holder: str) -> str:
-    """Claims are held by a stream entry *and* a holder (process), so a holder that lost the entry to a
-    reclaim can no longer write, while the reclaimer takes the item over at once."""
-    return f"{message_id}@{holder}"
-
-
-_CLAIM_SQL: str | None = None
-
-
-def _claim_sql() -> str:
-    """One statement: take the item if claimable and return it, with its raw item, as it is after the update."""
-    global _CLAIM_SQL
-    if _CLAIM_SQL is None:
-        qn: Callable[..., str] = connection.ops.quote_name  # a concrete field's column is never None
-        processed, raw = ProcessedItem._meta, RawItem._meta
-        raw_columns = ", ".join(f"r.{qn(f.column)} AS {qn('raw__' + f.attname)}" for f in raw.concrete_fields)
-        _CLAIM_SQL = (
-            f"WITH claimed AS (UPDATE {qn(processed.db_table)} AS p SET status = %(processing)s, "  # noqa: S608
-            "claimed_by = %(token)s, lease_expires_at = %(lease)s, attempts = p.attempts + 1, updated_at = %(now)s "
-            f"WHERE p.{qn(processed.pk.column)} = %(id)s AND (p.status = ANY(%(open)s) OR (p.status = %(processing)s "
-            "AND (p.lease_expires_at < %(now)s OR p.claimed_by LIKE %(mine)s))) RETURNING p.*) "
-            f"SELECT claimed.*, {raw_columns} FROM claimed "
-            f"JOIN {qn(raw.db_table)} AS r ON r.{qn(raw.pk.column)} = claimed.{qn(processed.pk.column)}"
-        )
-    return _CLAIM_SQL
-
-
-def item_claim(*, item_id: int, token: str, lease_seconds: float) -> tuple[Claim, ProcessedItem | None]:
-    """Atomically take the item for enrichment: pending/failed, an expired claim, or a claim held for the
-    same stream entry (which this consumer now owns: the previous owner crashed or lost its lease).
-
-    The common case is one statement (UPDATE … RETURNING, with the raw item joined); only an item that could
-    not be claimed is read again to say why."""
-    now = timezone.now()
-    message_id = token.split("@", 1)[0]
-    escaped = message_id.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    params = {
-        "processing": ItemStatus.PROCESSING,
-        "open": [ItemStatus.PENDING, ItemStatus.FAILED],
-        "token": token,
-        "lease": now + timedelta(seconds=lease_seconds),
-        "now": now,
-        "id": item_id,
-        "mine": f"{escaped}@%",
-    }
-    item: ProcessedItem | None
-    claimed = list(ProcessedItem.objects.raw(_claim_sql(), params))
-    if claimed:
-        item = claimed[0]
-        names = [f.attname for f in RawItem._meta.concrete_fields]
-        item.raw = RawItem.from_db(connection.alias, names, [getattr(item, f"raw__{name}") for name in names])
-        return Claim.CLAIMED, item
-    item = ProcessedItem.objects.select_related("raw").filter(pk=item_id).first()
-    if item is None:
-        return Claim.MISSING, None
-    if item.status in CHECKPOINTS:
-        return Claim.CHECKPOINT, item
-    return Claim.BUSY, item
-
-
 def _mine(item: ProcessedItem, token: str, values: dict[str, Any], expressions: dict | None = None) -> int:
     """Update the item while this claim holds it (processing, claimed by `token`); the rows changed (0 or 1).
     One prepared-shape statement (eigenflux.base.sqlrows): this runs five times per enriched item."""
@@ -136,14 +74,13 @@ def item_checkpoint(
     also: Callable[[], None] | None = None,
     **fields: object,
 ) -> bool:
-    """Store an intermediate result (embedding, safety pass, extraction, suggestion) so a retry reuses it, with
+    """Store an intermediate result (pending embedding, safety pass, extraction, suggestion) so a retry reuses it, with
     the decisions made since the last write (in the order they were made).
 
     `lease_seconds` extends the claim in the same update (a model call just finished: no separate write);
     `also` runs inside the same transaction (the caller's rows that belong with this checkpoint)."""
-    allowed = {"embedding", "safety_passed_at", "safety_risk", "extraction", "analyzer", "suggestion", "suggested_at"}
-    if not set(fields) <= allowed:
-        raise ValueError(f"not a checkpoint field: {sorted(set(fields) - allowed)}")
+    if not set(fields) <= CHECKPOINT_FIELDS:
+        raise ValueError(f"not a checkpoint field: {sorted(set(fields) - CHECKPOINT_FIELDS)}")
     now = timezone.now()
     if lease_seconds is not None:
         fields_to_write = {**fields, "lease_expires_at": now + timedelta(seconds=lease_seconds)}
@@ -321,9 +258,11 @@ def _finish(
         if also is not None:
             also()  # first: the caller's rows are written even when the item is no longer ours
         values: dict[str, Any] = {**outcome(status=status, now=now), **fields}
-        expressions = None
+        expressions: dict[str, tuple[str, list[Any]]] = {}
         if isinstance(values.get("search_vector"), tuple):  # (SQL, parameters): computed by PostgreSQL
-            expressions = {"search_vector": values.pop("search_vector")}
+            expressions["search_vector"] = values.pop("search_vector")
+        if status == ItemStatus.COMPLETED:
+            expressions.update(embedding_indexed())  # into the HNSW graphs, in the update that completes the item
         updated = _mine(item, token, values, expressions)
         if not updated:
             return False  # deleted meanwhile, or the claim was taken over: commit nothing
@@ -346,6 +285,8 @@ def _finish(
         if status == ItemStatus.COMPLETED:
             feed_invalidate_on_commit()
     item.status = status
+    if status == ItemStatus.COMPLETED and item.pending_embedding is not None:
+        item.embedding, item.pending_embedding = item.pending_embedding, None
     return True
 
 
@@ -385,9 +326,11 @@ def parse_expire_time(value: str, *, now: datetime | None = None) -> datetime | 
 
 
 def item_embeddings_store(*, vectors: dict[int, list[float]]) -> int:
-    """Replace stored embeddings (a new embedding model: `manage.py reembed_items`); returns how many rows changed.
-    Only the vector changes; status, groups and every other field stay as they are."""
+    """Replace stored embeddings (a new embedding model: `manage.py reembed_items`), indexed or pending; returns how
+    many rows changed. Only the vectors change; status, groups and every other field stay as they are."""
     changed = 0
     for item_id, vector in vectors.items():
-        changed += ProcessedItem.objects.filter(pk=item_id, embedding__isnull=False).update(embedding=vector)
+        row = ProcessedItem.objects.filter(pk=item_id)
+        indexed = row.filter(embedding__isnull=False).update(embedding=vector)
+        changed += bool(indexed | row.filter(pending_embedding__isnull=False).update(pending_embedding=vector))
     return changed

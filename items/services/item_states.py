@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db.models import F, Subquery
+from django.db.models.functions import Coalesce
 
 from items.models import ItemStatus, ProcessedItem, PublicReason
 
@@ -47,6 +48,21 @@ def without_judgements() -> dict[str, Any]:
     whose change `manage.py reembed_items` applies to every stored vector; asking again would pay for the same
     vector (docs/admin.md#moderating-items)."""
     return {"safety_passed_at": None, "safety_risk": None, "extraction": None, "suggestion": "", "suggested_at": None}
+
+
+def embedding_indexed() -> dict[str, Any]:
+    """What completing an item does to its vectors: the embedding checkpoint (`pending_embedding`, unindexed)
+    moves into `embedding`, the column the HNSW graphs index; an item completed before keeps its own. SQL text
+    for the pipeline's prepared-shape update (eigenflux.base.sqlrows.update_where's `expressions`)."""
+    return {
+        "embedding": ('COALESCE("pending_embedding", "embedding")', []),
+        "pending_embedding": ("NULL", []),
+    }
+
+
+def embedding_indexed_orm() -> dict[str, Any]:
+    """embedding_indexed() as QuerySet.update() arguments, for a moderator's approval."""
+    return {"embedding": Coalesce(F("pending_embedding"), F("embedding")), "pending_embedding": None}
 
 
 def outcome(*, status: str, now: datetime) -> dict[str, Any]:

@@ -29,7 +29,15 @@ from items.models import (
     PublicReason,
 )
 from items.outbox import outbox_event_create
-from items.services.item_states import back_to_pending, new_run, outcome, run_of, unclaimed, without_judgements
+from items.services.item_states import (
+    back_to_pending,
+    embedding_indexed_orm,
+    new_run,
+    outcome,
+    run_of,
+    unclaimed,
+    without_judgements,
+)
 from items.textsearch import search_vector
 
 # Which states each action starts from. Pending and processing items are the pipeline's: requeueing or
@@ -157,6 +165,7 @@ def item_approve(*, item: ProcessedItem, moderator: User, note: str = "") -> Pro
             search = search_vector(summary=current.summary, keywords=current.keywords, content=current.raw.content)
             ProcessedItem.objects.filter(pk=item.pk).update(
                 **unclaimed(),
+                **embedding_indexed_orm(),
                 status=ItemStatus.COMPLETED,
                 reason=PublicReason.NONE,
                 duplicate_of=None,
@@ -211,7 +220,12 @@ def item_review_approve(*, item: ProcessedItem, moderator: User, note: str = "")
             content=current.raw.content if current else "",
         )
         updated = ProcessedItem.objects.filter(pk=item.pk, status=ItemStatus.REVIEW).update(
-            **unclaimed(), status=ItemStatus.COMPLETED, search_vector=search, processed_at=now, updated_at=now
+            **unclaimed(),
+            **embedding_indexed_orm(),
+            status=ItemStatus.COMPLETED,
+            search_vector=search,
+            processed_at=now,
+            updated_at=now,
         )
         if not updated:
             raise _refuse("approve", item.pk, (ItemStatus.REVIEW,))

@@ -70,7 +70,8 @@ def test_a_requeued_failed_item_pays_for_no_embedding_again(enrich, fake_llm, cl
     fake_llm.set_default("process_item", "No JSON here, sorry.")  # every extraction is invalid: retries run out
     enrich()
     item = ProcessedItem.objects.get(pk=raw.pk)
-    assert item.status == ItemStatus.FAILED and item.embedding is not None
+    # The embedding checkpoint is kept, outside the HNSW graphs (no index entry for an item no reader sees).
+    assert item.status == ItemStatus.FAILED and item.pending_embedding is not None and item.embedding is None
     assert (fake_llm.count("embed"), fake_llm.count("process_item")) == (1, 3)
 
     # Through the admin's item action (a superuser: the flushed test database has no `moderators` group).
@@ -86,6 +87,7 @@ def test_a_requeued_failed_item_pays_for_no_embedding_again(enrich, fake_llm, cl
 
     item.refresh_from_db()
     assert item.status == ItemStatus.COMPLETED
+    assert item.embedding is not None and item.pending_embedding is None  # moved into the indexed column
     assert fake_llm.count("embed") == 1  # the stored embedding was reused: no new embedding request
     assert (fake_llm.count("safety"), fake_llm.count("process_item")) == (2, 4)  # the judgements asked again
     run_1 = item.decisions.filter(run=1, actor="pipeline", verdict="pass").values_list("stage", flat=True)

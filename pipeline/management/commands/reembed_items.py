@@ -9,6 +9,7 @@ of every vector); groups already assigned stay.
 from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db.models import Q
 
 from items.models import ProcessedItem
 from items.services.enrichment_state import item_embeddings_store
@@ -24,7 +25,8 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         if options["batch"] < 1:
             raise CommandError("--batch must be >= 1")
-        rows = ProcessedItem.objects.filter(embedding__isnull=False).order_by("pk")
+        stored = Q(embedding__isnull=False) | Q(pending_embedding__isnull=False)  # indexed, or a checkpoint
+        rows = ProcessedItem.objects.filter(stored).order_by("pk")
         total = rows.count()
         done, last = 0, 0
         while True:

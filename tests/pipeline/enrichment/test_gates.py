@@ -67,7 +67,7 @@ def test_accepted_item_costs_exactly_four_model_calls_and_nothing_on_redelivery(
     assert done.suggestion == "Reply to the author with the hours you need."
     assert done.analyzer == "fake-main"
     assert done.group_id == pk
-    assert done.embedding is not None
+    assert done.embedding is not None and done.pending_embedding is None  # the completion moved it
     assert done.search_vector is not None
     assert done.processed_at is not None
     # The history lists the steps in the order they ran, by time and by row alike.

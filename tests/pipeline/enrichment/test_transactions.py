@@ -70,7 +70,7 @@ def test_claim_returns_the_item_as_claimed_with_its_raw_item(fake_llm):
     assert state is Claim.CLAIMED
     assert item.status == ItemStatus.PROCESSING and item.claimed_by == "5-5@holder" and item.attempts == 1
     assert item.raw.content == raw.content and item.raw.author_id == author.pk
-    assert item.embedding is None and item.extraction is None
+    assert item.embedding is None and item.pending_embedding is None and item.extraction is None
     # Held by another live entry: busy; the same entry (a reclaim) takes it over.
     assert item_claim(item_id=raw.pk, token="6-6@other", lease_seconds=60)[0] is Claim.BUSY
     state, again = item_claim(item_id=raw.pk, token="5-5@newholder", lease_seconds=60)

@@ -1,0 +1,89 @@
+"""The enrichment pipeline's claim on an item (docs/enrichment.md): one conditional UPDATE … RETURNING that takes
+the item for a stream entry and reads it, with its raw item, in the same statement.
+
+The statement is bound on the server and prepared after a few runs on a connection (eigenflux.base.sqlrows),
+and its row becomes the two model instances directly (sqlrows.model_from_row), without a QuerySet: the claim
+runs once per item on the hot path.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from datetime import timedelta
+
+from django.db import connection
+from django.utils import timezone
+
+from eigenflux.base.sqlrows import model_columns, model_from_row, server_bound_cursor
+from items.models import ItemStatus, ProcessedItem, RawItem
+
+CHECKPOINTS = (ItemStatus.COMPLETED, ItemStatus.DISCARDED, ItemStatus.DELETED, ItemStatus.REVIEW)
+
+
+class Claim(enum.StrEnum):
+    CLAIMED = "claimed"
+    CHECKPOINT = "checkpoint"  # completed / discarded / deleted / review: nothing to do
+    BUSY = "busy"  # another live claim holds it
+    MISSING = "missing"
+
+
+def claim_token(*, message_id: str, holder: str) -> str:
+    """Claims are held by a stream entry *and* a holder (process), so a holder that lost the entry to a
+    reclaim can no longer write, while the reclaimer takes the item over at once."""
+    return f"{message_id}@{holder}"
+
+
+_CLAIM_SQL: str | None = None
+
+
+def _claim_sql() -> str:
+    """One statement: take the item if claimable and return it (its columns, then its raw item's) as it is after
+    the update."""
+    global _CLAIM_SQL
+    if _CLAIM_SQL is None:
+        qn: Callable[..., str] = connection.ops.quote_name  # a concrete field's column is never None
+        processed, raw = ProcessedItem._meta, RawItem._meta
+        _CLAIM_SQL = (
+            f"WITH claimed AS (UPDATE {qn(processed.db_table)} AS p SET status = %(processing)s, "  # noqa: S608
+            "claimed_by = %(token)s, lease_expires_at = %(lease)s, attempts = p.attempts + 1, updated_at = %(now)s "
+            f"WHERE p.{qn(processed.pk.column)} = %(id)s AND (p.status = ANY(%(open)s) OR (p.status = %(processing)s "
+            "AND (p.lease_expires_at < %(now)s OR p.claimed_by LIKE %(mine)s))) "
+            f"RETURNING {model_columns(ProcessedItem, 'p')}) "
+            f"SELECT claimed.*, {model_columns(RawItem, 'r')} FROM claimed "
+            f"JOIN {qn(raw.db_table)} AS r ON r.{qn(raw.pk.column)} = claimed.{qn(processed.pk.column)}"
+        )
+    return _CLAIM_SQL
+
+
+def item_claim(*, item_id: int, token: str, lease_seconds: float) -> tuple[Claim, ProcessedItem | None]:
+    """Atomically take the item for enrichment: pending/failed, an expired claim, or a claim held for the
+    same stream entry (which this consumer now owns: the previous owner crashed or lost its lease).
+
+    The common case is one statement (UPDATE … RETURNING, with the raw item joined); only an item that could
+    not be claimed is read again to say why."""
+    now = timezone.now()
+    message_id = token.split("@", 1)[0]
+    escaped = message_id.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    params = {
+        "processing": ItemStatus.PROCESSING,
+        "open": [ItemStatus.PENDING, ItemStatus.FAILED],
+        "token": token,
+        "lease": now + timedelta(seconds=lease_seconds),
+        "now": now,
+        "id": item_id,
+        "mine": f"{escaped}@%",
+    }
+    with server_bound_cursor() as cursor:
+        cursor.execute(_claim_sql(), params)
+        row = cursor.fetchone()
+    if row is not None:
+        item = model_from_row(ProcessedItem, row)
+        item.raw = model_from_row(RawItem, row[len(ProcessedItem._meta.concrete_fields) :])
+        return Claim.CLAIMED, item
+    item = ProcessedItem.objects.select_related("raw").filter(pk=item_id).first()
+    if item is None:
+        return Claim.MISSING, None
+    if item.status in CHECKPOINTS:
+        return Claim.CHECKPOINT, item
+    return Claim.BUSY, item
