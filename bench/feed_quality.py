@@ -57,12 +57,13 @@ from django.conf import settings  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.test import Client  # noqa: E402
 
-from eigenflux.redis import get_redis  # noqa: E402
+from eigenflux.base.redis import get_redis  # noqa: E402
 from items.models import ProcessedItem  # noqa: E402
 from items.services.agents import agent_create, agent_token_create  # noqa: E402
 from pipeline.consumers.item_publish import ItemPublishConsumer  # noqa: E402
 from pipeline.consumers.profile_update import ProfileUpdateConsumer  # noqa: E402
 from pipeline.runtime.supervisor import Supervisor  # noqa: E402
+from pipeline.services import pipeline_services  # noqa: E402
 from tests.conftest import redis_url_with_db  # noqa: E402
 
 
@@ -93,8 +94,9 @@ def dcg(gains: list[int]) -> float:
 # --- loading through the pipeline ---------------------------------------------------------------------------
 def run_pipeline_burst() -> None:
     # One handler thread: a repost is enriched after its original has completed, as in real life.
+    consumers = [ItemPublishConsumer, ProfileUpdateConsumer]
     Supervisor(
-        [ItemPublishConsumer, ProfileUpdateConsumer], concurrency=1, relay=True, housekeeping=False, burst=True
+        consumers, services=pipeline_services(consumers, housekeeping=False, burst=True), concurrency=1, burst=True
     ).run()
 
 
