@@ -58,7 +58,8 @@ def _nearest_by_domain(context: ReaderContext, *, broadcast_type: str | None, do
 
 
 def _nearest_sql(walks: list, *, now: datetime) -> tuple[list[str], list]:
-    parts, params = [], []
+    parts: list[str] = []
+    params: list = []
     for kind, vector in walks:
         kind_sql = "AND p.broadcast_type = %s " if kind else ""
         parts.append(
@@ -105,7 +106,8 @@ def candidate_ids(
     """Every source's candidates in one query (a UNION ALL of bounded sub-selects), plus the items similar
     readers scored well (already in the reader's context)."""
     walks = _nearest_plan(context, broadcast_type)
-    parts, params = [], []
+    parts: list[str] = []
+    params: list = []
     if not domain:
         parts, params = _nearest_sql(walks, now=now)
     recent, recent_params = _recent_sql(reader, broadcast_type=broadcast_type, domain=domain, now=now)
