@@ -62,7 +62,7 @@ from items.services.impressions import impressions_record  # noqa: E402
 from tests.conftest import redis_url_with_db  # noqa: E402
 
 SCRATCH_DB = os.environ.get("FEED_LATENCY_DB", "bench_eigenflux_feed_latency")
-LOCK = "/tmp/eigenflux-bench.lock"  # noqa: S108  shared with the other benches
+LOCK = "/tmp/eigenflux-bench.lock"
 TYPES = (("supply", 0.35), ("demand", 0.25), ("info", 0.3), ("alert", 0.1))
 DOMAINS = [f"domain{n}" for n in range(40)]
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
@@ -168,7 +168,9 @@ def seed_agents(world: World, count: int) -> tuple[int, list[int]]:
     return base, seeks_topics
 
 
-def _item_rows(world: World, count: int, agents: int, base: int) -> tuple[io.StringIO, io.StringIO, io.StringIO, list[int]]:
+def _item_rows(
+    world: World, count: int, agents: int, base: int
+) -> tuple[io.StringIO, io.StringIO, io.StringIO, list[int]]:
     raws, processed, stats = io.StringIO(), io.StringIO(), io.StringIO()
     kinds, shares = zip(*TYPES, strict=True)
     by_topic: dict[int, list[int]] = {}
@@ -269,14 +271,18 @@ def seed_history(world: World, base: int, seeks_topics: list[int], topic_of: lis
             at = (NOW - timedelta(hours=world.rng.random() * 24 * 10)).isoformat()
             deliveries.write(_row([agent, pk, pk, f"imp_seed_{agent}", at]))
     with connection.cursor() as cursor:
-        _copy(cursor, ItemFeedback._meta.db_table, "reader_id, item_id, score, event_id, created_at, updated_at", feedback)
+        _copy(
+            cursor, ItemFeedback._meta.db_table, "reader_id, item_id, score, event_id, created_at, updated_at", feedback
+        )
         _copy(
             cursor,
             FeedEvent._meta.db_table,
             "agent_id, item_id, kind, impression_id, dedup_key, brief, channel, created_at",
             events,
         )
-        _copy(cursor, FeedDelivery._meta.db_table, "agent_id, item_id, group_id, impression_id, delivered_at", deliveries)
+        _copy(
+            cursor, FeedDelivery._meta.db_table, "agent_id, item_id, group_id, impression_id, delivered_at", deliveries
+        )
 
 
 def seed(args: argparse.Namespace) -> None:
@@ -293,6 +299,15 @@ def seed(args: argparse.Namespace) -> None:
     print(f"seeded in {time.perf_counter() - started:.0f} s", flush=True)
 
 
+def backend_ticks() -> int:
+    """CPU clock ticks (user + system) the PostgreSQL backend serving this connection has used (Linux /proc)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        pid = cursor.fetchone()[0]
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
 def timed(client: Client, url: str, **extra) -> tuple[float, int, dict]:
     reset_queries()
     with CaptureQueriesContext(connection) as queries:
@@ -304,14 +319,31 @@ def timed(client: Client, url: str, **extra) -> tuple[float, int, dict]:
     return elapsed, len(queries), response.json()
 
 
-def measure(readers: list[Agent], rounds: int) -> dict[str, tuple[list[float], list[int]]]:
+class CpuMeter:
+    """CPU time per kind of request, the bench process's own (thread_time) and its PostgreSQL backend's: what a
+    request costs whatever else the machine runs (the wall-clock figures include waiting for a core)."""
+
+    def __init__(self) -> None:
+        self.python: dict[str, float] = {}
+        self.postgres: dict[str, float] = {}
+
+    def add(self, name: str, python_s: float, ticks: int) -> None:
+        self.python[name] = self.python.get(name, 0.0) + python_s * 1000
+        self.postgres[name] = self.postgres.get(name, 0.0) + ticks * 1000 / os.sysconf("SC_CLK_TCK")
+
+
+def measure(readers: list[Agent], rounds: int, cpu: CpuMeter) -> dict[str, tuple[list[float], list[int]]]:
     prefix = f"/{settings.EIGENFLUX_COMPAT_PREFIX}/api/v1" if settings.EIGENFLUX_COMPAT_PREFIX else None
     results: dict[str, tuple[list[float], list[int]]] = {}
+    marks = [time.thread_time(), backend_ticks()]
 
     def note(name: str, sample: tuple[float, int, dict]) -> dict:
+        ticks = backend_ticks()
+        cpu.add(name, time.thread_time() - marks[0], ticks - marks[1])
         results.setdefault(name, ([], []))
         results[name][0].append(sample[0])
         results[name][1].append(sample[1])
+        marks[:] = [time.thread_time(), backend_ticks()]
         return sample[2]
 
     page_items = list(ProcessedItem.objects.order_by("-pk")[:PAGE])
@@ -354,9 +386,7 @@ def main() -> None:
     redis = get_redis(url)
     redis.flushdb()
     connection.settings_dict["TEST"]["NAME"] = SCRATCH_DB
-    old_name = connection.creation.create_test_db(
-        verbosity=0, autoclobber=True, keepdb=not args.fresh, serialize=False
-    )
+    old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=not args.fresh, serialize=False)
     try:
         if ProcessedItem.objects.count() < args.items or Agent.objects.count() < args.agents:
             if ProcessedItem.objects.exists():
@@ -367,11 +397,12 @@ def main() -> None:
         readers = list(Agent.objects.filter(pk__in=ids))
         for reader in readers:
             reader.bench_token = agent_token_create(agent=reader).token  # type: ignore[attr-defined]
-        measure(readers[:5], 1)  # warm: caches, the lexicon, connections
+        measure(readers[:5], 1, CpuMeter())  # warm: caches, the lexicon, connections
+        cpu = CpuMeter()
         with open(args.lock, "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             load_before = os.getloadavg()
-            results = measure(readers, args.rounds)
+            results = measure(readers, args.rounds, cpu)
             load_after = os.getloadavg()
     finally:
         connection.close()
@@ -379,23 +410,25 @@ def main() -> None:
         if args.drop:
             connection.creation.destroy_test_db(old_name, verbosity=0)
         redis.flushdb()
-    report(results, args, load_before, load_after)
+    report(results, cpu, args, load_before, load_after)
 
 
-def report(results: dict, args: argparse.Namespace, before: tuple, after: tuple) -> None:
+def report(results: dict, cpu: CpuMeter, args: argparse.Namespace, before: tuple, after: tuple) -> None:
     print(
         f"\n{args.items:,} items, {args.agents:,} agents with profiles; {len(results['for_me, first page'][0])} "
         f"requests per row; page {PAGE}; FEED_RANK_DEPTH {settings.FEED_RANK_DEPTH}; {os.cpu_count()} CPUs"
     )
     print(f"load average (1/5/15 min) before {before[0]:.2f} {before[1]:.2f} {before[2]:.2f}, "
           f"after {after[0]:.2f} {after[1]:.2f} {after[2]:.2f}")  # fmt: skip
-    print(f"\n| {'request':<28} | p50 ms | p99 ms | max ms | queries |")
-    print(f"|{'-' * 30}|--------|--------|--------|---------|")
+    print(f"\n| {'request':<28} | p50 ms | p99 ms | max ms | queries | CPU ms: Python + PostgreSQL |")
+    print(f"|{'-' * 30}|--------|--------|--------|---------|-----------------------------|")
     for name, (values, queries) in results.items():
+        python, postgres = cpu.python[name] / len(values), cpu.postgres[name] / len(values)
         print(
             f"| {name:<28} | {statistics.median(values):6.1f} | {pct(values, 0.99):6.1f} | {max(values):6.1f} "
-            f"| {statistics.median(queries):7.0f} |"
+            f"| {statistics.median(queries):7.0f} | {python:6.1f} + {postgres:5.1f} = {python + postgres:6.1f} |"
         )
+    print("CPU ms: mean per request, the bench process's thread and its PostgreSQL backend (clock ticks)")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 A *refresh* ranks the reader's candidates afresh (items.feed_ranking: visible, not its own, one per similarity
 group, no group it was served within FEED_SEEN_DAYS), serves the first `limit` and keeps the rest of the ranking (up to
-10 x limit, at most 500) as the reader's delivery cache: a server-side cursor in Redis that *load_more*
+10 x limit, at most FEED_RANK_DEPTH) as the reader's delivery cache: a server-side cursor in Redis that *load_more*
 drains, under the same impression id, for FEED_DELIVERY_CACHE_SECONDS. A load_more on an empty, expired or
 replaced cache is a refresh. Every served item is recorded (FeedDelivery, in PostgreSQL, so the memory is
 shared by every web process and outlives the feed's page cache) and announced on stream:item:stats, where
