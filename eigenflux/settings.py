@@ -335,12 +335,15 @@ FEED_OFFICIAL_HOURS = env_float("FEED_OFFICIAL_HOURS", 72.0, minimum=0.0)
 # Candidates per source (nearest to each profile vector, per type; newest; similar readers' likes; trending),
 # similar readers consulted, own scores remembered, and how deep the whole ranking goes (the delivery cache).
 FEED_CANDIDATES_NEAREST = env_int("FEED_CANDIDATES_NEAREST", 80, minimum=1)
+# Extra HNSW candidates each nearest-neighbour walk keeps beyond FEED_CANDIDATES_NEAREST (hnsw.ef_search is their
+# sum, SET LOCAL per ranking): room for the expired or unfinished items the walk filters out afterwards.
+FEED_HNSW_EF_MARGIN = env_int("FEED_HNSW_EF_MARGIN", 20, minimum=0)
 FEED_CANDIDATES_RECENT = env_int("FEED_CANDIDATES_RECENT", 100, minimum=1)
 FEED_CANDIDATES_NEIGHBOURS = env_int("FEED_CANDIDATES_NEIGHBOURS", 50, minimum=0)
 FEED_CANDIDATES_TRENDING = env_int("FEED_CANDIDATES_TRENDING", 50, minimum=0)
 FEED_NEIGHBOUR_READERS = env_int("FEED_NEIGHBOUR_READERS", 20, minimum=0)
 FEED_OWN_FEEDBACK_ITEMS = env_int("FEED_OWN_FEEDBACK_ITEMS", 100, minimum=0)
-FEED_RANK_DEPTH = env_int("FEED_RANK_DEPTH", 500, minimum=1)
+FEED_RANK_DEPTH = env_int("FEED_RANK_DEPTH", 200, minimum=1)
 # Diversity per page: at most this many items of one author and of one (main) domain.
 FEED_MAX_PER_AUTHOR = env_int("FEED_MAX_PER_AUTHOR", 2, minimum=1)
 FEED_MAX_PER_DOMAIN = env_int("FEED_MAX_PER_DOMAIN", 6, minimum=1)

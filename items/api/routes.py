@@ -30,7 +30,7 @@ from items.api.schemas import (
     storable,
 )
 from items.feed import feed_cached
-from items.feed_ranking import rank_feed
+from items.feed_ranking import rank_entries, ranked_items
 from items.models import BroadcastType, FeedName, ItemStatus, ProcessedItem
 from items.pagination import (
     DEFAULT_LIMIT,
@@ -214,14 +214,14 @@ def _for_me_feed(request: AgentRequest, filters: FeedQuery) -> dict:
         offset = decode_search_cursor(filters.cursor, key)
     except BadCursor as exc:
         raise ApiError(422, "invalid", str(exc), "cursor") from exc
-    ranked = rank_feed(
+    ranked = rank_entries(
         reader=request.auth,
         page_size=filters.limit,
         depth=min(settings.FEED_RANK_DEPTH, offset + filters.limit + 1),  # one more: is there a next page?
         broadcast_type=filters.broadcast_type,
         domain=filters.domain,
     )
-    served = ranked[offset : offset + filters.limit]
+    served = ranked_items(ranked[offset : offset + filters.limit])  # only the page served is loaded
     rows = [entry.item for entry in served]
     more = len(ranked) > offset + filters.limit
     impressions.impressions_record(

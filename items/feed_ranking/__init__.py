@@ -10,13 +10,21 @@ from datetime import datetime
 from django.utils import timezone
 
 from items.feed_ranking import candidates
-from items.feed_ranking.context import item_facts, reader_context
+from items.feed_ranking.context import item_facts, reader_context, servable_facts
 from items.feed_ranking.pages import paginate
-from items.feed_ranking.signals import SIGNALS, ReaderContext, Scored, score_item, weights, with_similarities
+from items.feed_ranking.signals import (
+    SIGNALS,
+    ItemFacts,
+    ReaderContext,
+    Scored,
+    score_item,
+    weights,
+    with_similarities,
+)
 from items.models import Agent, ProcessedItem
 from items.selectors import with_raw
 
-__all__ = ["SIGNALS", "RankedItem", "rank_feed", "score_for_reader"]
+__all__ = ["SIGNALS", "RankedItem", "rank_entries", "rank_feed", "ranked_items", "score_for_reader"]
 
 
 @dataclass(frozen=True)
@@ -26,11 +34,41 @@ class RankedItem:
     parts: dict[str, float]
 
 
-def _scored(context: ReaderContext, ids: list[int], now: datetime) -> list[Scored]:
-    facts = item_facts(ids, now=now)
+def _scored(context: ReaderContext, facts: list[ItemFacts], now: datetime) -> list[Scored]:
     current = weights()
-    filled = with_similarities(context, [facts[pk] for pk in ids if pk in facts])
+    filled = with_similarities(context, facts)
     return [score_item(context, item, now=now, weights=current) for item in filled]
+
+
+def rank_entries(
+    *,
+    reader: Agent,
+    page_size: int,
+    depth: int,
+    broadcast_type: str | None = None,
+    domain: str | None = None,
+    seen_since: datetime | None = None,
+) -> list[Scored]:
+    """The ranking as scored facts (no model instances): what rank_feed returns, for a caller that loads only
+    the items it serves."""
+    now = timezone.now()
+    context = reader_context(reader)
+    found = candidates.candidate_ids(context, reader, broadcast_type=broadcast_type, domain=domain, now=now)
+    servable = servable_facts(
+        reader, found, broadcast_type=broadcast_type, domain=domain, seen_since=seen_since, now=now, context=context
+    )
+    return paginate(_scored(context, servable, now), page_size=page_size, now=now, depth=depth)
+
+
+def ranked_items(entries: list[Scored]) -> list[RankedItem]:
+    """The entries with their items (one query), in the same order; an item gone meanwhile is left out."""
+    ids = [entry.facts.item_id for entry in entries]
+    rows = {item.pk: item for item in with_raw(ProcessedItem.objects.filter(pk__in=ids))}
+    return [
+        RankedItem(item=rows[entry.facts.item_id], score=entry.total, parts=entry.parts)
+        for entry in entries
+        if entry.facts.item_id in rows
+    ]
 
 
 def rank_feed(
@@ -44,28 +82,20 @@ def rank_feed(
 ) -> list[RankedItem]:
     """The reader's feed, best first, up to `depth` items arranged in pages of `page_size`: never its own items,
     one per similarity group, and (with `seen_since`) no group served to it since then."""
-    now = timezone.now()
-    context = reader_context(reader)
-    found = candidates.nearest_ids(context, broadcast_type=broadcast_type, domain=domain)
-    found |= candidates.recent_ids(reader, broadcast_type=broadcast_type, domain=domain)
-    found |= candidates.neighbour_ids(context)
-    found |= candidates.trending_ids(now=now)
-    servable = candidates.servable_ids(
-        reader, found, broadcast_type=broadcast_type, domain=domain, seen_since=seen_since
+    entries = rank_entries(
+        reader=reader,
+        page_size=page_size,
+        depth=depth,
+        broadcast_type=broadcast_type,
+        domain=domain,
+        seen_since=seen_since,
     )
-    arranged = paginate(_scored(context, servable, now), page_size=page_size, now=now, depth=depth)
-    ids = [entry.facts.item_id for entry in arranged]
-    rows = {item.pk: item for item in with_raw(ProcessedItem.objects.filter(pk__in=ids))}
-    return [
-        RankedItem(item=rows[entry.facts.item_id], score=entry.total, parts=entry.parts)
-        for entry in arranged
-        if entry.facts.item_id in rows
-    ]
+    return ranked_items(entries)
 
 
 def score_for_reader(*, reader: Agent, item: ProcessedItem) -> RankedItem:
     """One item's score for one reader, broken down by signal: the admin's "why this item", and the test a match
     push can apply to a new item."""
     now = timezone.now()
-    (entry,) = _scored(reader_context(reader), [item.pk], now)
+    (entry,) = _scored(reader_context(reader), [item_facts([item.pk], now=now)[item.pk]], now)
     return RankedItem(item=item, score=entry.total, parts=entry.parts)

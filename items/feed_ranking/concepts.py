@@ -21,6 +21,10 @@ class _Lexicon:
     concept: dict[str, int]  # term -> its group's index
     longest_words: int
     longest_cjk: int
+    # What a term can start with: its first word (spaced scripts), its first two characters (CJK). A position
+    # where no term starts is passed over without building its n-grams.
+    first_words: frozenset[str]
+    cjk_starts: frozenset[str]
 
 
 @functools.cache
@@ -34,7 +38,13 @@ def _lexicon() -> _Lexicon:
                 concept.setdefault(term, index)
     cjk = [len(term) for term in concept if _CJK_RUN.fullmatch(term)]
     words = [len(term.split()) for term in concept if not _CJK_RUN.search(term)]
-    return _Lexicon(concept, longest_words=max(words, default=1), longest_cjk=max(cjk, default=2))
+    return _Lexicon(
+        concept,
+        longest_words=max(words, default=1),
+        longest_cjk=max(cjk, default=2),
+        first_words=frozenset(term.split()[0] for term in concept if not _CJK_RUN.search(term) and term.split()),
+        cjk_starts=frozenset(term[:2] for term in concept if _CJK_RUN.fullmatch(term)),
+    )
 
 
 @functools.lru_cache(maxsize=20_000)
@@ -46,11 +56,15 @@ def concepts(text: str) -> frozenset[int]:
     found: set[int] = set()
     words = _WORD.findall(_CJK_RUN.sub(" ", normalised))
     for start in range(len(words)):
+        if words[start] not in lexicon.first_words:
+            continue
         for size in range(1, lexicon.longest_words + 1):
             if (index := lexicon.concept.get(" ".join(words[start : start + size]))) is not None:
                 found.add(index)
     for run in _CJK_RUN.findall(normalised):
-        for start in range(len(run)):
+        for start in range(len(run) - 1):
+            if run[start : start + 2] not in lexicon.cjk_starts:
+                continue
             for end in range(start + 2, min(len(run), start + lexicon.longest_cjk) + 1):
                 if (index := lexicon.concept.get(run[start:end])) is not None:
                     found.add(index)

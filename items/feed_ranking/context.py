@@ -4,20 +4,30 @@ from __future__ import annotations
 
 from collections import defaultdict
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 from django.conf import settings
-from django.db.models import F, TextField
-from django.db.models.functions import Cast
-from pgvector.django import CosineDistance
+from django.db import connection
 
 from items.feed_ranking.concepts import concepts
-from items.feed_ranking.signals import ItemFacts, ReaderContext, unit
-from items.models import Agent, FeedEvent, ItemFeedback, ProcessedItem, ReaderProfile
+from items.feed_ranking.signals import ItemFacts, ReaderContext, similarity_rows, unit
+from items.models import (
+    Agent,
+    FeedDelivery,
+    FeedEvent,
+    ItemFeedback,
+    ItemStats,
+    ItemStatus,
+    ProcessedItem,
+    RawItem,
+    ReaderProfile,
+)
 
 # A feed event is a positive judgment, weighted like the score it stands for (a task is as good as a +2).
 EVENT_WEIGHTS = {"surface": 0.25, "question": 0.5, "discussion": 0.5, "task": 1.0}
 SCORE_WEIGHTS = {-1: -1.0, 0: 0.0, 1: 0.5, 2: 1.0}
+ITEMS = ProcessedItem._meta.db_table
 
 
 def reader_context(reader: Agent) -> ReaderContext:
@@ -46,91 +56,182 @@ def _parts(whole, parts: list) -> list:
 
 
 def _judged(reader: Agent) -> list[tuple]:
-    """The reader's latest scores and feed events, as (item embedding, weight)."""
+    """The reader's latest scores and feed events, as (item embedding, weight): one query."""
     limit = settings.FEED_OWN_FEEDBACK_ITEMS
     if limit <= 0:
         return []
+    sql = (
+        f"WITH f AS (SELECT item_id, score FROM {ItemFeedback._meta.db_table} WHERE reader_id = %(reader)s "  # noqa: S608
+        "ORDER BY updated_at DESC LIMIT %(limit)s), "
+        f"e AS (SELECT item_id, kind FROM {FeedEvent._meta.db_table} WHERE agent_id = %(reader)s "
+        "ORDER BY created_at DESC LIMIT %(limit)s) "
+        f"SELECT 0, f.item_id, f.score, NULL, vector_send(p.embedding) FROM f JOIN {ITEMS} p ON p.raw_id = f.item_id "
+        f"UNION ALL SELECT 1, e.item_id, NULL, e.kind, vector_send(p.embedding) FROM e JOIN {ITEMS} p "
+        "ON p.raw_id = e.item_id"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, {"reader": reader.pk, "limit": limit})
+        rows = sorted(cursor.fetchall(), key=lambda row: row[0])  # scores first: a -1 outweighs an event
     weights: dict[int, float] = {}
-    scored = ItemFeedback.objects.filter(reader=reader).order_by("-updated_at").values_list("item_id", "score")
-    for item_id, score in scored[:limit]:
-        weights[item_id] = SCORE_WEIGHTS.get(score, 0.0)
-    events = FeedEvent.objects.filter(agent=reader).order_by("-created_at").values_list("item_id", "kind")
-    for item_id, kind in events[:limit]:
-        if weights.get(item_id, 0.0) >= 0:  # a -1 outweighs having looked at it
+    vectors: dict[int, object] = {}
+    for source, item_id, score, kind, embedding in rows:
+        vectors[item_id] = embedding
+        if source == 0:
+            weights[item_id] = SCORE_WEIGHTS.get(score, 0.0)
+        elif weights.get(item_id, 0.0) >= 0:  # a -1 outweighs having looked at it
             weights[item_id] = max(weights.get(item_id, 0.0), EVENT_WEIGHTS.get(kind, 0.0))
-    weights = {item_id: weight for item_id, weight in weights.items() if weight}
-    rows = ProcessedItem.objects.filter(pk__in=weights, embedding__isnull=False).values_list("pk", "embedding")
-    return [(vector, weights[pk]) for pk, embedding in rows if (vector := unit(embedding)) is not None]
+    judged = [(_embedding(vectors[item_id]), weight) for item_id, weight in weights.items() if weight]
+    return [(vector, weight) for vector, weight in judged if vector is not None]
 
 
 def _neighbour_likes(reader: Agent, seeks) -> dict[int, float]:
     """Items scored 1 or 2 by the readers whose seeks are nearest the reader's (HNSW on reader_seeks), summed
-    over them by similarity."""
+    over them by similarity: one query."""
     count = settings.FEED_NEIGHBOUR_READERS
     if count <= 0 or settings.FEED_CANDIDATES_NEIGHBOURS <= 0:
         return {}
-    nearest = (
-        ReaderProfile.objects.filter(seeks_embedding__isnull=False)
-        .exclude(agent=reader)
-        .annotate(distance=CosineDistance("seeks_embedding", seeks.tolist()))
-        .order_by("distance")
-        .values_list("agent_id", "distance")[:count]
+    sql = (
+        "WITH near AS (SELECT agent_id, 1 - (seeks_embedding <=> %(seeks)s::vector) AS similarity "  # noqa: S608
+        f"FROM {ReaderProfile._meta.db_table} WHERE seeks_embedding IS NOT NULL AND agent_id <> %(reader)s "
+        "ORDER BY seeks_embedding <=> %(seeks)s::vector LIMIT %(count)s) "
+        f"SELECT f.item_id, f.score, n.similarity FROM near n JOIN {ItemFeedback._meta.db_table} f "
+        "ON f.reader_id = n.agent_id WHERE n.similarity > %(floor)s AND f.score >= 1 "
+        "ORDER BY f.updated_at DESC LIMIT %(likes)s"
     )
-    similarity = {agent_id: 1.0 - float(distance) for agent_id, distance in nearest}
-    similarity = {agent_id: value for agent_id, value in similarity.items() if value > settings.FEED_MATCH_FLOOR}
+    params: dict[str, Any] = {
+        "seeks": "[" + ",".join(f"{float(x):.6g}" for x in seeks) + "]",
+        "reader": reader.pk,
+        "count": count,
+        "floor": settings.FEED_MATCH_FLOOR,
+        "likes": settings.FEED_CANDIDATES_NEIGHBOURS * 5,
+    }
     likes: dict[int, float] = defaultdict(float)
-    liked = (
-        ItemFeedback.objects.filter(reader_id__in=similarity, score__gte=1)
-        .order_by("-updated_at")
-        .values_list("reader_id", "item_id", "score")
-    )
-    for reader_id, item_id, score in liked[: settings.FEED_CANDIDATES_NEIGHBOURS * 5]:
-        likes[item_id] += similarity[reader_id] * SCORE_WEIGHTS[score]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        for item_id, score, similarity in cursor.fetchall():
+            likes[item_id] += float(similarity) * SCORE_WEIGHTS[score]
     return dict(likes)
 
 
-def item_facts(ids: list[int], *, now: datetime) -> dict[int, ItemFacts]:
-    rows = ProcessedItem.objects.filter(pk__in=ids).values_list(
-        "pk",
-        "author_id",
-        "broadcast_type",
-        "keywords",
-        "domains",
-        "quality",
-        "processed_at",
-        "created_at",
-        Cast("embedding", output_field=TextField()),  # parsed below in C (np.fromstring), not value by value
-        "raw__content",
-        F("author__is_official"),
-        F("stats__readers"),
-        F("stats__score_sum"),
-        F("stats__consumed"),
-        F("stats__score_one"),
-        F("stats__score_two"),
-        F("stats__score_minus_one"),
-        F("stats__updated_at"),
-    )
-    facts = {}
-    for row in rows:
-        (pk, author, kind, keywords, domains, quality, processed, created, embedding, content, official) = row[:11]
-        readers, score_sum, consumed, ones, twos, minus, stats_at = row[11:]
-        engagement = (ones or 0) + 2 * (twos or 0) - (minus or 0)
-        engagement += settings.FEED_TRENDING_CONSUMED_WEIGHT * (consumed or 0)
-        facts[pk] = ItemFacts(
-            item_id=pk,
-            author_id=author,
-            broadcast_type=kind,
-            keywords=tuple(keywords),
-            domains=tuple(domains),
-            quality=quality,
-            completed_at=processed or created,
-            embedding=unit(np.fromstring(embedding[1:-1], dtype=np.float32, sep=",")) if embedding else None,
-            concepts=concepts(" ".join([content, *keywords])),
-            author_official=bool(official),
-            readers=readers or 0,
-            score_sum=score_sum or 0,
-            consumed=consumed or 0,
-            engagement=max(0.0, engagement),
-            stats_updated_at=stats_at,
+# One row per item: what ItemFacts holds. The embedding comes as pgvector's binary form (vector_send: a 4-byte
+# header, then big-endian float4s), read with np.frombuffer: no float-to-text and back for 384 numbers a row.
+FACTS_SQL = (
+    "SELECT p.raw_id, p.author_id, p.broadcast_type, p.keywords, p.domains, p.quality, "  # noqa: S608
+    "COALESCE(p.processed_at, p.created_at), vector_send(p.embedding), r.content, a.is_official, s.readers, "
+    "s.score_sum, s.consumed, s.score_one, s.score_two, s.score_minus_one, s.updated_at "
+    f"FROM {ITEMS} p JOIN {RawItem._meta.db_table} r ON r.id = p.raw_id "
+    f"JOIN {Agent._meta.db_table} a ON a.id = p.author_id "
+    f"LEFT JOIN {ItemStats._meta.db_table} s ON s.item_id = p.raw_id"
+)
+VISIBLE_SQL = f"p.status = '{ItemStatus.COMPLETED}' AND (p.expire_time IS NULL OR p.expire_time > %(now)s)"
+
+
+def _filters(broadcast_type: str | None, domain: str | None) -> str:
+    kind = " AND p.broadcast_type = %(kind)s" if broadcast_type else ""
+    return kind + (" AND p.domains @> ARRAY[%(domain)s]::varchar(100)[]" if domain else "")
+
+
+def servable_facts(
+    reader: Agent,
+    ids: set[int],
+    *,
+    broadcast_type: str | None,
+    domain: str | None,
+    seen_since: datetime | None,
+    now: datetime,
+    context: ReaderContext | None = None,
+) -> list[ItemFacts]:
+    """Of `ids`, each one's group stood for by its newest visible member not written by the reader, leaving out
+    the groups served to the reader since `seen_since` (the unseen feed's seen memory; None: no memory), with
+    the facts of each, newest first. One query: the groups by primary key, their members by the group index,
+    the reader's deliveries by theirs. With `context`, each item's similarities to the reader are filled in."""
+    if not ids:
+        return []
+    where = f"{VISIBLE_SQL} AND p.author_id <> %(reader)s{_filters(broadcast_type, domain)}"
+    unseen = ""
+    if seen_since is not None:
+        unseen = (
+            f"WHERE NOT EXISTS (SELECT 1 FROM {FeedDelivery._meta.db_table} d WHERE d.agent_id = %(reader)s "  # noqa: S608
+            "AND d.group_id = n.g AND d.delivered_at >= %(seen)s)"
         )
-    return facts
+    sql = (
+        f"WITH keys AS (SELECT DISTINCT COALESCE(p.group_id, p.raw_id) AS g FROM {ITEMS} p "  # noqa: S608
+        f"WHERE p.raw_id = ANY(%(ids)s) AND {where}), "
+        "newest AS (SELECT g, max(id) AS id FROM ("
+        f"SELECT p.group_id AS g, p.raw_id AS id FROM {ITEMS} p JOIN keys k ON p.group_id = k.g WHERE {where} "
+        f"UNION ALL SELECT p.raw_id, p.raw_id FROM {ITEMS} p JOIN keys k ON p.raw_id = k.g "
+        f"WHERE p.group_id IS NULL AND {where}) m GROUP BY g) "
+        f"{FACTS_SQL} JOIN newest n ON n.id = p.raw_id {unseen} ORDER BY p.raw_id DESC"
+    )
+    params: dict[str, Any] = {
+        "ids": list(ids),
+        "now": now,
+        "reader": reader.pk,
+        "kind": broadcast_type,
+        "domain": domain,
+    }
+    params["seen"] = seen_since
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return _all_facts(cursor.fetchall(), context)
+
+
+def item_facts(ids: list[int], *, now: datetime) -> dict[int, ItemFacts]:
+    """The facts of these items, whatever their status (the admin's and a match push's single item)."""
+    del now  # the facts do not depend on it; kept for callers
+    with connection.cursor() as cursor:
+        cursor.execute(f"{FACTS_SQL} WHERE p.raw_id = ANY(%s)", [list(ids)])
+        return {facts.item_id: facts for facts in _all_facts(cursor.fetchall(), None)}
+
+
+def _embedding(data) -> np.ndarray | None:
+    if data is None:
+        return None
+    return unit(np.frombuffer(bytes(data), dtype=">f4", offset=4))
+
+
+def _all_facts(rows: list[tuple], context: ReaderContext | None) -> list[ItemFacts]:
+    """The facts of each row, embeddings read and normalised as one matrix (and, with `context`, compared with
+    the reader's vectors in one go)."""
+    embedded = [index for index, row in enumerate(rows) if row[7] is not None]
+    vectors: list[np.ndarray | None] = [None] * len(rows)
+    similarities: list[dict[str, float] | None] = [None] * len(rows)
+    if embedded:
+        matrix = np.stack([np.frombuffer(bytes(rows[index][7]), dtype=">f4", offset=4) for index in embedded])
+        matrix = matrix.astype(np.float32)
+        norms = np.linalg.norm(matrix, axis=1)
+        keep = norms > 0
+        matrix[keep] /= norms[keep, None]
+        embedded = [index for index, kept in zip(embedded, keep.tolist(), strict=True) if kept]
+        matrix = matrix[keep]
+        for index, vector in zip(embedded, matrix, strict=True):
+            vectors[index] = vector
+        if context is not None and embedded:
+            for index, row in zip(embedded, similarity_rows(context, matrix), strict=True):
+                similarities[index] = row
+    return [_facts(row, vectors[n], similarities[n]) for n, row in enumerate(rows)]
+
+
+def _facts(row: tuple, embedding: np.ndarray | None, similarities: dict[str, float] | None) -> ItemFacts:
+    (pk, author, kind, keywords, domains, quality, completed, _, content, official) = row[:10]
+    readers, score_sum, consumed, ones, twos, minus, stats_at = row[10:]
+    engagement = (ones or 0) + 2 * (twos or 0) - (minus or 0)
+    engagement += settings.FEED_TRENDING_CONSUMED_WEIGHT * (consumed or 0)
+    return ItemFacts(
+        item_id=pk,
+        author_id=author,
+        broadcast_type=kind,
+        keywords=tuple(keywords),
+        domains=tuple(domains),
+        quality=quality,
+        completed_at=completed,
+        embedding=embedding,
+        similarities=similarities,
+        concepts=concepts(" ".join([content, *keywords])),
+        author_official=bool(official),
+        readers=readers or 0,
+        score_sum=score_sum or 0,
+        consumed=consumed or 0,
+        engagement=max(0.0, engagement),
+        stats_updated_at=stats_at,
+    )

@@ -154,33 +154,37 @@ def _meaning(reader: ReaderContext, item: ItemFacts, side: str) -> float:
     return _lifted(item.similarities[side], reader.knobs.match_floor)
 
 
-def with_similarities(reader: ReaderContext, items: list[ItemFacts]) -> list[ItemFacts]:
-    """The items with their similarities to the reader's vectors, computed as matrix products (one per kind of
-    vector, not one dot product per pair)."""
-    embedded = [item for item in items if item.embedding is not None]
-    if not embedded:
-        return items
-    matrix = np.stack([cast(np.ndarray, item.embedding) for item in embedded])  # embedded: none is None
-    nothing = np.full(len(embedded), -1.0)
+def similarity_rows(reader: ReaderContext, matrix: np.ndarray) -> list[dict[str, float]]:
+    """For each row of `matrix` (unit item embeddings), its nearest cosine to each profile side and its strongest
+    resemblance to what the reader scored well ("up") and -1 ("down"): matrix products, not a dot product per
+    pair."""
+    count = len(matrix)
+    nothing = np.full(count, -1.0)
 
     def nearest(vectors: list[np.ndarray]) -> np.ndarray:
         return (matrix @ np.stack(vectors).T).max(axis=1) if vectors else nothing
 
     seeks, offers = nearest(reader.seeks_parts), nearest(reader.offers_parts)
-    up = down = np.zeros(len(embedded))
+    up = down = np.zeros(count)
     if reader.judged:
         weights = np.array([weight for _, weight in reader.judged])
         floor = reader.knobs.match_floor
         lifted = np.clip((matrix @ np.stack([vector for vector, _ in reader.judged]).T - floor) / (1 - floor), 0, None)
         up = (lifted * np.clip(weights, 0, 1)).max(axis=1)
         down = (lifted * np.clip(-weights, 0, 1)).max(axis=1)
-    filled = {
-        item.item_id: replace(
-            item,
-            similarities={"seeks": float(s), "offers": float(o), "up": float(u), "down": float(d)},
-        )
-        for item, s, o, u, d in zip(embedded, seeks, offers, up, down, strict=True)
-    }
+    return [
+        {"seeks": s, "offers": o, "up": u, "down": d}
+        for s, o, u, d in zip(seeks.tolist(), offers.tolist(), up.tolist(), down.tolist(), strict=True)
+    ]
+
+
+def with_similarities(reader: ReaderContext, items: list[ItemFacts]) -> list[ItemFacts]:
+    """The items with their similarities to the reader's vectors (similarity_rows) filled where missing."""
+    embedded = [item for item in items if item.embedding is not None and item.similarities is None]
+    if not embedded:
+        return items
+    rows = similarity_rows(reader, np.stack([cast(np.ndarray, item.embedding) for item in embedded]))  # none is None
+    filled = {item.item_id: replace(item, similarities=row) for item, row in zip(embedded, rows, strict=True)}
     return [filled.get(item.item_id, item) for item in items]
 
 

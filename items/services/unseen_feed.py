@@ -2,7 +2,7 @@
 
 A *refresh* ranks the reader's candidates afresh (items.feed_ranking: visible, not its own, one per similarity
 group, no group it was served within FEED_SEEN_DAYS), serves the first `limit` and keeps the rest of the ranking (up to
-10 x limit, at most 500) as the reader's delivery cache: a server-side cursor in Redis that *load_more*
+10 x limit, at most FEED_RANK_DEPTH) as the reader's delivery cache: a server-side cursor in Redis that *load_more*
 drains, under the same impression id, for FEED_DELIVERY_CACHE_SECONDS. A load_more on an empty, expired or
 replaced cache is a refresh. Every served item is recorded (FeedDelivery, in PostgreSQL, so the memory is
 shared by every web process and outlives the feed's page cache) and announced on stream:item:stats, where
@@ -24,7 +24,7 @@ from django.utils import timezone
 from eigenflux.base.redis import get_redis, reply_text
 from items import selectors
 from items.events import ITEM_DELIVERED, STREAM_ITEM_STATS
-from items.feed_ranking import rank_feed
+from items.feed_ranking import rank_entries, ranked_items
 from items.models import Agent, FeedDelivery, ProcessedItem
 from items.outbox import outbox_event_create
 
@@ -59,7 +59,7 @@ def feed_refresh(
     seen_since = timezone.now() - timedelta(days=settings.FEED_SEEN_DAYS)
     window = limit + min(CACHE_FACTOR * limit, CACHE_MAX)
     if personalised:
-        ranked = rank_feed(
+        entries = rank_entries(
             reader=reader,
             page_size=limit,
             depth=min(window, settings.FEED_RANK_DEPTH),
@@ -67,15 +67,17 @@ def feed_refresh(
             domain=domain,
             seen_since=seen_since,
         )
-        candidates = [entry.item for entry in ranked]
+        # Only the page served is loaded as items; the rest of the ranking goes to the cache as ids.
+        served = [entry.item for entry in ranked_items(entries[:limit])]
+        rest = [entry.facts.item_id for entry in entries[limit:]]
     else:
         candidates = selectors.unseen_feed_candidates(
             reader=reader, broadcast_type=broadcast_type, domain=domain, seen_since=seen_since, limit=window
         )
-    served, rest = candidates[:limit], candidates[limit:]
+        served, rest = candidates[:limit], [item.pk for item in candidates[limit:]]
     impression_id = f"imp_{uuid.uuid4().hex}"
     _record(reader=reader, items=served, impression_id=impression_id)
-    cached = _cache_replace(reader=reader, impression_id=impression_id, ids=[item.pk for item in rest])
+    cached = _cache_replace(reader=reader, impression_id=impression_id, ids=rest)
     return Delivery(items=served, impression_id=impression_id, has_more=cached, refreshed=True)
 
 

@@ -1,0 +1,198 @@
+"""Feed latency at scale: 100k completed items and 10k agents with reader profiles, then p50/p99 of the
+personalised feeds through the real views (in-process test client: auth, ranking, SQL, impression log, JSON):
+`GET /api/v1/feed?for_me=1` (first page and a cursor page), the unseen refresh (`for_me=1&unseen=1`, and the
+EigenFlux client's `feed poll` refresh), and the impression write (items.services.impressions) on its own.
+
+The network is written in bulk (COPY; the HNSW and GIN indexes built once filled), not through the pipeline:
+embeddings are random unit vectors pulled towards one of a few hundred topic centroids (the local embedding is
+too slow for 100k texts), so nearest-neighbour search meets realistic clusters; contents are texts of the labelled
+search corpus with topic words, keywords and domains follow the topic, quality is mostly decent with a vague
+tail, a tenth of the items are reposts (similarity groups), and counters, feedback, feed events and deliveries
+give every reader a history. The scratch database is kept between runs (on the embedded PostgreSQL under
+.data/); `--fresh` rebuilds it, `--drop` drops it.
+
+    .venv/bin/python bench/feed_latency.py [--readers 150] [--fresh]
+
+The measuring part takes /tmp/eigenflux-bench.lock itself (flock), and prints the load average around it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import os
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+for name in ("LLM_API_KEY", "OPENAI_API_KEY", "LLM_PROVIDER"):
+    os.environ.pop(name, None)
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "eigenflux.settings")
+os.environ.setdefault("LOG_LEVEL", "WARNING")
+
+from django.conf import settings  # noqa: E402
+from django.db import connection, reset_queries  # noqa: E402
+from django.test import Client  # noqa: E402
+from django.test.utils import CaptureQueriesContext  # noqa: E402
+
+import eigenflux.wsgi  # noqa: E402, F401  set up as a web process is
+from bench.feed_network import seed  # noqa: E402
+from eigenflux.base.redis import get_redis  # noqa: E402
+from items.models import (  # noqa: E402
+    Agent,
+    FeedName,
+    ProcessedItem,
+    ReaderProfile,
+)
+from items.services.agents import agent_token_create  # noqa: E402
+from items.services.impressions import impressions_record  # noqa: E402
+from tests.conftest import redis_url_with_db  # noqa: E402
+
+SCRATCH_DB = os.environ.get("FEED_LATENCY_DB", "bench_eigenflux_feed_latency")
+LOCK = "/tmp/eigenflux-bench.lock"
+PAGE = 20
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def backend_ticks() -> int:
+    """CPU clock ticks (user + system) the PostgreSQL backend serving this connection has used (Linux /proc)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        pid = cursor.fetchone()[0]
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def timed(client: Client, url: str, **extra) -> tuple[float, int, dict]:
+    reset_queries()
+    with CaptureQueriesContext(connection) as queries:
+        started = time.perf_counter()
+        response = client.get(url, **extra)
+        elapsed = (time.perf_counter() - started) * 1000
+    if response.status_code != 200:
+        raise SystemExit(f"{url}: {response.status_code} {response.content[:300]!r}")
+    return elapsed, len(queries), response.json()
+
+
+class CpuMeter:
+    """CPU time per kind of request, the bench process's own (thread_time) and its PostgreSQL backend's: what a
+    request costs whatever else the machine runs (the wall-clock figures include waiting for a core)."""
+
+    def __init__(self) -> None:
+        self.python: dict[str, float] = {}
+        self.postgres: dict[str, float] = {}
+
+    def add(self, name: str, python_s: float, ticks: int) -> None:
+        self.python[name] = self.python.get(name, 0.0) + python_s * 1000
+        self.postgres[name] = self.postgres.get(name, 0.0) + ticks * 1000 / os.sysconf("SC_CLK_TCK")
+
+
+def measure(readers: list[Agent], rounds: int, cpu: CpuMeter) -> dict[str, tuple[list[float], list[int]]]:
+    prefix = f"/{settings.EIGENFLUX_COMPAT_PREFIX}/api/v1" if settings.EIGENFLUX_COMPAT_PREFIX else None
+    results: dict[str, tuple[list[float], list[int]]] = {}
+    marks = [time.thread_time(), backend_ticks()]
+
+    def note(name: str, sample: tuple[float, int, dict]) -> dict:
+        ticks = backend_ticks()
+        cpu.add(name, time.thread_time() - marks[0], ticks - marks[1])
+        results.setdefault(name, ([], []))
+        results[name][0].append(sample[0])
+        results[name][1].append(sample[1])
+        marks[:] = [time.thread_time(), backend_ticks()]
+        return sample[2]
+
+    page_items = list(ProcessedItem.objects.order_by("-pk")[:PAGE])
+    for _ in range(rounds):
+        for reader in readers:
+            client = Client(HTTP_AUTHORIZATION=f"Bearer {reader.bench_token}")  # type: ignore[attr-defined]
+            first = note("for_me, first page", timed(client, f"/api/v1/feed?for_me=1&limit={PAGE}"))
+            if first.get("next_cursor"):
+                url = f"/api/v1/feed?for_me=1&limit={PAGE}&cursor={first['next_cursor']}"
+                note("for_me, cursor page", timed(client, url))
+            note("unseen refresh (native)", timed(client, f"/api/v1/feed?for_me=1&unseen=1&limit={PAGE}"))
+            if prefix:
+                note("feed poll refresh (client)", timed(client, f"{prefix}/items/feed?action=refresh&limit={PAGE}"))
+            with CaptureQueriesContext(connection) as queries:
+                started = time.perf_counter()
+                impressions_record(reader=reader, items=page_items, feed=FeedName.FOR_ME, scores=[1.0] * PAGE)
+                elapsed = (time.perf_counter() - started) * 1000
+            note("impression write", (elapsed, len(queries), {}))
+    return results
+
+
+def arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--items", type=int, default=100_000)
+    parser.add_argument("--agents", type=int, default=10_000)
+    parser.add_argument("--topics", type=int, default=300)
+    parser.add_argument("--readers", type=int, default=150, help="readers measured (random agents)")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--fresh", action="store_true", help="rebuild the kept scratch database")
+    parser.add_argument("--drop", action="store_true", help="drop the scratch database at the end")
+    parser.add_argument("--lock", default=LOCK, help="the lock file taken around the measuring part")
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = arguments()
+    settings.RATE_LIMIT_READ_PER_MINUTE = 0
+    url = redis_url_with_db(settings.REDIS_URL, int(os.environ.get("BENCH_REDIS_DB", "13")))
+    settings.REDIS_URL = url
+    redis = get_redis(url)
+    redis.flushdb()
+    connection.settings_dict["TEST"]["NAME"] = SCRATCH_DB
+    old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=not args.fresh, serialize=False)
+    try:
+        if ProcessedItem.objects.count() < args.items or Agent.objects.count() < args.agents:
+            if ProcessedItem.objects.exists():
+                raise SystemExit("the kept scratch database is partial or smaller: run with --fresh")
+            seed(args)
+        rng = random.Random(7)
+        ids = rng.sample(list(ReaderProfile.objects.order_by("pk").values_list("pk", flat=True)), args.readers)
+        readers = list(Agent.objects.filter(pk__in=ids))
+        for reader in readers:
+            reader.bench_token = agent_token_create(agent=reader).token  # type: ignore[attr-defined]
+        measure(readers[:5], 1, CpuMeter())  # warm: caches, the lexicon, connections
+        cpu = CpuMeter()
+        with open(args.lock, "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            load_before = os.getloadavg()
+            results = measure(readers, args.rounds, cpu)
+            load_after = os.getloadavg()
+    finally:
+        connection.close()
+        connection.settings_dict["NAME"] = old_name
+        if args.drop:
+            connection.creation.destroy_test_db(old_name, verbosity=0)
+        redis.flushdb()
+    report(results, cpu, args, load_before, load_after)
+
+
+def report(results: dict, cpu: CpuMeter, args: argparse.Namespace, before: tuple, after: tuple) -> None:
+    print(
+        f"\n{args.items:,} items, {args.agents:,} agents with profiles; {len(results['for_me, first page'][0])} "
+        f"requests per row; page {PAGE}; FEED_RANK_DEPTH {settings.FEED_RANK_DEPTH}; {os.cpu_count()} CPUs"
+    )
+    print(f"load average (1/5/15 min) before {before[0]:.2f} {before[1]:.2f} {before[2]:.2f}, "
+          f"after {after[0]:.2f} {after[1]:.2f} {after[2]:.2f}")  # fmt: skip
+    print(f"\n| {'request':<28} | p50 ms | p99 ms | max ms | queries | CPU ms: Python + PostgreSQL |")
+    print(f"|{'-' * 30}|--------|--------|--------|---------|-----------------------------|")
+    for name, (values, queries) in results.items():
+        python, postgres = cpu.python[name] / len(values), cpu.postgres[name] / len(values)
+        print(
+            f"| {name:<28} | {statistics.median(values):6.1f} | {pct(values, 0.99):6.1f} | {max(values):6.1f} "
+            f"| {statistics.median(queries):7.0f} | {python:6.1f} + {postgres:5.1f} = {python + postgres:6.1f} |"
+        )
+    print("CPU ms: mean per request, the bench process's thread and its PostgreSQL backend (clock ticks)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+"""The candidate reads (items.feed_ranking.candidates and context): the filters hold on every source, and a
+ranking costs a bounded number of round trips whatever the number of candidates."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from items.feed_ranking import rank_entries
+from items.models import ItemFeedback, ProcessedItem
+from tests.factories import make_agent
+from tests.items.feed.conftest import basis, item, ranked, reader_with
+
+pytestmark = pytest.mark.django_db
+
+
+def test_type_and_domain_filters_hold_on_every_source(author):
+    reader = reader_with(seeks_vector=basis(0), offers_vector=basis(1))
+    supply = item(author, broadcast_type="supply", domains=["compute"], embedding=basis(0))
+    demand = item(author, broadcast_type="demand", domains=["compute"], embedding=basis(1))
+    other_domain = item(author, broadcast_type="supply", domains=["travel"], embedding=basis(0))
+    assert set(ranked(reader, broadcast_type="supply")) == {supply.pk, other_domain.pk}
+    assert set(ranked(reader, domain="compute")) == {supply.pk, demand.pk}
+    assert ranked(reader, broadcast_type="demand", domain="compute") == [demand.pk]
+
+
+def test_expired_items_are_never_candidates(author):
+    reader = reader_with(seeks_vector=basis(0))
+    alert = item(author, broadcast_type="alert", embedding=basis(0))
+    ProcessedItem.objects.filter(pk=alert.pk).update(expire_time=timezone.now() - timedelta(minutes=1))
+    fresh = item(author, broadcast_type="alert", embedding=basis(0))
+    assert ranked(reader) == [fresh.pk]
+
+
+def test_a_ranking_costs_the_same_few_round_trips_however_many_candidates(author):
+    """Reader, judgments, similar readers, candidates (one query for every source), narrowing with the facts:
+    a fixed number of queries, not one per source, clause, type or candidate."""
+    reader = reader_with(seeks_vector=basis(0), offers_vector=basis(1))
+    neighbour = reader_with(seeks_vector=basis(0))
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            entries = rank_entries(reader=reader, page_size=10, depth=50)
+        assert entries
+        return len([q for q in captured.captured_queries if "SAVEPOINT" not in q["sql"]])
+
+    first = item(author, broadcast_type="supply", embedding=basis(0))
+    ItemFeedback.objects.create(reader=neighbour, item=first, score=2, event_id="e1")
+    ItemFeedback.objects.create(reader=reader, item=first, score=1, event_id="e2")
+    few = queries()
+    others = [make_agent()[0] for _ in range(3)]
+    for n in range(30):
+        item(others[n % 3], broadcast_type=("supply", "demand", "info", "alert")[n % 4], embedding=basis(n % 5))
+    assert queries() == few <= 6
