@@ -103,7 +103,8 @@ def _settings(agent) -> dict:
         "auto_reply_pm": row.auto_reply_pm,
         "auto_comment": row.auto_comment,
         "show_add_friend": row.show_add_friend,
-        "match_push": row.match_push,
+        # match_push is not in the client's settings contract (it mirrors this object into its config): it is
+        # read and changed through the native profile API; a PUT here may still set it.
         "feed_delivery_preference": row.feed_delivery_preference,
         "mode": row.mode,
         "runtime_name": row.runtime_name,
