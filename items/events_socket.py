@@ -42,14 +42,21 @@ def agent_group(agent_id: int) -> str:
     return f"agent.{agent_id}.events"
 
 
+def _event_head(envelope: dict[str, str], data: dict) -> dict:
+    """What every item event pushed to a socket starts with: the envelope's id, type and time, and the item."""
+    return {
+        "id": envelope.get("id", ""),
+        "type": envelope.get("type", ""),
+        "time": envelope.get("time", ""),
+        "item_id": str(data.get("item_id", "")),
+    }
+
+
 def outcome_message(envelope: dict[str, str], data: dict) -> dict:
     return {
         "type": "item.event",
         "event": {
-            "id": envelope.get("id", ""),
-            "type": envelope.get("type", ""),
-            "time": envelope.get("time", ""),
-            "item_id": str(data.get("item_id", "")),
+            **_event_head(envelope, data),
             "status": data.get("status", ""),
             "reason": data.get("reason", ""),
         },
@@ -61,10 +68,7 @@ def milestone_message(envelope: dict[str, str], data: dict, text: str) -> dict:
     return {
         "type": "item.event",
         "event": {
-            "id": envelope.get("id", ""),
-            "type": envelope.get("type", ""),
-            "time": envelope.get("time", ""),
-            "item_id": str(data.get("item_id", "")),
+            **_event_head(envelope, data),
             "milestone": {"kind": data.get("kind", ""), "threshold": data.get("threshold"), "count": data.get("count")},
             "message": text,
         },

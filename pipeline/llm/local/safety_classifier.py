@@ -88,7 +88,7 @@ def _fit(
     return weights, bias
 
 
-def _platt(scores: np.ndarray, target: np.ndarray) -> tuple[float, float]:
+def platt(scores: np.ndarray, target: np.ndarray) -> tuple[float, float]:
     """Slope and intercept that turn out-of-fold scores into calibrated probabilities (Platt scaling)."""
     slope, intercept = 1.0, 0.0
     for _ in range(2000):
@@ -114,7 +114,7 @@ def train(cases: list[dict[str, str]]) -> SafetyClassifier:
         keep = np.isin(row_of, held)
         scores = np.bincount(row_of[keep], weights=data[2][keep] * weights[local_col[keep]], minlength=len(cases))
         out_of_fold[held] = scores[held] + bias
-    slope, intercept = _platt(out_of_fold, target)
+    slope, intercept = platt(out_of_fold, target)
     weights, bias = _fit(data, target, np.arange(len(cases)))
     full = np.zeros(DIMENSIONS)
     full[used] = slope * weights

@@ -28,7 +28,7 @@ import regex
 
 from pipeline.llm.local import embedding, minilm, safety_classifier, safety_rules
 from pipeline.llm.local.normalise import fold as fold_text
-from pipeline.llm.local.safety_classifier import TRAINING_PATH
+from pipeline.llm.local.safety_classifier import TRAINING_PATH, platt
 
 WEIGHTS_PATH = Path(__file__).resolve().parent / "data" / "safety_embedding.json"
 EPOCHS = 3000
@@ -104,15 +104,6 @@ def _fit(
     return weights, bias
 
 
-def _platt(scores: np.ndarray, target: np.ndarray) -> tuple[float, float]:
-    slope, intercept = 1.0, 0.0
-    for _ in range(2000):
-        error = 1.0 / (1.0 + np.exp(-(slope * scores + intercept))) - target
-        slope -= 0.5 * float(error @ scores) / len(scores)
-        intercept -= 0.5 * float(error.sum()) / len(scores)
-    return slope, intercept
-
-
 def train(cases: list[dict[str, Any]], vectors: np.ndarray) -> EmbeddingSafetyModel:
     """Fits the model on the cases' sentence vectors (unsafe against everything else), and the blend of its
     estimate with the n-gram classifier's on 4-fold out-of-fold estimates of both, so that the blend weighs
@@ -127,7 +118,7 @@ def train(cases: list[dict[str, Any]], vectors: np.ndarray) -> EmbeddingSafetyMo
         scores[held] = vectors[held] @ weights + bias
         fitted = safety_classifier.train([cases[row] for row in rest])
         ngram[held] = [_logit(fitted.risk(cases[row]["text"])[0]) for row in held]
-    slope, intercept = _platt(scores, target)
+    slope, intercept = platt(scores, target)
     weights, bias = _fit(vectors, target)
     defused = np.array([float(safety_rules.defused(fold_text(case["text"]))) for case in cases])
     features = np.column_stack([ngram, slope * scores + intercept, defused])
