@@ -32,8 +32,8 @@ test: lint ## lint, then the whole test suite against real PostgreSQL and Redis 
 # Workers for the parallel runs: each gets its own test database and Redis DB (tests/conftest.py). Tests mostly
 # wait (on PostgreSQL, Redis, sockets), so more workers than cores still pays on 2 cores.
 TEST_WORKERS ?= 4
-# Slow tests start servers and processes of their own and wait on timers: two at a time halves the waiting on
-# 2 cores without starving the processes a test measures (SLOW_WORKERS=0 runs them one at a time in-process).
+# Slow tests start servers and processes of their own and wait on timers: two at a time cut the slow tier from
+# about 11 to about 6 minutes on 2 cores (docs/development.md); SLOW_WORKERS=0 runs them one at a time.
 SLOW_WORKERS ?= 2
 
 test-fast: $(STAMP) ## every test not marked slow, in parallel (pytest-xdist): the quick check while working
