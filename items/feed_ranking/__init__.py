@@ -4,6 +4,7 @@ weighted sum of signals, arranged into pages with diversity caps and exploration
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -24,7 +25,15 @@ from items.feed_ranking.signals import (
 from items.models import Agent, ProcessedItem
 from items.selectors import with_raw
 
-__all__ = ["SIGNALS", "RankedItem", "rank_entries", "rank_feed", "ranked_items", "score_for_reader"]
+__all__ = [
+    "SIGNALS",
+    "RankedItem",
+    "rank_entries",
+    "rank_feed",
+    "ranked_items",
+    "score_for_reader",
+    "scores_for_readers",
+]
 
 
 @dataclass(frozen=True)
@@ -96,6 +105,16 @@ def rank_feed(
 def score_for_reader(*, reader: Agent, item: ProcessedItem) -> RankedItem:
     """One item's score for one reader, broken down by signal: the admin's "why this item", and the test a match
     push can apply to a new item."""
+    ((_, ranked),) = scores_for_readers(readers=[reader], item=item)
+    return ranked
+
+
+def scores_for_readers(*, readers: Iterable[Agent], item: ProcessedItem) -> list[tuple[Agent, RankedItem]]:
+    """score_for_reader for several readers of one item: the item's facts are read once, not once per reader."""
     now = timezone.now()
-    (entry,) = _scored(reader_context(reader), [item_facts([item.pk], now=now)[item.pk]], now)
-    return RankedItem(item=item, score=entry.total, parts=entry.parts)
+    facts = item_facts([item.pk], now=now)[item.pk]
+    scored = []
+    for reader in readers:
+        (entry,) = _scored(reader_context(reader), [facts], now)
+        scored.append((reader, RankedItem(item=item, score=entry.total, parts=entry.parts)))
+    return scored

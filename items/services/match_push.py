@@ -16,7 +16,7 @@ from pgvector.django import CosineDistance
 
 from eigenflux.base.redis import get_redis
 from items.events_socket import agent_group, matched_message
-from items.feed_ranking import score_for_reader
+from items.feed_ranking import scores_for_readers
 from items.models import Agent, ProcessedItem, ReaderProfile
 from items.presence import online_among
 from items.ratelimit import Limit, RateLimitUnavailable, buckets_hit
@@ -80,8 +80,7 @@ def match_targets(*, item: ProcessedItem) -> list[MatchTarget]:
     )
     side = SIDE_BY_TYPE[item.broadcast_type]
     targets = []
-    for reader in readers:
-        ranked = score_for_reader(reader=reader, item=item)
+    for reader, ranked in scores_for_readers(readers=readers, item=item):
         relevance = sum(ranked.parts.get(name, 0.0) for name in RELEVANCE_PARTS)
         if relevance > 0 and ranked.score >= settings.MATCH_PUSH_THRESHOLD:
             targets.append(MatchTarget(agent_id=reader.pk, score=ranked.score, side=side))
