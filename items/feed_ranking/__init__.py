@@ -13,14 +13,13 @@ from django.utils import timezone
 from items.feed_ranking import candidates
 from items.feed_ranking.context import item_facts, reader_context, servable_facts
 from items.feed_ranking.pages import paginate
+from items.feed_ranking.scoring import score_many
 from items.feed_ranking.signals import (
     SIGNALS,
     ItemFacts,
     ReaderContext,
     Scored,
-    score_item,
     weights,
-    with_similarities,
 )
 from items.models import Agent, ProcessedItem
 from items.selectors import with_raw
@@ -44,9 +43,7 @@ class RankedItem:
 
 
 def _scored(context: ReaderContext, facts: list[ItemFacts], now: datetime) -> list[Scored]:
-    current = weights()
-    filled = with_similarities(context, facts)
-    return [score_item(context, item, now=now, weights=current) for item in filled]
+    return score_many(context, facts, now=now, weights=weights())
 
 
 def rank_entries(
@@ -64,7 +61,7 @@ def rank_entries(
     context = reader_context(reader)
     found = candidates.candidate_ids(context, reader, broadcast_type=broadcast_type, domain=domain, now=now)
     servable = servable_facts(
-        reader, found, broadcast_type=broadcast_type, domain=domain, seen_since=seen_since, now=now, context=context
+        reader, found, broadcast_type=broadcast_type, domain=domain, seen_since=seen_since, now=now
     )
     return paginate(_scored(context, servable, now), page_size=page_size, now=now, depth=depth)
 

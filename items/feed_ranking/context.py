@@ -10,8 +10,8 @@ import numpy as np
 from django.conf import settings
 from django.db import connection
 
-from items.feed_ranking.concepts import concepts
-from items.feed_ranking.signals import ItemFacts, ReaderContext, similarity_rows, unit
+from items.feed_ranking.concepts import concepts, item_concepts
+from items.feed_ranking.signals import ItemFacts, ReaderContext, unit
 from items.models import (
     Agent,
     FeedDelivery,
@@ -115,12 +115,12 @@ def _neighbour_likes(reader: Agent, seeks) -> dict[int, float]:
 
 # One row per item: what ItemFacts holds. The embedding comes as pgvector's binary form (vector_send: a 4-byte
 # header, then big-endian float4s), read with np.frombuffer: no float-to-text and back for 384 numbers a row.
+# The concepts come stored (ProcessedItem.concepts); an item stored without them has its text read (_concepts).
 FACTS_SQL = (
     "SELECT p.raw_id, p.author_id, p.broadcast_type, p.keywords, p.domains, p.quality, "  # noqa: S608
-    "COALESCE(p.processed_at, p.created_at), vector_send(p.embedding), r.content, a.is_official, s.readers, "
+    "COALESCE(p.processed_at, p.created_at), vector_send(p.embedding), p.concepts, a.is_official, s.readers, "
     "s.score_sum, s.consumed, s.score_one, s.score_two, s.score_minus_one, s.updated_at "
-    f"FROM {ITEMS} p JOIN {RawItem._meta.db_table} r ON r.id = p.raw_id "
-    f"JOIN {Agent._meta.db_table} a ON a.id = p.author_id "
+    f"FROM {ITEMS} p JOIN {Agent._meta.db_table} a ON a.id = p.author_id "
     f"LEFT JOIN {ItemStats._meta.db_table} s ON s.item_id = p.raw_id"
 )
 VISIBLE_SQL = f"p.status = '{ItemStatus.COMPLETED}' AND (p.expire_time IS NULL OR p.expire_time > %(now)s)"
@@ -139,12 +139,11 @@ def servable_facts(
     domain: str | None,
     seen_since: datetime | None,
     now: datetime,
-    context: ReaderContext | None = None,
 ) -> list[ItemFacts]:
     """Of `ids`, each one's group stood for by its newest visible member not written by the reader, leaving out
     the groups served to the reader since `seen_since` (the unseen feed's seen memory; None: no memory), with
     the facts of each, newest first. One query: the groups by primary key, their members by the group index,
-    the reader's deliveries by theirs. With `context`, each item's similarities to the reader are filled in."""
+    the reader's deliveries by theirs."""
     if not ids:
         return []
     where = f"{VISIBLE_SQL} AND p.author_id <> %(reader)s{_filters(broadcast_type, domain)}"
@@ -173,7 +172,7 @@ def servable_facts(
     params["seen"] = seen_since
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        return _all_facts(cursor.fetchall(), context)
+        return _all_facts(cursor.fetchall())
 
 
 def item_facts(ids: list[int], *, now: datetime) -> dict[int, ItemFacts]:
@@ -181,7 +180,7 @@ def item_facts(ids: list[int], *, now: datetime) -> dict[int, ItemFacts]:
     del now  # the facts do not depend on it; kept for callers
     with connection.cursor() as cursor:
         cursor.execute(f"{FACTS_SQL} WHERE p.raw_id = ANY(%s)", [list(ids)])
-        return {facts.item_id: facts for facts in _all_facts(cursor.fetchall(), None)}
+        return {facts.item_id: facts for facts in _all_facts(cursor.fetchall())}
 
 
 def _embedding(data) -> np.ndarray | None:
@@ -190,30 +189,37 @@ def _embedding(data) -> np.ndarray | None:
     return unit(np.frombuffer(bytes(data), dtype=">f4", offset=4))
 
 
-def _all_facts(rows: list[tuple], context: ReaderContext | None) -> list[ItemFacts]:
-    """The facts of each row, embeddings read and normalised as one matrix (and, with `context`, compared with
-    the reader's vectors in one go)."""
+def _all_facts(rows: list[tuple]) -> list[ItemFacts]:
+    """The facts of each row, embeddings read and normalised as one matrix."""
     embedded = [index for index, row in enumerate(rows) if row[7] is not None]
     vectors: list[np.ndarray | None] = [None] * len(rows)
-    similarities: list[dict[str, float] | None] = [None] * len(rows)
     if embedded:
         matrix = np.stack([np.frombuffer(bytes(rows[index][7]), dtype=">f4", offset=4) for index in embedded])
         matrix = matrix.astype(np.float32)
         norms = np.linalg.norm(matrix, axis=1)
         keep = norms > 0
         matrix[keep] /= norms[keep, None]
-        embedded = [index for index, kept in zip(embedded, keep.tolist(), strict=True) if kept]
-        matrix = matrix[keep]
-        for index, vector in zip(embedded, matrix, strict=True):
-            vectors[index] = vector
-        if context is not None and embedded:
-            for index, row in zip(embedded, similarity_rows(context, matrix), strict=True):
-                similarities[index] = row
-    return [_facts(row, vectors[n], similarities[n]) for n, row in enumerate(rows)]
+        for index, vector, kept in zip(embedded, matrix, keep.tolist(), strict=True):
+            if kept:
+                vectors[index] = vector
+    found = _concepts([row for row in rows if row[8] is None])
+    return [_facts(row, vectors[n], found) for n, row in enumerate(rows)]
 
 
-def _facts(row: tuple, embedding: np.ndarray | None, similarities: dict[str, float] | None) -> ItemFacts:
-    (pk, author, kind, keywords, domains, quality, completed, _, content, official) = row[:10]
+def _concepts(rows: list[tuple]) -> dict[int, frozenset[int]]:
+    """The concepts of items stored without them (completed before the column, or written by hand): read from
+    their text, as items.services.item_concepts stores them."""
+    if not rows:
+        return {}
+    with connection.cursor() as cursor:
+        sql = f"SELECT id, content FROM {RawItem._meta.db_table} WHERE id = ANY(%s)"  # noqa: S608
+        cursor.execute(sql, [[row[0] for row in rows]])
+        contents = dict(cursor.fetchall())
+    return {row[0]: frozenset(item_concepts(contents.get(row[0], ""), row[3])) for row in rows}
+
+
+def _facts(row: tuple, embedding: np.ndarray | None, found: dict[int, frozenset[int]]) -> ItemFacts:
+    (pk, author, kind, keywords, domains, quality, completed, _, stored, official) = row[:10]
     readers, score_sum, consumed, ones, twos, minus, stats_at = row[10:]
     engagement = (ones or 0) + 2 * (twos or 0) - (minus or 0)
     engagement += settings.FEED_TRENDING_CONSUMED_WEIGHT * (consumed or 0)
@@ -226,8 +232,7 @@ def _facts(row: tuple, embedding: np.ndarray | None, similarities: dict[str, flo
         quality=quality,
         completed_at=completed,
         embedding=embedding,
-        similarities=similarities,
-        concepts=concepts(" ".join([content, *keywords])),
+        concepts=found[pk] if stored is None else frozenset(stored),
         author_official=bool(official),
         readers=readers or 0,
         score_sum=score_sum or 0,
