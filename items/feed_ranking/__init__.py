@@ -10,7 +10,6 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from items.feed_ranking import candidates
 from items.feed_ranking.context import item_facts, reader_context, servable_facts
 from items.feed_ranking.pages import paginate
 from items.feed_ranking.scoring import score_many
@@ -59,9 +58,8 @@ def rank_entries(
     the items it serves."""
     now = timezone.now()
     context = reader_context(reader)
-    found = candidates.candidate_ids(context, reader, broadcast_type=broadcast_type, domain=domain, now=now)
     servable = servable_facts(
-        reader, found, broadcast_type=broadcast_type, domain=domain, seen_since=seen_since, now=now
+        reader, context, broadcast_type=broadcast_type, domain=domain, seen_since=seen_since, now=now
     )
     return paginate(_scored(context, servable, now), page_size=page_size, now=now, depth=depth)
 

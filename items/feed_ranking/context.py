@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import json
+import logging
 from collections import defaultdict
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
+import redis
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 
+from eigenflux.base.redis import get_redis, reply_text
+from items.feed_ranking.candidates import VISIBLE_SQL, candidate_sources, hnsw_ef_search, type_and_domain, vector_text
 from items.feed_ranking.concepts import concepts, item_concepts
 from items.feed_ranking.signals import ItemFacts, ReaderContext, unit
 from items.models import (
@@ -18,7 +23,6 @@ from items.models import (
     FeedEvent,
     ItemFeedback,
     ItemStats,
-    ItemStatus,
     ProcessedItem,
     RawItem,
     ReaderProfile,
@@ -28,6 +32,7 @@ from items.models import (
 EVENT_WEIGHTS = {"surface": 0.25, "question": 0.5, "discussion": 0.5, "task": 1.0}
 SCORE_WEIGHTS = {-1: -1.0, 0: 0.0, 1: 0.5, 2: 1.0}
 ITEMS = ProcessedItem._meta.db_table
+log = logging.getLogger(__name__)
 
 
 def reader_context(reader: Agent) -> ReaderContext:
@@ -45,9 +50,32 @@ def reader_context(reader: Agent) -> ReaderContext:
         offers_concepts=concepts(reader.offers),
     )
     context.judged = _judged(reader)
-    if context.seeks is not None:
-        context.neighbour_likes = _neighbour_likes(reader, context.seeks)
+    if context.seeks is not None and profile is not None:
+        context.neighbour_likes = _neighbour_likes_cached(reader, profile, context.seeks)
     return context
+
+
+def _neighbour_likes_cached(reader: Agent, profile: ReaderProfile, seeks) -> dict[int, float]:
+    """_neighbour_likes, kept in Redis for FEED_NEIGHBOURS_CACHE_SECONDS per profile version: what similar
+    readers liked moves slowly, and a changed profile (new vectors) is a new key. The reader's own judgments are
+    read afresh every time (_judged). Without Redis, computed each time."""
+    ttl = settings.FEED_NEIGHBOURS_CACHE_SECONDS
+    if ttl <= 0:
+        return _neighbour_likes(reader, seeks)
+    key = f"feed:neighbours:{reader.pk}:{profile.version.timestamp():.6f}"
+    try:
+        cached = get_redis().get(key)
+    except redis.RedisError as exc:
+        log.warning("neighbour cache unavailable (%s)", exc.__class__.__name__)
+        return _neighbour_likes(reader, seeks)
+    if cached is not None:
+        return {int(item_id): weight for item_id, weight in json.loads(reply_text(cached)).items()}
+    likes = _neighbour_likes(reader, seeks)
+    try:
+        get_redis().set(key, json.dumps(likes), ex=ttl)
+    except redis.RedisError as exc:
+        log.warning("neighbour cache unavailable (%s)", exc.__class__.__name__)
+    return likes
 
 
 def _parts(whole, parts: list) -> list:
@@ -99,7 +127,7 @@ def _neighbour_likes(reader: Agent, seeks) -> dict[int, float]:
         "ORDER BY f.updated_at DESC LIMIT %(likes)s"
     )
     params: dict[str, Any] = {
-        "seeks": "[" + ",".join(f"{float(x):.6g}" for x in seeks) + "]",
+        "seeks": vector_text(seeks),
         "reader": reader.pk,
         "count": count,
         "floor": settings.FEED_MATCH_FLOOR,
@@ -115,62 +143,52 @@ def _neighbour_likes(reader: Agent, seeks) -> dict[int, float]:
 
 # One row per item: what ItemFacts holds. The embedding comes as pgvector's binary form (vector_send: a 4-byte
 # header, then big-endian float4s), read with np.frombuffer: no float-to-text and back for 384 numbers a row.
-# The concepts come stored (ProcessedItem.concepts); an item stored without them has its text read (_concepts).
+# Moments come as seconds since the epoch (a float is read natively; a timestamp goes through Django's loader,
+# several microseconds each, two per candidate). The concepts come stored (ProcessedItem.concepts); an item
+# stored without them has its text read (_concepts).
 FACTS_SQL = (
     "SELECT p.raw_id, p.author_id, p.broadcast_type, p.keywords, p.domains, p.quality, "  # noqa: S608
-    "COALESCE(p.processed_at, p.created_at), vector_send(p.embedding), p.concepts, a.is_official, s.readers, "
-    "s.score_sum, s.consumed, s.score_one, s.score_two, s.score_minus_one, s.updated_at "
+    "extract(epoch FROM COALESCE(p.processed_at, p.created_at))::float8, vector_send(p.embedding), p.concepts, "
+    "a.is_official, s.readers, s.score_sum, s.consumed, s.score_one, s.score_two, s.score_minus_one, "
+    "extract(epoch FROM s.updated_at)::float8 "
     f"FROM {ITEMS} p JOIN {Agent._meta.db_table} a ON a.id = p.author_id "
     f"LEFT JOIN {ItemStats._meta.db_table} s ON s.item_id = p.raw_id"
 )
-VISIBLE_SQL = f"p.status = '{ItemStatus.COMPLETED}' AND (p.expire_time IS NULL OR p.expire_time > %(now)s)"
-
-
-def _filters(broadcast_type: str | None, domain: str | None) -> str:
-    kind = " AND p.broadcast_type = %(kind)s" if broadcast_type else ""
-    return kind + (" AND p.domains @> ARRAY[%(domain)s]::varchar(100)[]" if domain else "")
 
 
 def servable_facts(
     reader: Agent,
-    ids: set[int],
+    context: ReaderContext,
     *,
     broadcast_type: str | None,
     domain: str | None,
     seen_since: datetime | None,
     now: datetime,
 ) -> list[ItemFacts]:
-    """Of `ids`, each one's group stood for by its newest visible member not written by the reader, leaving out
-    the groups served to the reader since `seen_since` (the unseen feed's seen memory; None: no memory), with
-    the facts of each, newest first. One query: the groups by primary key, their members by the group index,
-    the reader's deliveries by theirs."""
-    if not ids:
-        return []
-    where = f"{VISIBLE_SQL} AND p.author_id <> %(reader)s{_filters(broadcast_type, domain)}"
+    """The reader's candidates (candidates.candidate_sources), each one's group stood for by its newest visible
+    member not written by the reader, leaving out the groups served to the reader since `seen_since` (the unseen
+    feed's seen memory; None: no memory), with the facts of each, newest first. One statement: the sources, the
+    groups of what they found, their members by the group index, the reader's deliveries by theirs."""
+    params: dict[str, Any] = {"now": now, "reader": reader.pk, "kind": broadcast_type, "domain": domain}
+    sources = candidate_sources(context, broadcast_type=broadcast_type, domain=domain, now=now, params=params)
+    where = f"{VISIBLE_SQL} AND p.author_id <> %(reader)s{type_and_domain(broadcast_type, domain)}"
     unseen = ""
     if seen_since is not None:
         unseen = (
             f"WHERE NOT EXISTS (SELECT 1 FROM {FeedDelivery._meta.db_table} d WHERE d.agent_id = %(reader)s "  # noqa: S608
             "AND d.group_id = n.g AND d.delivered_at >= %(seen)s)"
         )
+        params["seen"] = seen_since
     sql = (
-        f"WITH keys AS (SELECT DISTINCT COALESCE(p.group_id, p.raw_id) AS g FROM {ITEMS} p "  # noqa: S608
-        f"WHERE p.raw_id = ANY(%(ids)s) AND {where}), "
+        f"WITH found AS ({sources}), keys AS (SELECT DISTINCT p.g FROM found p WHERE {where}), "  # noqa: S608
         "newest AS (SELECT g, max(id) AS id FROM ("
         f"SELECT p.group_id AS g, p.raw_id AS id FROM {ITEMS} p JOIN keys k ON p.group_id = k.g WHERE {where} "
         f"UNION ALL SELECT p.raw_id, p.raw_id FROM {ITEMS} p JOIN keys k ON p.raw_id = k.g "
         f"WHERE p.group_id IS NULL AND {where}) m GROUP BY g) "
         f"{FACTS_SQL} JOIN newest n ON n.id = p.raw_id {unseen} ORDER BY p.raw_id DESC"
     )
-    params: dict[str, Any] = {
-        "ids": list(ids),
-        "now": now,
-        "reader": reader.pk,
-        "kind": broadcast_type,
-        "domain": domain,
-    }
-    params["seen"] = seen_since
-    with connection.cursor() as cursor:
+    with transaction.atomic(), connection.cursor() as cursor:
+        hnsw_ef_search(cursor)
         cursor.execute(sql, params)
         return _all_facts(cursor.fetchall())
 
@@ -203,7 +221,8 @@ def _all_facts(rows: list[tuple]) -> list[ItemFacts]:
             if kept:
                 vectors[index] = vector
     found = _concepts([row for row in rows if row[8] is None])
-    return [_facts(row, vectors[n], found) for n, row in enumerate(rows)]
+    consumed_weight = settings.FEED_TRENDING_CONSUMED_WEIGHT
+    return [_facts(row, vectors[n], found, consumed_weight) for n, row in enumerate(rows)]
 
 
 def _concepts(rows: list[tuple]) -> dict[int, frozenset[int]]:
@@ -218,11 +237,13 @@ def _concepts(rows: list[tuple]) -> dict[int, frozenset[int]]:
     return {row[0]: frozenset(item_concepts(contents.get(row[0], ""), row[3])) for row in rows}
 
 
-def _facts(row: tuple, embedding: np.ndarray | None, found: dict[int, frozenset[int]]) -> ItemFacts:
+def _facts(
+    row: tuple, embedding: np.ndarray | None, found: dict[int, frozenset[int]], consumed_weight: float
+) -> ItemFacts:
     (pk, author, kind, keywords, domains, quality, completed, _, stored, official) = row[:10]
     readers, score_sum, consumed, ones, twos, minus, stats_at = row[10:]
     engagement = (ones or 0) + 2 * (twos or 0) - (minus or 0)
-    engagement += settings.FEED_TRENDING_CONSUMED_WEIGHT * (consumed or 0)
+    engagement += consumed_weight * (consumed or 0)
     return ItemFacts(
         item_id=pk,
         author_id=author,
@@ -230,7 +251,7 @@ def _facts(row: tuple, embedding: np.ndarray | None, found: dict[int, frozenset[
         keywords=tuple(keywords),
         domains=tuple(domains),
         quality=quality,
-        completed_at=completed,
+        completed_at=datetime.fromtimestamp(completed, UTC),
         embedding=embedding,
         concepts=found[pk] if stored is None else frozenset(stored),
         author_official=bool(official),
@@ -238,5 +259,5 @@ def _facts(row: tuple, embedding: np.ndarray | None, found: dict[int, frozenset[
         score_sum=score_sum or 0,
         consumed=consumed or 0,
         engagement=max(0.0, engagement),
-        stats_updated_at=stats_at,
+        stats_updated_at=None if stats_at is None else datetime.fromtimestamp(stats_at, UTC),
     )
