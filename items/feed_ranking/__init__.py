@@ -10,8 +10,9 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from items.feed_ranking.context import item_facts, reader_context, servable_facts
+from items.feed_ranking.context import item_facts, servable_facts
 from items.feed_ranking.pages import paginate
+from items.feed_ranking.readers import reader_context, reader_contexts
 from items.feed_ranking.scoring import score_many
 from items.feed_ranking.signals import (
     SIGNALS,
@@ -105,11 +106,14 @@ def score_for_reader(*, reader: Agent, item: ProcessedItem) -> RankedItem:
 
 
 def scores_for_readers(*, readers: Iterable[Agent], item: ProcessedItem) -> list[tuple[Agent, RankedItem]]:
-    """score_for_reader for several readers of one item: the item's facts are read once, not once per reader."""
+    """score_for_reader for several readers of one item (a match push): the item's facts are read once and the
+    readers' contexts together (readers.reader_contexts), not once per reader."""
     now = timezone.now()
     facts = item_facts([item.pk], now=now)[item.pk]
+    readers = list(readers)
+    current = weights()
     scored = []
-    for reader in readers:
-        (entry,) = _scored(reader_context(reader), [facts], now)
+    for reader, context in zip(readers, reader_contexts(readers, only_items={item.pk}), strict=True):
+        (entry,) = score_many(context, [facts], now=now, weights=current)
         scored.append((reader, RankedItem(item=item, score=entry.total, parts=entry.parts)))
     return scored

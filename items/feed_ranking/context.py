@@ -1,144 +1,29 @@
-"""Loads what the ranking knows (items.feed_ranking.signals): the reader's context and the candidates' facts."""
+"""Loads what the ranking knows of items (items.feed_ranking.signals): the candidates' facts (the reader's side is
+items.feed_ranking.readers)."""
 
 from __future__ import annotations
 
-import json
 import logging
-from collections import defaultdict
 from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
-import redis
 from django.conf import settings
 from django.db import connection, transaction
 
-from eigenflux.base.redis import get_redis, reply_text
-from items.feed_ranking.candidates import VISIBLE_SQL, candidate_sources, hnsw_ef_search, type_and_domain, vector_text
-from items.feed_ranking.concepts import concepts, item_concepts
+from items.feed_ranking.candidates import VISIBLE_SQL, candidate_sources, hnsw_ef_search, type_and_domain
+from items.feed_ranking.concepts import item_concepts
 from items.feed_ranking.signals import ItemFacts, ReaderContext, unit
 from items.models import (
     Agent,
     FeedDelivery,
-    FeedEvent,
-    ItemFeedback,
     ItemStats,
     ProcessedItem,
     RawItem,
-    ReaderProfile,
 )
 
-# A feed event is a positive judgment, weighted like the score it stands for (a task is as good as a +2).
-EVENT_WEIGHTS = {"surface": 0.25, "question": 0.5, "discussion": 0.5, "task": 1.0}
-SCORE_WEIGHTS = {-1: -1.0, 0: 0.0, 1: 0.5, 2: 1.0}
 ITEMS = ProcessedItem._meta.db_table
 log = logging.getLogger(__name__)
-
-
-def reader_context(reader: Agent) -> ReaderContext:
-    profile = ReaderProfile.objects.filter(agent=reader).first()
-    seeks = unit(profile.seeks_embedding) if profile else None
-    offers = unit(profile.offers_embedding) if profile else None
-    context = ReaderContext(
-        agent_id=reader.pk,
-        seeks=seeks,
-        offers=offers,
-        seeks_parts=_parts(seeks, profile.seeks_parts if profile else []),
-        offers_parts=_parts(offers, profile.offers_parts if profile else []),
-        keywords=frozenset(keyword.casefold() for keyword in reader.profile_keywords),
-        seeks_concepts=concepts(reader.seeks or reader.bio),
-        offers_concepts=concepts(reader.offers),
-    )
-    context.judged = _judged(reader)
-    if context.seeks is not None and profile is not None:
-        context.neighbour_likes = _neighbour_likes_cached(reader, profile, context.seeks)
-    return context
-
-
-def _neighbour_likes_cached(reader: Agent, profile: ReaderProfile, seeks) -> dict[int, float]:
-    """_neighbour_likes, kept in Redis for FEED_NEIGHBOURS_CACHE_SECONDS per profile version: what similar
-    readers liked moves slowly, and a changed profile (new vectors) is a new key. The reader's own judgments are
-    read afresh every time (_judged). Without Redis, computed each time."""
-    ttl = settings.FEED_NEIGHBOURS_CACHE_SECONDS
-    if ttl <= 0:
-        return _neighbour_likes(reader, seeks)
-    key = f"feed:neighbours:{reader.pk}:{profile.version.timestamp():.6f}"
-    try:
-        cached = get_redis().get(key)
-    except redis.RedisError as exc:
-        log.warning("neighbour cache unavailable (%s)", exc.__class__.__name__)
-        return _neighbour_likes(reader, seeks)
-    if cached is not None:
-        return {int(item_id): weight for item_id, weight in json.loads(reply_text(cached)).items()}
-    likes = _neighbour_likes(reader, seeks)
-    try:
-        get_redis().set(key, json.dumps(likes), ex=ttl)
-    except redis.RedisError as exc:
-        log.warning("neighbour cache unavailable (%s)", exc.__class__.__name__)
-    return likes
-
-
-def _parts(whole, parts: list) -> list:
-    vectors = [whole, *(unit(part) for part in parts)] if whole is not None else []
-    return [vector for vector in vectors if vector is not None]
-
-
-def _judged(reader: Agent) -> list[tuple]:
-    """The reader's latest scores and feed events, as (item embedding, weight): one query."""
-    limit = settings.FEED_OWN_FEEDBACK_ITEMS
-    if limit <= 0:
-        return []
-    sql = (
-        f"WITH f AS (SELECT item_id, score FROM {ItemFeedback._meta.db_table} WHERE reader_id = %(reader)s "  # noqa: S608
-        "ORDER BY updated_at DESC LIMIT %(limit)s), "
-        f"e AS (SELECT item_id, kind FROM {FeedEvent._meta.db_table} WHERE agent_id = %(reader)s "
-        "ORDER BY created_at DESC LIMIT %(limit)s) "
-        f"SELECT 0, f.item_id, f.score, NULL, vector_send(p.embedding) FROM f JOIN {ITEMS} p ON p.raw_id = f.item_id "
-        f"UNION ALL SELECT 1, e.item_id, NULL, e.kind, vector_send(p.embedding) FROM e JOIN {ITEMS} p "
-        "ON p.raw_id = e.item_id"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, {"reader": reader.pk, "limit": limit})
-        rows = sorted(cursor.fetchall(), key=lambda row: row[0])  # scores first: a -1 outweighs an event
-    weights: dict[int, float] = {}
-    vectors: dict[int, object] = {}
-    for source, item_id, score, kind, embedding in rows:
-        vectors[item_id] = embedding
-        if source == 0:
-            weights[item_id] = SCORE_WEIGHTS.get(score, 0.0)
-        elif weights.get(item_id, 0.0) >= 0:  # a -1 outweighs having looked at it
-            weights[item_id] = max(weights.get(item_id, 0.0), EVENT_WEIGHTS.get(kind, 0.0))
-    judged = [(_embedding(vectors[item_id]), weight) for item_id, weight in weights.items() if weight]
-    return [(vector, weight) for vector, weight in judged if vector is not None]
-
-
-def _neighbour_likes(reader: Agent, seeks) -> dict[int, float]:
-    """Items scored 1 or 2 by the readers whose seeks are nearest the reader's (HNSW on reader_seeks), summed
-    over them by similarity: one query."""
-    count = settings.FEED_NEIGHBOUR_READERS
-    if count <= 0 or settings.FEED_CANDIDATES_NEIGHBOURS <= 0:
-        return {}
-    sql = (
-        "WITH near AS (SELECT agent_id, 1 - (seeks_embedding <=> %(seeks)s::vector) AS similarity "  # noqa: S608
-        f"FROM {ReaderProfile._meta.db_table} WHERE seeks_embedding IS NOT NULL AND agent_id <> %(reader)s "
-        "ORDER BY seeks_embedding <=> %(seeks)s::vector LIMIT %(count)s) "
-        f"SELECT f.item_id, f.score, n.similarity FROM near n JOIN {ItemFeedback._meta.db_table} f "
-        "ON f.reader_id = n.agent_id WHERE n.similarity > %(floor)s AND f.score >= 1 "
-        "ORDER BY f.updated_at DESC LIMIT %(likes)s"
-    )
-    params: dict[str, Any] = {
-        "seeks": vector_text(seeks),
-        "reader": reader.pk,
-        "count": count,
-        "floor": settings.FEED_MATCH_FLOOR,
-        "likes": settings.FEED_CANDIDATES_NEIGHBOURS * 5,
-    }
-    likes: dict[int, float] = defaultdict(float)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        for item_id, score, similarity in cursor.fetchall():
-            likes[item_id] += float(similarity) * SCORE_WEIGHTS[score]
-    return dict(likes)
 
 
 # One row per item: what ItemFacts holds. The embedding comes as pgvector's binary form (vector_send: a 4-byte
@@ -201,7 +86,8 @@ def item_facts(ids: list[int], *, now: datetime) -> dict[int, ItemFacts]:
         return {facts.item_id: facts for facts in _all_facts(cursor.fetchall())}
 
 
-def _embedding(data) -> np.ndarray | None:
+def embedding_of(data) -> np.ndarray | None:
+    """A unit vector from pgvector's binary form (vector_send), or None."""
     if data is None:
         return None
     return unit(np.frombuffer(bytes(data), dtype=">f4", offset=4))
