@@ -12,6 +12,9 @@ def fill(apps, schema_editor) -> None:
 
 
 class Migration(migrations.Migration):
+    # The fill commits batch by batch (items.services.item_concepts), not as one transaction over every item.
+    atomic = False
+
     dependencies = [
         ("items", "0026_pending_embedding"),
     ]
