@@ -31,14 +31,21 @@ log = logging.getLogger(__name__)
 # Moments come as seconds since the epoch (a float is read natively; a timestamp goes through Django's loader,
 # several microseconds each, two per candidate). The concepts come stored (ProcessedItem.concepts); an item
 # stored without them has its text read (_concepts).
-FACTS_SQL = (
-    "SELECT p.raw_id, p.author_id, p.broadcast_type, p.keywords, p.domains, p.quality, "  # noqa: S608
-    "extract(epoch FROM COALESCE(p.processed_at, p.created_at))::float8, vector_send(p.embedding), p.concepts, "
-    "a.is_official, s.readers, s.score_sum, s.consumed, s.score_one, s.score_two, s.score_minus_one, "
-    "extract(epoch FROM s.updated_at)::float8 "
-    f"FROM {ITEMS} p JOIN {Agent._meta.db_table} a ON a.id = p.author_id "
-    f"LEFT JOIN {ItemStats._meta.db_table} s ON s.item_id = p.raw_id"
-)
+def facts_sql(source: str) -> str:
+    """SELECT the facts of each row of `source` (aliased p: the items table, or rows with its columns)."""
+    return (
+        "SELECT p.raw_id, p.author_id, p.broadcast_type, p.keywords, p.domains, p.quality, "  # noqa: S608
+        "extract(epoch FROM COALESCE(p.processed_at, p.created_at))::float8, vector_send(p.embedding), p.concepts, "
+        "a.is_official, s.readers, s.score_sum, s.consumed, s.score_one, s.score_two, s.score_minus_one, "
+        f"extract(epoch FROM s.updated_at)::float8 FROM {source} "
+        f"JOIN {Agent._meta.db_table} a ON a.id = p.author_id "
+        f"LEFT JOIN {ItemStats._meta.db_table} s ON s.item_id = p.raw_id"
+    )
+
+
+# The item columns facts_sql reads.
+FACT_COLUMNS = "p.raw_id, p.author_id, p.broadcast_type, p.keywords, p.domains, p.quality, p.processed_at, "
+FACT_COLUMNS += "p.created_at, p.embedding, p.concepts"
 
 
 def servable_facts(
@@ -61,16 +68,17 @@ def servable_facts(
     if seen_since is not None:
         unseen = (
             f"WHERE NOT EXISTS (SELECT 1 FROM {FeedDelivery._meta.db_table} d WHERE d.agent_id = %(reader)s "  # noqa: S608
-            "AND d.group_id = n.g AND d.delivered_at >= %(seen)s)"
+            "AND d.group_id = p.g AND d.delivered_at >= %(seen)s)"
         )
         params["seen"] = seen_since
     sql = (
         f"WITH found AS ({sources}), keys AS (SELECT DISTINCT p.g FROM found p WHERE {where}), "  # noqa: S608
-        "newest AS (SELECT g, max(id) AS id FROM ("
-        f"SELECT p.group_id AS g, p.raw_id AS id FROM {ITEMS} p JOIN keys k ON p.group_id = k.g WHERE {where} "
-        f"UNION ALL SELECT p.raw_id, p.raw_id FROM {ITEMS} p JOIN keys k ON p.raw_id = k.g "
-        f"WHERE p.group_id IS NULL AND {where}) m GROUP BY g) "
-        f"{FACTS_SQL} JOIN newest n ON n.id = p.raw_id {unseen} ORDER BY p.raw_id DESC"
+        # Each group's newest member with the columns of its facts, read from the row the group index found.
+        "newest AS (SELECT DISTINCT ON (m.g) m.* FROM ("
+        f"SELECT p.group_id AS g, {FACT_COLUMNS} FROM {ITEMS} p JOIN keys k ON p.group_id = k.g WHERE {where} "
+        f"UNION ALL SELECT p.raw_id, {FACT_COLUMNS} FROM {ITEMS} p JOIN keys k ON p.raw_id = k.g "
+        f"WHERE p.group_id IS NULL AND {where}) m ORDER BY m.g, m.raw_id DESC) "
+        f"{facts_sql('newest p')} {unseen} ORDER BY p.raw_id DESC"
     )
     with transaction.atomic(), connection.cursor() as cursor:
         hnsw_ef_search(cursor)
@@ -82,7 +90,7 @@ def item_facts(ids: list[int], *, now: datetime) -> dict[int, ItemFacts]:
     """The facts of these items, whatever their status (the admin's and a match push's single item)."""
     del now  # the facts do not depend on it; kept for callers
     with connection.cursor() as cursor:
-        cursor.execute(f"{FACTS_SQL} WHERE p.raw_id = ANY(%s)", [list(ids)])
+        cursor.execute(f"{facts_sql(f'{ITEMS} p')} WHERE p.raw_id = ANY(%s)", [list(ids)])
         return {facts.item_id: facts for facts in _all_facts(cursor.fetchall())}
 
 
