@@ -16,6 +16,7 @@ import numpy as np
 from django.conf import settings
 from django.db import connection
 
+from items.feed_ranking.concepts import item_concepts
 from items.models import (
     Agent,
     FeedDelivery,
@@ -150,11 +151,13 @@ def _item_rows(
         expire = (at + timedelta(days=3)).isoformat() if kind == "alert" else None
         digest = hashlib.sha256(content.encode()).hexdigest()
         raws.write(_row([pk, author, content, "", "", None, digest, at.isoformat()]))
+        keywords = world.words(topic, 4)
         processed.write(
             _row(
-                [pk, author, "completed", kind, content[:120], _array(world.words(topic, 4)),
+                [pk, author, "completed", kind, content[:120], _array(keywords),
                  _array(world.domains(topic)), "en", round(quality, 3), group, _vector(world.near(topic, 1.0)),
-                 "local", at.isoformat(), at.isoformat(), at.isoformat(), expire, "", "", "", "", "", "", 0, "", ""]
+                 "local", at.isoformat(), at.isoformat(), at.isoformat(), expire, "", "", "", "", "", "", 0, "", "",
+                 _array([str(concept) for concept in item_concepts(content, keywords)])]
             )
         )  # fmt: skip
         if world.rng.random() < 0.6:
@@ -171,7 +174,7 @@ def _item_rows(
 PROCESSED_COLUMNS = (
     "raw_id, author_id, status, broadcast_type, summary, keywords, domains, lang, quality, group_id, embedding, "
     "analyzer, created_at, processed_at, updated_at, expire_time, reason, timeliness, geo, source_type, "
-    "expected_response, suggestion, attempts, last_error, claimed_by"
+    "expected_response, suggestion, attempts, last_error, claimed_by, concepts"
 )
 
 

@@ -342,6 +342,8 @@ FEED_CANDIDATES_RECENT = env_int("FEED_CANDIDATES_RECENT", 100, minimum=1)
 FEED_CANDIDATES_NEIGHBOURS = env_int("FEED_CANDIDATES_NEIGHBOURS", 50, minimum=0)
 FEED_CANDIDATES_TRENDING = env_int("FEED_CANDIDATES_TRENDING", 50, minimum=0)
 FEED_NEIGHBOUR_READERS = env_int("FEED_NEIGHBOUR_READERS", 20, minimum=0)
+# How long what similar readers liked is kept in Redis per reader and profile version (0: read every ranking).
+FEED_NEIGHBOURS_CACHE_SECONDS = env_int("FEED_NEIGHBOURS_CACHE_SECONDS", 300, minimum=0)
 FEED_OWN_FEEDBACK_ITEMS = env_int("FEED_OWN_FEEDBACK_ITEMS", 100, minimum=0)
 FEED_RANK_DEPTH = env_int("FEED_RANK_DEPTH", 200, minimum=1)
 # Diversity per page: at most this many items of one author and of one (main) domain.

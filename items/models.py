@@ -206,6 +206,10 @@ class ProcessedItem(models.Model):
         "back to the pipeline (requeue, or approve without extracted fields). Its decisions are recorded per run.",
     )
     search_vector = SearchVectorField(null=True, blank=True)
+    # The search lexicon's concepts found in the content and keywords (items.feed_ranking.concepts), written with
+    # the search vector when the item completes, so a feed ranking reads them instead of scanning each text. NULL:
+    # not computed yet (the ranking then reads the text).
+    concepts = ArrayField(models.SmallIntegerField(), null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     processed_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -42,6 +42,7 @@ def make_completed_item(
     """A completed item, as the enrichment pipeline would leave it (fields given or plausible defaults)."""
     from django.utils import timezone
 
+    from items.feed_ranking.concepts import item_concepts
     from items.textsearch import search_vector
 
     raw = make_item(author, content)
@@ -58,6 +59,7 @@ def make_completed_item(
         "processed_at": timezone.now(),
         **fields,
     }
+    values.setdefault("concepts", item_concepts(raw.content, values["keywords"]))
     ProcessedItem.objects.filter(pk=raw.pk).update(
         **values,
         search_vector=search_vector(summary=values["summary"], keywords=values["keywords"], content=raw.content),

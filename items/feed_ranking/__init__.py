@@ -10,17 +10,16 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from items.feed_ranking import candidates
-from items.feed_ranking.context import item_facts, reader_context, servable_facts
+from items.feed_ranking.context import item_facts, servable_facts
 from items.feed_ranking.pages import paginate
+from items.feed_ranking.readers import reader_context, reader_contexts
+from items.feed_ranking.scoring import score_many
 from items.feed_ranking.signals import (
     SIGNALS,
     ItemFacts,
     ReaderContext,
     Scored,
-    score_item,
     weights,
-    with_similarities,
 )
 from items.models import Agent, ProcessedItem
 from items.selectors import with_raw
@@ -44,9 +43,7 @@ class RankedItem:
 
 
 def _scored(context: ReaderContext, facts: list[ItemFacts], now: datetime) -> list[Scored]:
-    current = weights()
-    filled = with_similarities(context, facts)
-    return [score_item(context, item, now=now, weights=current) for item in filled]
+    return score_many(context, facts, now=now, weights=weights())
 
 
 def rank_entries(
@@ -62,9 +59,8 @@ def rank_entries(
     the items it serves."""
     now = timezone.now()
     context = reader_context(reader)
-    found = candidates.candidate_ids(context, reader, broadcast_type=broadcast_type, domain=domain, now=now)
     servable = servable_facts(
-        reader, found, broadcast_type=broadcast_type, domain=domain, seen_since=seen_since, now=now, context=context
+        reader, context, broadcast_type=broadcast_type, domain=domain, seen_since=seen_since, now=now
     )
     return paginate(_scored(context, servable, now), page_size=page_size, now=now, depth=depth)
 
@@ -110,11 +106,14 @@ def score_for_reader(*, reader: Agent, item: ProcessedItem) -> RankedItem:
 
 
 def scores_for_readers(*, readers: Iterable[Agent], item: ProcessedItem) -> list[tuple[Agent, RankedItem]]:
-    """score_for_reader for several readers of one item: the item's facts are read once, not once per reader."""
+    """score_for_reader for several readers of one item (a match push): the item's facts are read once and the
+    readers' contexts together (readers.reader_contexts), not once per reader."""
     now = timezone.now()
     facts = item_facts([item.pk], now=now)[item.pk]
+    readers = list(readers)
+    current = weights()
     scored = []
-    for reader in readers:
-        (entry,) = _scored(reader_context(reader), [facts], now)
+    for reader, context in zip(readers, reader_contexts(readers, only_items={item.pk}), strict=True):
+        (entry,) = score_many(context, [facts], now=now, weights=current)
         scored.append((reader, RankedItem(item=item, score=entry.total, parts=entry.parts)))
     return scored

@@ -69,3 +69,8 @@ def concepts(text: str) -> frozenset[int]:
                 if (index := lexicon.concept.get(run[start:end])) is not None:
                     found.add(index)
     return frozenset(found)
+
+
+def item_concepts(content: str, keywords: list[str] | tuple[str, ...]) -> list[int]:
+    """An item's concepts as stored on it (ProcessedItem.concepts): those of its content and keywords, sorted."""
+    return sorted(concepts(" ".join([content, *keywords])))

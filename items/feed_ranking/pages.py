@@ -4,6 +4,7 @@ one main domain, and the last FEED_EXPLORATION_SLOTS places go to the best fresh
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
@@ -13,30 +14,42 @@ from django.conf import settings
 from items.feed_ranking.signals import Scored
 
 
-def explorable(entry: Scored, *, now: datetime) -> bool:
+@dataclass(frozen=True)
+class _Limits:
+    """The page settings, read once per ranking (a settings lookup per entry costs more than the arithmetic)."""
+
+    per_author: int
+    per_domain: int
+    slots: int
+    explore_max_consumed: int
+    explore_max_age_hours: float
+    explore_min_quality: float
+    min_quality: float
+
+    @classmethod
+    def current(cls) -> _Limits:
+        return cls(
+            settings.FEED_MAX_PER_AUTHOR,
+            settings.FEED_MAX_PER_DOMAIN,
+            settings.FEED_EXPLORATION_SLOTS,
+            settings.FEED_EXPLORATION_MAX_CONSUMED,
+            settings.FEED_EXPLORATION_MAX_AGE_HOURS,
+            settings.FEED_EXPLORATION_MIN_QUALITY,
+            settings.FEED_MIN_QUALITY,
+        )
+
+
+def explorable(entry: Scored, *, now: datetime, limits: _Limits) -> bool:
     """Fresh, decent, and nobody has judged it yet: the kind of item a new author's reach depends on."""
     facts = entry.facts
     age_hours = (now - facts.completed_at).total_seconds() / 3600
     quality = 0.0 if facts.quality is None else facts.quality
     return (
         facts.readers == 0
-        and facts.consumed <= settings.FEED_EXPLORATION_MAX_CONSUMED
-        and age_hours <= settings.FEED_EXPLORATION_MAX_AGE_HOURS
-        and quality >= settings.FEED_EXPLORATION_MIN_QUALITY
+        and facts.consumed <= limits.explore_max_consumed
+        and age_hours <= limits.explore_max_age_hours
+        and quality >= limits.explore_min_quality
     )
-
-
-@dataclass(frozen=True)
-class _Limits:
-    """The page settings, read once per ranking."""
-
-    per_author: int
-    per_domain: int
-    slots: int
-
-    @classmethod
-    def current(cls) -> _Limits:
-        return cls(settings.FEED_MAX_PER_AUTHOR, settings.FEED_MAX_PER_DOMAIN, settings.FEED_EXPLORATION_SLOTS)
 
 
 class _Caps:
@@ -46,18 +59,19 @@ class _Caps:
         self.domains: Counter[str] = Counter()
 
     @staticmethod
-    def _domain(entry: Scored) -> str | None:
-        return entry.facts.domains[0].casefold() if entry.facts.domains else None
+    @functools.lru_cache(maxsize=4096)  # a page's domains repeat; their first, folded, is asked per entry
+    def _domain(domains: tuple[str, ...]) -> str | None:
+        return domains[0].casefold() if domains else None
 
     def allow(self, entry: Scored) -> bool:
-        domain = self._domain(entry)
+        domain = self._domain(entry.facts.domains)
         return self.authors[entry.facts.author_id] < self.limits.per_author and (
             domain is None or self.domains[domain] < self.limits.per_domain
         )
 
     def take(self, entry: Scored) -> None:
         self.authors[entry.facts.author_id] += 1
-        if (domain := self._domain(entry)) is not None:
+        if (domain := self._domain(entry.facts.domains)) is not None:
             self.domains[domain] += 1
 
 
@@ -98,20 +112,20 @@ def _page(
     return chosen, [entry for entry in ranked if entry.facts.item_id not in taken]
 
 
-def _below_floor(entry: Scored) -> bool:
-    quality = entry.facts.quality
-    return quality is not None and quality < settings.FEED_MIN_QUALITY
-
-
 def paginate(scored: list[Scored], *, page_size: int, now: datetime, depth: int) -> list[Scored]:
     """The first `depth` items of the ranking, best first, arranged page by page; items below FEED_MIN_QUALITY
     (vague posts, bait) only after every other, however well they match."""
     limits = _Limits.current()
-    explorable_ids = {entry.facts.item_id for entry in scored if explorable(entry, now=now)}
+    explorable_ids = {entry.facts.item_id for entry in scored if explorable(entry, now=now, limits=limits)}
+    below = {
+        entry.facts.item_id
+        for entry in scored
+        if entry.facts.quality is not None and entry.facts.quality < limits.min_quality
+    }
     arranged: list[Scored] = []
     for low in (False, True):
         remaining = sorted(
-            (entry for entry in scored if _below_floor(entry) == low),
+            (entry for entry in scored if (entry.facts.item_id in below) == low),
             key=lambda entry: (-entry.total, -entry.facts.item_id),
         )
         while remaining and len(arranged) < depth:

@@ -154,10 +154,13 @@ def _meaning(reader: ReaderContext, item: ItemFacts, side: str) -> float:
     return _lifted(item.similarities[side], reader.knobs.match_floor)
 
 
-def similarity_rows(reader: ReaderContext, matrix: np.ndarray) -> list[dict[str, float]]:
+SIMILARITY_COLUMNS = ("seeks", "offers", "up", "down")
+
+
+def similarity_matrix(reader: ReaderContext, matrix: np.ndarray) -> np.ndarray:
     """For each row of `matrix` (unit item embeddings), its nearest cosine to each profile side and its strongest
-    resemblance to what the reader scored well ("up") and -1 ("down"): matrix products, not a dot product per
-    pair."""
+    resemblance to what the reader scored well ("up") and -1 ("down"), as the columns of SIMILARITY_COLUMNS:
+    matrix products, not a dot product per pair."""
     count = len(matrix)
     nothing = np.full(count, -1.0)
 
@@ -172,10 +175,12 @@ def similarity_rows(reader: ReaderContext, matrix: np.ndarray) -> list[dict[str,
         lifted = np.clip((matrix @ np.stack([vector for vector, _ in reader.judged]).T - floor) / (1 - floor), 0, None)
         up = (lifted * np.clip(weights, 0, 1)).max(axis=1)
         down = (lifted * np.clip(-weights, 0, 1)).max(axis=1)
-    return [
-        {"seeks": s, "offers": o, "up": u, "down": d}
-        for s, o, u, d in zip(seeks.tolist(), offers.tolist(), up.tolist(), down.tolist(), strict=True)
-    ]
+    return np.stack([seeks, offers, up, down], axis=1).astype(np.float64)
+
+
+def similarity_rows(reader: ReaderContext, matrix: np.ndarray) -> list[dict[str, float]]:
+    """similarity_matrix as one dictionary per row (ItemFacts.similarities)."""
+    return [dict(zip(SIMILARITY_COLUMNS, row, strict=True)) for row in similarity_matrix(reader, matrix).tolist()]
 
 
 def with_similarities(reader: ReaderContext, items: list[ItemFacts]) -> list[ItemFacts]:

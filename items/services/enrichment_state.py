@@ -20,6 +20,7 @@ from eigenflux.base.sqlrows import insert_rows, update_where
 from items.events import ITEM_COMPLETED, ITEM_DISCARDED, ITEM_FAILED, ITEM_HELD, STREAM_ITEM_EVENTS
 from items.expiry import expiry_capped
 from items.feed import feed_invalidate_on_commit
+from items.feed_ranking.concepts import item_concepts
 from items.models import DecisionStage, ItemStatus, ModerationDecision, ProcessedItem, PublicReason, RawItem
 from items.outbox import outbox_event_create
 from items.selectors import exact_duplicate_of
@@ -229,6 +230,7 @@ def item_complete(
                     summary=fields.get("summary", ""), keywords=fields.get("keywords", []), content=item.raw.content
                 ),
             )
+            fields = {**fields, "concepts": item_concepts(item.raw.content, fields.get("keywords", []))}
         return _finish(
             item=item,
             token=token,

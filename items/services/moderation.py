@@ -20,6 +20,7 @@ from items.events import (
     STREAM_ITEM_PUBLISH,
 )
 from items.feed import feed_invalidate_on_commit
+from items.feed_ranking.concepts import item_concepts
 from items.models import (
     VERDICT_TAKEN_DOWN,
     DecisionStage,
@@ -171,6 +172,7 @@ def item_approve(*, item: ProcessedItem, moderator: User, note: str = "") -> Pro
                 duplicate_of=None,
                 last_error="",
                 search_vector=search,
+                concepts=item_concepts(current.raw.content, current.keywords),
                 processed_at=now,
                 updated_at=now,
             )
@@ -224,6 +226,7 @@ def item_review_approve(*, item: ProcessedItem, moderator: User, note: str = "")
             **embedding_indexed_orm(),
             status=ItemStatus.COMPLETED,
             search_vector=search,
+            concepts=item_concepts(current.raw.content if current else "", current.keywords if current else []),
             processed_at=now,
             updated_at=now,
         )

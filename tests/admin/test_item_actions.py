@@ -163,6 +163,7 @@ def test_approve_with_extracted_fields_completes_at_once(mod_client, moderator):
     assert item.reason == ""
     assert item.processed_at is not None
     assert item.search_vector  # findable by search now
+    assert item.concepts is not None  # and ranked by its lexicon concepts
     [event] = events_for(item, ITEM_COMPLETED)
     assert event.stream == STREAM_ITEM_EVENTS
     assert json.loads(event.envelope["data"])["status"] == "completed"

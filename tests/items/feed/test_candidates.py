@@ -1,5 +1,6 @@
-"""The candidate reads (items.feed_ranking.candidates and context): the filters hold on every source, and a
-ranking costs a bounded number of round trips whatever the number of candidates."""
+"""The candidate reads (items.feed_ranking.candidates and context): the filters hold on every source, a
+ranking costs a bounded number of round trips whatever the number of candidates, and what similar readers liked
+is kept per profile version."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from items.feed_ranking import rank_entries
-from items.models import ItemFeedback, ProcessedItem
+from items.models import ItemFeedback, ProcessedItem, ReaderProfile
 from tests.factories import make_agent
 from tests.items.feed.conftest import basis, item, ranked, reader_with
 
@@ -36,9 +37,10 @@ def test_expired_items_are_never_candidates(author):
     assert ranked(reader) == [fresh.pk]
 
 
-def test_a_ranking_costs_the_same_few_round_trips_however_many_candidates(author):
-    """Reader, judgments, similar readers, candidates (one query for every source), narrowing with the facts:
+def test_a_ranking_costs_the_same_few_round_trips_however_many_candidates(author, settings):
+    """Reader, judgments, similar readers, candidates narrowed with their facts (one statement for every source):
     a fixed number of queries, not one per source, clause, type or candidate."""
+    settings.FEED_NEIGHBOURS_CACHE_SECONDS = 0  # the similar readers' query every time (it is kept otherwise)
     reader = reader_with(seeks_vector=basis(0), offers_vector=basis(1))
     neighbour = reader_with(seeks_vector=basis(0))
 
@@ -56,3 +58,18 @@ def test_a_ranking_costs_the_same_few_round_trips_however_many_candidates(author
     for n in range(30):
         item(others[n % 3], broadcast_type=("supply", "demand", "info", "alert")[n % 4], embedding=basis(n % 5))
     assert queries() == few <= 6
+
+
+def test_what_similar_readers_liked_is_kept_per_profile_version(author, settings):
+    reader = reader_with(seeks_vector=basis(0))
+    neighbour = reader_with(seeks_vector=basis(0, 1))
+    liked = item(author, embedding=basis(9))
+    other = item(author, embedding=basis(9))
+    assert ranked(reader) == [other.pk, liked.pk]  # nobody liked either: the newer first
+    ItemFeedback.objects.create(reader=neighbour, item=liked, score=2, event_id="e1")
+    assert ranked(reader) == [other.pk, liked.pk]  # kept (FEED_NEIGHBOURS_CACHE_SECONDS)
+    ReaderProfile.objects.filter(agent=reader).update(version=timezone.now())
+    assert ranked(reader) == [liked.pk, other.pk]  # a new profile version reads them afresh
+    ItemFeedback.objects.filter(reader=neighbour).delete()
+    settings.FEED_NEIGHBOURS_CACHE_SECONDS = 0
+    assert ranked(reader) == [other.pk, liked.pk]  # not kept: read at every ranking

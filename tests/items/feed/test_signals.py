@@ -150,3 +150,12 @@ def test_official_items_by_their_own_rule(author, settings):
     assert ranked(reader) == [announcement.pk, ordinary.pk]
     settings.FEED_OFFICIAL_HOURS = 0.0  # the rule's window closed: an ordinary item
     assert ranked(reader) == [ordinary.pk, announcement.pk]
+
+
+def test_concepts_of_an_item_stored_without_them_are_read_from_its_text(author, settings):
+    reader = reader_with(seeks="租用显卡，按小时计费")
+    gpu = item(author, content="Spare GPU capacity for rent by the hour", broadcast_type="supply", concepts=None)
+    bike = item(author, content="A bike for sale in Lisbon", broadcast_type="supply", concepts=None)
+    assert ranked(reader) == [gpu.pk, bike.pk]
+    settings.FEED_WEIGHT_CONCEPTS = 0.0
+    assert ranked(reader) == [bike.pk, gpu.pk]

@@ -50,6 +50,8 @@ def dlq_entries(redis_client) -> list[dict]:
 
 
 def test_accepted_item_costs_exactly_four_model_calls_and_nothing_on_redelivery(enrich, fake_llm):
+    from items.feed_ranking.concepts import item_concepts
+
     author, token = make_agent()
     response = Client(HTTP_AUTHORIZATION=f"Bearer {token}").post(
         "/api/v1/items/publish",
@@ -69,6 +71,8 @@ def test_accepted_item_costs_exactly_four_model_calls_and_nothing_on_redelivery(
     assert done.group_id == pk
     assert done.embedding is not None and done.pending_embedding is None  # the completion moved it
     assert done.search_vector is not None
+    # The lexicon concepts the feed ranks by are stored with it (not read from the text per ranking).
+    assert done.concepts and done.concepts == item_concepts(done.raw.content, done.keywords)
     assert done.processed_at is not None
     # The history lists the steps in the order they ran, by time and by row alike.
     assert stages(pk) == [

@@ -252,6 +252,7 @@ def test_an_unsure_spam_discard_approved_by_a_moderator_is_published(fake_llm, t
     moderator = get_user_model().objects.create_user("mod-unsure", password="x", is_staff=True)
     item = item_review_approve(item=ProcessedItem.objects.get(pk=pk), moderator=moderator)
     assert item.status == ItemStatus.COMPLETED and item.search_vector is not None
+    assert item.concepts is not None  # stored for the feed's ranking, as at any completion
     assert outcomes(pk) == [ITEM_HELD, ITEM_COMPLETED]
 
 
