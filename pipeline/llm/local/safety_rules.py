@@ -107,8 +107,8 @@ def without_benign(folded: str) -> str:
     return str(_group("benign").sub(" ", folded))
 
 
-def _defused(text: str, spans: list[tuple[int, int]], window: int, group: str = "defusers") -> bool:
-    defusers = _spans(_group(group), text)
+def _defused(text: str, spans: list[tuple[int, int]], window: int) -> bool:
+    defusers = _spans(_group("defusers"), text)
     return all(
         any(abs(d_start - start) <= window or abs(d_end - end) <= window for d_start, d_end in defusers)
         for start, end in spans
@@ -126,14 +126,8 @@ def rule_hits(folded: str) -> list[RuleHit]:
     window = int(safety_lexicon()["window"])
     found: list[RuleHit] = []
     minors = _spans(_group("minor"), text)
-    sexual = _near(minors, _spans(_group("sexual"), text), window)
-    groomed = _near(minors, _spans(_group("grooming"), text), window)
-    if groomed or (sexual and not _defused(text, sexual, window, "protective")):
+    if _near(minors, _spans(_group("sexual"), text) + _spans(_group("grooming"), text), window):
         found.append(RuleHit(HARD_RULE, "child_safety", "hard_rule"))
-    elif sexual:
-        # A minor and a sexual word beside a protective one ("a course for parents to protect children from
-        # パパ活"): evidence for the classifier, not the hard rule. A grooming cue is never excused.
-        found.append(RuleHit(HARD_RULE, "child_safety", "term"))
     for category in _categories():
         phrases = _spans(category.phrases, text)
         if phrases:
