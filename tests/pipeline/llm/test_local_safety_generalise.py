@@ -43,7 +43,7 @@ TWINS = [
         "Legal aid for workers whose employer holds their passport until a debt is cleared, free consultation.",
     ),
     (
-        "Those refugees are rats, get rid of them before they infest our town.",
+        "Those refugees are vermin, exterminate them before they breed.",
         "Research paper: how posts calling refugees rats spread before attacks, with a dataset for moderators.",
     ),
     (
