@@ -23,6 +23,8 @@ SEARCH_CORPUS = ROOT / "bench" / "data" / "search_corpus.jsonl"
 # Training-only cases written for the learned layers (bench/data/README.md): not part of the labelled set, so
 # not split and never judged by the bench; all of them train.
 EXTRA_TRAINING = ROOT / "bench" / "data" / "safety_train_extra.jsonl"
+# Written apart from both, never trained on: the development set the learned layers' settings were chosen on.
+PROBE_SET = ROOT / "bench" / "data" / "safety_probe.jsonl"
 TRAINING_FILE = ROOT / "pipeline" / "llm" / "local" / "data" / "safety_train.jsonl"
 
 

@@ -414,7 +414,7 @@ SAFETY_LOCAL_BLOCK_THRESHOLD = env_float("SAFETY_LOCAL_BLOCK_THRESHOLD", 0.5, mi
 # sentence-embedding classifier's estimates reaches this (cross-validated on the tuning half, docs/model-layer.md);
 # 1.0 turns the layer off (it then costs nothing).
 SAFETY_LOCAL_EMBEDDING_BLOCK_THRESHOLD = env_float(
-    "SAFETY_LOCAL_EMBEDDING_BLOCK_THRESHOLD", 0.98, minimum=0.0, maximum=1.0
+    "SAFETY_LOCAL_EMBEDDING_BLOCK_THRESHOLD", 0.95, minimum=0.0, maximum=1.0
 )
 # Per-prompt reasoning effort, e.g. "process_item=low,suggest_action=minimal"; wins over LLM_REASONING_EFFORT.
 LLM_REASONING_EFFORT_BY_PROMPT = dict(

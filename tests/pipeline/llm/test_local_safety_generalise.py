@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
-from bench.safety_set import EXTRA_TRAINING, load_cases, training_lines
+from bench.safety_set import EXTRA_TRAINING, PROBE_SET, load_cases, training_lines
 from pipeline.llm import local
+from pipeline.llm.local.safety_classifier import features
 
 # (blocked, its edgy twin that passes): the same subject, once offered and once reported, prevented or researched.
 TWINS = [
@@ -86,3 +88,23 @@ def test_the_training_only_cases_train_but_stay_out_of_the_benchmark():
     assert all(case["text"] in trained and case["text"] not in benchmark for case in extra)
     tested = [text for pair in TWINS for text in pair]
     assert not set(tested) & (trained | benchmark)
+
+
+def test_the_probe_set_is_never_trained_on():
+    trained = {json.loads(line)["text"] for line in training_lines().splitlines()}
+    probe = load_cases(PROBE_SET)
+    assert len(probe) == 80
+    assert not {case["text"] for case in probe} & trained
+
+
+def test_the_classifier_reads_single_chinese_and_japanese_characters():
+    indices, _ = features("枪")
+    assert len(indices) == 1
+
+
+def test_the_classifier_does_not_read_the_lexicons_idioms():
+    """ "kill the process" is removed before the n-grams are taken, as the rules remove it."""
+    assert np.array_equal(
+        features("If the worker hangs, kill the process and restart it.")[0],
+        features("If the worker hangs,   and restart it.")[0],
+    )
