@@ -411,7 +411,7 @@ LOCAL_EMBEDDING = env_choice("LOCAL_EMBEDDING", "minilm", ("minilm", "hashing"))
 # reaches this; the hard rule (minors with sexual content) blocks whatever the risk (docs/model-layer.md).
 SAFETY_LOCAL_BLOCK_THRESHOLD = env_float("SAFETY_LOCAL_BLOCK_THRESHOLD", 0.5, minimum=0.0, maximum=1.0)
 # The local safety check's embedding layer also blocks a text when its blend of the n-gram classifier's and the
-# sentence-embedding classifier's estimates reaches this (cross-validated on the tuning half, docs/model-layer.md);
+# sentence-embedding classifier's estimates reaches this (chosen on the probe set, docs/model-layer.md);
 # 1.0 turns the layer off (it then costs nothing).
 SAFETY_LOCAL_EMBEDDING_BLOCK_THRESHOLD = env_float(
     "SAFETY_LOCAL_EMBEDDING_BLOCK_THRESHOLD", 0.95, minimum=0.0, maximum=1.0
