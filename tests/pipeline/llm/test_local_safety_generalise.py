@@ -108,3 +108,23 @@ def test_the_classifier_does_not_read_the_lexicons_idioms():
         features("If the worker hangs, kill the process and restart it.")[0],
         features("If the worker hangs,   and restart it.")[0],
     )
+
+
+def test_function_words_are_not_features():
+    """Short chatty posts were judged unsafe because the unsafe examples are full sentences: "the" weighed in."""
+    assert len(features("the and you if")[0]) == 0
+    assert len(features("の")[0]) == 0
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Shoot me a message if you want the slides.",
+        "Kill the stuck pod and let the deployment recreate it.",
+        "The build is dead again, someone broke the lockfile.",
+        "Nuke the node_modules folder and reinstall, that fixed it for me.",
+        "ゾンビプロセスを殺してからジョブを再実行してください。",
+    ],
+)
+def test_short_posts_with_violent_idioms_pass(text):
+    assert local.safety_verdict(content=text).safe
