@@ -4,7 +4,8 @@
     .venv/bin/python -m bench.analyzer_quality --section safety   # the safety check only
     .venv/bin/python -m bench.analyzer_quality --section content  # spam, quality, type, keywords
 
-safety: bench/data/safety.jsonl (bench/safety_set.py), the tuning half and the held-out half reported apart;
+safety: bench/data/safety.jsonl (bench/safety_set.py), the tuning half and the held-out half reported apart, then
+the probe set (bench/data/safety_probe.jsonl, a development set);
 per language and per category: precision and recall of blocking; safe-but-edgy and normal posts passed;
 the calibration of the risk; CPU microseconds per item.
 
@@ -33,7 +34,7 @@ import django
 
 django.setup()
 
-from bench.safety_set import half  # noqa: E402
+from bench.safety_set import PROBE_SET, half, load_cases  # noqa: E402
 from pipeline.llm import local  # noqa: E402
 from pipeline.llm.local.safety_classifier import classifier  # noqa: E402
 
@@ -115,6 +116,11 @@ def safety_section() -> None:
         for case, blocked, risk in judged if name == "tuning" else []:
             if blocked != (case["label"] == "unsafe"):
                 print(f"  miss: {case['label']}/{case['category']} risk={risk:.2f} {case['text'][:70]}")
+    # The probe set: written apart from the labelled set and the training files, never trained on; the
+    # thresholds and the classifier's features were chosen on it (so it is a development set, not a held-out one).
+    probe = load_cases(PROBE_SET)
+    print(f"\n-- probe set ({len(probe)} cases, bench/data/safety_probe.jsonl)")
+    _passed_table(_judge(probe))
     print(f"\nCPU per item (safety check, all cases): {_cpu_per_item(half('tuning') + half('heldout')):.0f} µs")
 
 

@@ -1,6 +1,7 @@
 """Cross-validated safety figures on the tuning half only, for tuning without touching the held-out half: the
 tuning half is cut into four folds; for each, the learned layer is trained on the other three (plus the
-ordinary search-corpus posts, as shipped) and the whole check (rules and classifier) judges the fold. Prints
+ordinary search-corpus posts and the training-only cases, as shipped) and the whole check (rules and
+classifier) judges the fold. Prints
 unsafe blocked, safe-but-edgy passed and normal passed per language, and with --show the misses.
 
     .venv/bin/python -m bench.safety_cv [--show] [--unsupported 0.5] [--embedding-threshold 0.9 ...]
@@ -81,7 +82,7 @@ _MODELS: dict[int, tuple[Any, safety_embedding.EmbeddingSafetyModel]] = {}
 def _fold_models(fold: int) -> tuple[Any, safety_embedding.EmbeddingSafetyModel]:
     if fold not in _MODELS:
         tuning = half("tuning")
-        ordinary = [case for case in training_cases() if case.get("source") == "search_corpus"]
+        ordinary = [case for case in training_cases() if case.get("source") in ("search_corpus", "extra")]
         rest = [case for index, case in enumerate(tuning) if index % FOLDS != fold] + ordinary
         _MODELS[fold] = (train(rest), safety_embedding.train(rest, safety_embedding.training_vectors(rest)))
     return _MODELS[fold]

@@ -20,6 +20,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 SAFETY_SET = ROOT / "bench" / "data" / "safety.jsonl"
 SEARCH_CORPUS = ROOT / "bench" / "data" / "search_corpus.jsonl"
+# Training-only cases written for the learned layers (bench/data/README.md): not part of the labelled set, so
+# not split and never judged by the bench; all of them train.
+EXTRA_TRAINING = ROOT / "bench" / "data" / "safety_train_extra.jsonl"
+# Written apart from both, never trained on: the development set the learned layers' settings were chosen on.
+PROBE_SET = ROOT / "bench" / "data" / "safety_probe.jsonl"
 TRAINING_FILE = ROOT / "pipeline" / "llm" / "local" / "data" / "safety_train.jsonl"
 
 
@@ -47,7 +52,8 @@ def training_cases() -> list[dict[str, Any]]:
         }
         for row in load_cases(SEARCH_CORPUS)
     ]
-    return half("tuning") + ordinary
+    extra = [{**case, "source": "extra"} for case in load_cases(EXTRA_TRAINING)]
+    return half("tuning") + extra + ordinary
 
 
 def training_lines() -> str:

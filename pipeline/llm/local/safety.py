@@ -96,6 +96,10 @@ def matched_flags(text: str) -> set[str]:
         flags.add("prompt_injection")
     if any(pattern.search(text) for pattern in PHISHING_PATTERNS):
         flags.add("phishing")
+    # The old term list is evidence like a category phrase: a text that analyses, reports or prevents
+    # ("hiring a malware analyst for infostealer samples") is left to the other layers.
+    if defused(fold(text)):
+        return flags
     for flag in lexicon()["unsafe_terms"]:
         if hits("unsafe_terms", text, flag):
             flags.add(flag)

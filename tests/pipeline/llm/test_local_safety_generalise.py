@@ -1,0 +1,130 @@
+"""The local safety check on phrasings beyond its first lexicon (docs/model-layer.md, "Local safety"): the slang of
+carding, fraud recruiting, intrusion for hire and trafficking in Chinese and Japanese, dehumanising words aimed at
+a group, and each one's safe-but-edgy twin; the training-only cases the learned layers read. Every text here was
+written for this test: none is in the labelled set or in the training files."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from bench.safety_set import EXTRA_TRAINING, PROBE_SET, load_cases, training_lines
+from pipeline.llm import local
+from pipeline.llm.local.safety_classifier import features
+
+# (blocked, its edgy twin that passes): the same subject, once offered and once reported, prevented or researched.
+TWINS = [
+    (
+        "收一手四件套和料子，长期合作，价格从优。",
+        "银行风控提醒：不要出借四件套，收料子的都是诈骗团伙，已有人被判刑。",
+    ),
+    (
+        "招跑分兄弟，有卡就能做，流水提成日结。",
+        "反诈宣传：所谓跑分就是帮人洗钱，警方已破获多个团伙。",
+    ),
+    (
+        "出售肉鸡和免杀远控，按台计费，包月更新。",
+        "安全研究：如何检测服务器是否沦为肉鸡，附排查脚本。",
+    ),
+    (
+        "裏バイト、荷物を受け取って届けるだけ、即日払い、詳細はテレグラムで。",
+        "闇バイトの注意喚起：受け子の募集に応じると逮捕されます、相談窓口はこちら。",
+    ),
+    (
+        "他人名義の口座とクレカ情報をセットで販売、使えなければ交換。",
+        "銀行の不正検知担当です、他人名義の口座売買を見抜く方法を勉強会で共有します。",
+    ),
+    (
+        "Access broker: fresh shells on a regional bank, RDP access to 40 hosts, bids open.",
+        "Threat report: an access broker sold RDP access to a regional bank; indicators and detection rules inside.",
+    ),
+    (
+        "Hostess jobs abroad, flights paid, the club holds your passport until the debt is cleared.",
+        "Legal aid for workers whose employer holds their passport until a debt is cleared, free consultation.",
+    ),
+    (
+        "Those refugees are vermin, exterminate them before they breed.",
+        "Research paper: how posts calling refugees rats spread before attacks, with a dataset for moderators.",
+    ),
+    (
+        "あの難民どもは害虫だ、一人残らず駆除しろ。",
+        "ヘイトスピーチの研究：難民を害虫に例える投稿の拡散を分析した論文です。",
+    ),
+]
+
+
+@pytest.mark.parametrize(("unsafe", "edgy"), TWINS, ids=[f"twin{index}" for index in range(len(TWINS))])
+def test_slang_and_dehumanising_posts_are_blocked_and_their_twins_pass(unsafe, edgy):
+    assert not local.safety_verdict(content=unsafe).safe
+    assert local.safety_verdict(content=edgy).safe
+
+
+@pytest.mark.parametrize(
+    ("unsafe", "edgy"),
+    [
+        (
+            "Selling infostealer logs by the thousand, bank sessions included.",
+            "Hiring a malware analyst to reverse engineer infostealer samples and write YARA rules.",
+        ),
+        (
+            "Guaranteed returns of 3% a day, bring friends and earn more.",
+            "News: regulators warn about schemes that promise guaranteed returns of 3% a day.",
+        ),
+    ],
+)
+def test_the_old_term_list_is_defused_like_a_category_phrase(unsafe, edgy):
+    assert not local.safety_verdict(content=unsafe).safe
+    assert local.safety_verdict(content=edgy).safe
+
+
+def test_the_training_only_cases_train_but_stay_out_of_the_benchmark():
+    extra = load_cases(EXTRA_TRAINING)
+    benchmark = {case["text"] for case in load_cases()}
+    trained = {json.loads(line)["text"] for line in training_lines().splitlines()}
+    assert {case["lang"] for case in extra} == {"en", "zh", "ja"}
+    assert {case["label"] for case in extra} == {"unsafe", "edgy", "normal"}
+    assert all(case["text"] in trained and case["text"] not in benchmark for case in extra)
+    tested = [text for pair in TWINS for text in pair]
+    assert not set(tested) & (trained | benchmark)
+
+
+def test_the_probe_set_is_never_trained_on():
+    trained = {json.loads(line)["text"] for line in training_lines().splitlines()}
+    probe = load_cases(PROBE_SET)
+    assert len(probe) == 80
+    assert not {case["text"] for case in probe} & trained
+
+
+def test_the_classifier_reads_single_chinese_and_japanese_characters():
+    indices, _ = features("枪")
+    assert len(indices) == 1
+
+
+def test_the_classifier_does_not_read_the_lexicons_idioms():
+    """ "kill the process" is removed before the n-grams are taken, as the rules remove it."""
+    assert np.array_equal(
+        features("If the worker hangs, kill the process and restart it.")[0],
+        features("If the worker hangs,   and restart it.")[0],
+    )
+
+
+def test_function_words_are_not_features():
+    """Short chatty posts were judged unsafe because the unsafe examples are full sentences: "the" weighed in."""
+    assert len(features("the and you if")[0]) == 0
+    assert len(features("の")[0]) == 0
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Shoot me a message if you want the slides.",
+        "Kill the stuck pod and let the deployment recreate it.",
+        "The build is dead again, someone broke the lockfile.",
+        "Nuke the node_modules folder and reinstall, that fixed it for me.",
+        "ゾンビプロセスを殺してからジョブを再実行してください。",
+    ],
+)
+def test_short_posts_with_violent_idioms_pass(text):
+    assert local.safety_verdict(content=text).safe
