@@ -33,7 +33,7 @@ from items.services.enrichment_state import (
     parse_expire_time,
 )
 from pipeline import llm, metrics
-from pipeline.llm.accounting import write_deferred
+from pipeline.llm.accounting import carried_rows, write_deferred
 from pipeline.llm.errors import MODEL
 from pipeline.runtime import Event, LeaseLost, NothingToDo, RetryLater, dependencies
 from pipeline.runtime.dependencies import is_postgres_outage
@@ -274,7 +274,7 @@ class Enrichment:
                 token=self.token,
                 decisions=decisions,
                 lease_seconds=settings.ENRICHMENT_LEASE_SECONDS,
-                also=write_deferred,
+                carry=carried_rows,
                 **fields,
             )
         except DatabaseError as exc:
