@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from eigenflux.base import tracing
 from items.blacklist_cache import blacklist_match
-from items.models import EXTRACTED_FIELDS, DecisionStage, ItemStatus, ProcessedItem, PublicReason
+from items.models import EXTRACTED_FIELDS, DecisionStage, ItemStatus, ProcessedItem, PublicReason, RawItem
 from items.selectors import SimilarHit, exact_duplicate_of, most_similar
 from items.services.enrichment_state import (
     Cause,
@@ -71,9 +71,20 @@ class UnsavedCheckpoints:
 UNSAVED = UnsavedCheckpoints()
 
 
+class Unread:
+    """Not read yet (Enrichment's duplicate: None means read, and there is none)."""
+
+
+UNREAD = Unread()
+
+
 class Enrichment:
-    def __init__(self, *, item: ProcessedItem, token: str, event: Event) -> None:
+    def __init__(
+        self, *, item: ProcessedItem, token: str, event: Event, duplicate: RawItem | Unread | None = UNREAD
+    ) -> None:
         self.item = item
+        # The exact duplicate, when the claim's statement read it (items.services.item_claim).
+        self.duplicate = duplicate
         self.raw = item.raw
         self.token = token
         self.event = event
@@ -99,7 +110,7 @@ class Enrichment:
             return self._discard(Decision(DecisionStage.BLACKLIST, "discard", "keyword", f"matched {keyword!r}"))
         self.decisions.append(Decision(DecisionStage.BLACKLIST, "pass"))
 
-        original = exact_duplicate_of(self.item)
+        original = exact_duplicate_of(self.item) if isinstance(self.duplicate, Unread) else self.duplicate
         if original is not None:
             return self._discard(
                 Decision(DecisionStage.DUPLICATE, "discard", "exact", f"same content as item {original.pk}"),
