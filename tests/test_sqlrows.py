@@ -92,7 +92,8 @@ def test_update_carrying_writes_the_update_and_its_rows_in_one_statement():
 
     raw = make_item()
     decision = {"item_id": raw.pk, "actor": "pipeline", "stage": "safety", "verdict": "pass", "run": 1}
-    call = {"prompt": "safety", "model": "m", "item_id": raw.pk, "latency_ms": 1.5, "outcome": "ok", "created_at": now()}
+    call = {"prompt": "safety", "model": "m", "item_id": raw.pk, "latency_ms": 1.5, "outcome": "ok"}
+    call["created_at"] = now()
 
     def write(status: str, stage: str) -> int:
         inserts = [

@@ -1,7 +1,8 @@
 """Round trips per item: an accepted item is enriched in at most seven database transactions (the claim, which
 reads the exact duplicate too, four checkpoints that also extend the lease and carry their call's LLMCall rows
-and decisions, each one statement, the similarity search, the completion), counted on the handler's own connection; plus at most one NOTIFY for the relays
-after the completion's commit (OUTBOX_WAKEUP=after-commit: a statement of its own, for the outcome event)."""
+and decisions, each one statement, the similarity search, the completion), counted on the handler's own
+connection; plus at most one NOTIFY for the relays after the completion's commit (OUTBOX_WAKEUP=after-commit: a
+statement of its own, for the outcome event)."""
 
 from __future__ import annotations
 
