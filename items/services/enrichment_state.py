@@ -58,11 +58,15 @@ class Cause:
     replay: bool = False
 
 
-def _mine(item: ProcessedItem, token: str, values: dict[str, Any], expressions: dict | None = None) -> int:
-    """Update the item while this claim holds it (processing, claimed by `token`); the rows changed (0 or 1).
-    One prepared-shape statement (eigenflux.base.sqlrows): this runs five times per enriched item."""
-    where = {ProcessedItem._meta.pk.name: item.pk, "status": ItemStatus.PROCESSING, "claimed_by": token}
-    return update_where(ProcessedItem, values, where=where, expressions=expressions)
+def _held_by(item: ProcessedItem, token: str) -> dict[str, Any]:
+    """The item while this claim holds it (processing, claimed by `token`): every write after the claim is
+    conditional on it."""
+    return {ProcessedItem._meta.pk.name: item.pk, "status": ItemStatus.PROCESSING, "claimed_by": token}
+
+
+def _mine(item: ProcessedItem, token: str, values: dict[str, Any]) -> int:
+    """Update the item while this claim holds it; the rows changed (0 or 1)."""
+    return update_where(ProcessedItem, values, where=_held_by(item, token))
 
 
 def item_checkpoint(
@@ -92,8 +96,8 @@ def item_checkpoint(
     inserts = [Rows(ModerationDecision, _decision_rows(item, decisions), ignore_conflicts=True, if_updated=True)]
     if carried is not None:
         inserts.append(carried.rows)
-    where = {ProcessedItem._meta.pk.name: item.pk, "status": ItemStatus.PROCESSING, "claimed_by": token}
-    ok = bool(update_carrying(ProcessedItem, {**fields_to_write, "updated_at": now}, where=where, inserts=inserts))
+    values = {**fields_to_write, "updated_at": now}
+    ok = bool(update_carrying(ProcessedItem, values, where=_held_by(item, token), inserts=inserts))
     if carried is not None:
         transaction.on_commit(carried.written)  # at once, unless a caller's transaction holds this one
     if ok:
@@ -130,7 +134,7 @@ def item_discard(
     reason: str = PublicReason.CONTENT_EVALUATION,
     duplicate_of: RawItem | None = None,
     cause: Cause,
-    also: Callable[[], None] | None = None,
+    carry: Callable[[], Carried | None] | None = None,
     **fields: object,
 ) -> bool:
     return _finish(
@@ -142,7 +146,7 @@ def item_discard(
         cause=cause,
         reason=reason,
         duplicate_of=duplicate_of,
-        also=also,
+        carry=carry,
         **fields,
     )
 
@@ -195,7 +199,7 @@ def item_complete(
     fields: dict,
     check_duplicate: bool = True,
     hold: bool = False,
-    also: Callable[[], None] | None = None,
+    carry: Callable[[], Carried | None] | None = None,
 ) -> bool:
     """Persist the enriched item as `completed` (the checkpoint), with its search vector; or, with `hold`, as
     `review` (a checkpoint too) with `item.held`: hidden from readers until a moderator decides, who writes
@@ -212,7 +216,7 @@ def item_complete(
             if original is not None:
                 reason = f"item {original.pk} with the same content was enriched first"
                 late = Decision(DecisionStage.DUPLICATE, "discard", "exact", reason)
-                kept = {k: v for k, v in fields.items() if k not in ("group_id", "suggestion")}
+                kept = {k: v for k, v in fields.items() if k not in ("group_id", "suggestion", "suggested_at")}
                 return item_discard(
                     item=item,
                     token=token,
@@ -220,7 +224,7 @@ def item_complete(
                     reason=PublicReason.DUPLICATE,
                     duplicate_of=original,
                     cause=cause,
-                    also=also,
+                    carry=carry,
                     **kept,
                 )
         if hold:
@@ -241,7 +245,7 @@ def item_complete(
             decisions=decisions,
             cause=cause,
             search_vector=search,
-            also=also,
+            carry=carry,
             **fields,
         )
 
@@ -254,24 +258,28 @@ def _finish(
     event_type: str,
     decisions: list[Decision],
     cause: Cause,
-    also: Callable[[], None] | None = None,
+    carry: Callable[[], Carried | None] | None = None,
     **fields: object,
 ) -> bool:
+    """The outcome: the item's row, its decisions and the caller's carried rows in one statement (the carried rows
+    are written even when the item is no longer ours), then the outcome event."""
     now = timezone.now()
     # No savepoint when item_complete() holds the transaction: nothing here is caught and retried inside it.
     with transaction.atomic(savepoint=False):
-        if also is not None:
-            also()  # first: the caller's rows are written even when the item is no longer ours
         values: dict[str, Any] = {**outcome(status=status, now=now), **fields}
         expressions: dict[str, tuple[str, list[Any]]] = {}
         if isinstance(values.get("search_vector"), tuple):  # (SQL, parameters): computed by PostgreSQL
             expressions["search_vector"] = values.pop("search_vector")
         if status == ItemStatus.COMPLETED:
             expressions.update(embedding_indexed())  # into the HNSW graphs, in the update that completes the item
-        updated = _mine(item, token, values, expressions)
-        if not updated:
-            return False  # deleted meanwhile, or the claim was taken over: commit nothing
-        _record(item, decisions)
+        carried = carry() if carry is not None else None
+        inserts = [Rows(ModerationDecision, _decision_rows(item, decisions), ignore_conflicts=True, if_updated=True)]
+        if carried is not None:
+            inserts.append(carried.rows)
+            transaction.on_commit(carried.written)
+        where = _held_by(item, token)
+        if not update_carrying(ProcessedItem, values, where=where, inserts=inserts, expressions=expressions):
+            return False  # deleted meanwhile, or the claim was taken over: nothing but the carried rows
         outbox_event_create(
             stream=STREAM_ITEM_EVENTS,
             event_type=event_type,

@@ -1,8 +1,8 @@
-"""Round trips per item: an accepted item is enriched in at most seven database transactions (the claim, which
-reads the exact duplicate too, four checkpoints that also extend the lease and carry their call's LLMCall rows
-and decisions, each one statement, the similarity search, the completion), counted on the handler's own
-connection; plus at most one NOTIFY for the relays after the completion's commit (OUTBOX_WAKEUP=after-commit: a
-statement of its own, for the outcome event)."""
+"""Round trips per item: an accepted item is enriched in at most six database transactions (the claim, which
+reads the exact duplicate too; three checkpoints that also extend the lease and carry their call's LLMCall rows
+and decisions, each one statement; the similarity search; the completion, which carries the suggestion), counted
+on the handler's own connection; plus at most one NOTIFY for the relays after the completion's commit
+(OUTBOX_WAKEUP=after-commit: a statement of its own, for the outcome event)."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ class TransactionCounter:
         return execute(sql, params, many, context)
 
 
-def test_an_accepted_item_takes_at_most_seven_transactions(fake_llm):
+def test_an_accepted_item_takes_at_most_six_transactions(fake_llm):
     author = agent_create(name="tx-counter")
     raw = item_publish(author=author, content="Offering 40 spare A100 GPU hours this weekend, Frankfurt region.").item
     blacklist_keywords()  # cached in Redis after the first read: a running process does not ask PostgreSQL
@@ -58,7 +58,7 @@ def test_an_accepted_item_takes_at_most_seven_transactions(fake_llm):
     calls = LLMCall.objects.filter(item_id=raw.pk)
     assert sorted(calls.values_list("prompt", flat=True)) == ["embedding", "process_item", "safety", "suggest_action"]
     assert all(outcome == "ok" for outcome in calls.values_list("outcome", flat=True))
-    assert counter.transactions <= 7, counter.first_statements
+    assert counter.transactions <= 6, counter.first_statements
     assert counter.notifies <= 1
 
 
