@@ -21,7 +21,7 @@ from items.events import ITEM_COMPLETED, ITEM_DISCARDED, ITEM_FAILED, ITEM_HELD,
 from items.expiry import expiry_capped
 from items.feed import feed_invalidate_on_commit
 from items.models import DecisionStage, ItemStatus, ModerationDecision, ProcessedItem, PublicReason, RawItem
-from items.outbox import outbox_event_create
+from items.outbox import outbox_event_create, outbox_event_rows, outbox_event_written
 from items.selectors import exact_duplicate_of
 from items.services.item_claim import CHECKPOINTS as CHECKPOINTS  # re-exported: callers import them from here
 from items.services.item_claim import Claim as Claim
@@ -261,8 +261,8 @@ def _finish(
     carry: Callable[[], Carried | None] | None = None,
     **fields: object,
 ) -> bool:
-    """The outcome: the item's row, its decisions and the caller's carried rows in one statement (the carried rows
-    are written even when the item is no longer ours), then the outcome event."""
+    """The outcome: the item's row, its decisions, its outcome event and the caller's carried rows in one statement
+    (the carried rows are written even when the item is no longer ours; the rest only when it still is)."""
     now = timezone.now()
     # No savepoint when item_complete() holds the transaction: nothing here is caught and retried inside it.
     with transaction.atomic(savepoint=False):
@@ -277,10 +277,7 @@ def _finish(
         if carried is not None:
             inserts.append(carried.rows)
             transaction.on_commit(carried.written)
-        where = _held_by(item, token)
-        if not update_carrying(ProcessedItem, values, where=where, inserts=inserts, expressions=expressions):
-            return False  # deleted meanwhile, or the claim was taken over: nothing but the carried rows
-        outbox_event_create(
+        announce = outbox_event_rows(
             stream=STREAM_ITEM_EVENTS,
             event_type=event_type,
             subject=str(item.pk),
@@ -295,6 +292,11 @@ def _finish(
             traceparent=cause.traceparent,
             replay=cause.replay,
         )
+        inserts.append(announce)  # only when the update changed the row
+        where = _held_by(item, token)
+        if not update_carrying(ProcessedItem, values, where=where, inserts=inserts, expressions=expressions):
+            return False  # deleted meanwhile, or the claim was taken over: nothing but the carried rows
+        outbox_event_written()
         if status == ItemStatus.COMPLETED:
             feed_invalidate_on_commit()
     item.status = status

@@ -26,12 +26,14 @@ class TransactionCounter:
 
     def __init__(self) -> None:
         self.transactions = 0
+        self.statements = 0
         self.notifies = 0
         self.first_statements: list[str] = []  # the first statement of each transaction, for the failure message
         self._blocks: list[object] = []  # outermost atomic blocks seen (kept, so their ids are not reused)
 
     def __call__(self, execute, sql, params, many, context):
         conn = context["connection"]
+        self.statements += 1
         if sql.startswith("SELECT pg_notify("):
             self.notifies += 1
         elif not conn.in_atomic_block:
@@ -60,6 +62,10 @@ def test_an_accepted_item_takes_at_most_six_transactions(fake_llm):
     assert all(outcome == "ok" for outcome in calls.values_list("outcome", flat=True))
     assert counter.transactions <= 6, counter.first_statements
     assert counter.notifies <= 1
+    # Each checkpoint and the outcome one statement with their rows (was 29 statements with savepoints and
+    # separate inserts): claim, three checkpoints, similarity, and the completion's lock, duplicate check and
+    # write, plus the NOTIFY.
+    assert counter.statements <= 10
 
 
 def test_claim_returns_the_item_as_claimed_with_its_raw_item(fake_llm):
