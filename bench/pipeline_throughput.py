@@ -46,10 +46,19 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 class Config:
     concurrency: int
     processes: int = 1
+    latency: float = 0.2  # the fake model's seconds per call
 
     @property
     def label(self) -> str:
-        return f"{self.processes} x {self.concurrency}" if self.processes > 1 else str(self.concurrency)
+        label = f"{self.processes} x {self.concurrency}" if self.processes > 1 else str(self.concurrency)
+        return f"{label} @{self.latency:g} s"
+
+    @classmethod
+    def parse(cls, spec: str, default_latency: float) -> Config:
+        """`C`, `PxC` (P processes of C), either with `@L` (the model's latency, seconds; default --latency)."""
+        counts, _, latency = spec.strip().partition("@")
+        procs, _, conc = counts.rpartition("x")
+        return cls(concurrency=int(conc), processes=int(procs or 1), latency=float(latency or default_latency))
 
     @property
     def in_flight(self) -> int:
@@ -69,6 +78,7 @@ class Result:
     connections: int
     redis_commands: float = 0.0
     load: float = 0.0  # the 1-minute load average at the end of the run
+    startup_cpu: float = 0.0  # CPU seconds the process(es) spent before the measured window (not counted)
     floor: FloorResult | None = None
 
     @property
@@ -209,6 +219,8 @@ def measure(config: Config, args, probe: Probe, client, procs, ids, envelopes, n
             raise SystemExit("the pipeline did not start; see /tmp/eigenflux-pipebench-*.log")
         time.sleep(0.1)
     time.sleep(1.0)  # every worker thread is up and waiting
+    startup_cpu = sum(proc_cpu(pid) for pid in pids)
+    spies = spy_start(args, pids, config)
     cpu_start = sum(proc_cpu(pid) for pid in pids)
     backends_start = {pid: proc_cpu(pid) for pid in probe.backends()}
     statements_start = probe.statements
@@ -226,6 +238,7 @@ def measure(config: Config, args, probe: Probe, client, procs, ids, envelopes, n
     cpu_process = sum(proc_cpu(pid) for pid in pids) - cpu_start
     cpu_postgres = sum(proc_cpu(pid) - backends_start.get(pid, 0.0) for pid in probe.backends())
     rss = sum(int(proc_status(pid).get("VmHWM", "0 kB").split()[0]) for pid in pids) / 1024
+    spy_stop(spies)
     for proc, _ in procs:
         proc.send_signal(signal.SIGTERM)
     for proc, _ in procs:
@@ -236,7 +249,7 @@ def measure(config: Config, args, probe: Probe, client, procs, ids, envelopes, n
     return Result(
         items=n,
         seconds=elapsed,
-        ideal=config.in_flight / (CALLS_PER_ITEM * args.latency),
+        ideal=config.in_flight / (CALLS_PER_ITEM * config.latency),
         cpu_process=cpu_process / n,
         cpu_postgres=cpu_postgres / n,
         transactions=transactions / n,
@@ -245,7 +258,29 @@ def measure(config: Config, args, probe: Probe, client, procs, ids, envelopes, n
         connections=connections,
         redis_commands=redis_commands / n,
         load=os.getloadavg()[0],
+        startup_cpu=startup_cpu,
     )
+
+
+def spy_start(args, pids: list[int], config: Config) -> list[subprocess.Popen]:
+    """With --py-spy: a sampling profile of each pipeline process over the measured window only (samples of
+    threads holding the GIL, i.e. its Python CPU), written as collapsed stacks next to the logs."""
+    if not args.py_spy:
+        return []
+    spies = []
+    for k, pid in enumerate(pids):
+        out = f"/tmp/eigenflux-pipebench-{config.label.replace(' ', '')}-{k}.spy.txt".replace("@", "at")
+        command = [args.py_spy, "record", "--gil", "--nonblocking", "-r", "250", "-f", "raw", "-o", out]
+        spies.append(subprocess.Popen([*command, "-p", str(pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    time.sleep(0.5)  # attached
+    return spies
+
+
+def spy_stop(spies: list[subprocess.Popen]) -> None:
+    for spy in spies:
+        spy.send_signal(signal.SIGINT)
+    for spy in spies:
+        spy.wait(60)
 
 
 def redis_calls(client) -> int:
@@ -261,7 +296,7 @@ def floor_run(plan: Plan, config: Config, n: int, agents: list, tag: str, server
 
 def print_table(results: dict[Config, list[Result]], plan: Plan | None, args, pool: int) -> None:
     print(
-        f"\nEnrichment throughput, fake model at {args.latency * 1000:.0f} ms per call ({CALLS_PER_ITEM} calls per "
+        f"\nEnrichment throughput, fake model latency per call as in C ({CALLS_PER_ITEM} calls per "
         f"item), median of {args.rounds}; pool max {pool} connections per process"
     )
     if plan is not None:
@@ -306,11 +341,9 @@ def main() -> int:
     parser.add_argument("--concurrency", default="32,64,256,2x128", help="comma list; PxC = P processes of C")
     parser.add_argument("--timeout", type=float, default=600.0, help="give up a run after this many seconds")
     parser.add_argument("--no-floor", action="store_true", help="skip the floor (bench/pipeline_floor.py)")
+    parser.add_argument("--py-spy", default="", help="path to a py-spy binary: profile the measured window")
     args = parser.parse_args()
-    configs = []
-    for spec in args.concurrency.split(","):
-        procs, _, conc = spec.strip().rpartition("x")
-        configs.append(Config(concurrency=int(conc), processes=int(procs or 1)))
+    configs = [Config.parse(spec, args.latency) for spec in args.concurrency.split(",")]
     setup()
 
     from django.conf import settings
@@ -323,7 +356,6 @@ def main() -> int:
     get_redis().flushdb()
     server = FakeOpenAIServer(safety_model="fake-safety").start()
     plan = None if args.no_floor else capture_with_settings(server, FakeLLM(server))
-    server.latency = args.latency
     env = {**os.environ, **FakeLLM(server).env(), "LLM_TIMEOUT": "30"}
     env["LOG_LEVEL"] = os.environ.get("BENCH_PIPELINE_LOG_LEVEL", "WARNING")
     agents = [agent_create(name=f"pipebench-{i}") for i in range(20)]
@@ -332,13 +364,16 @@ def main() -> int:
     try:
         for r in range(args.rounds):
             for config in configs:
-                result = run_config(config, args, agents, f"r{r}c{config.label}", probe, env)
+                server.latency = config.latency
+                tag = f"r{r}c{config.label}".replace(" ", "")
+                result = run_config(config, args, agents, tag, probe, env)
                 if plan is not None:
-                    result.floor = floor_run(plan, config, result.items, agents, f"r{r}c{config.label}", server, probe)
+                    result.floor = floor_run(plan, config, result.items, agents, tag, server, probe)
                 results[config].append(result)
                 print(
                     f"round {r + 1} C={config.label}: {result.items} items in {result.seconds:.1f} s, "
-                    f"{result.rate:.1f}/s = {result.ratio:.2f} of ideal",
+                    f"{result.rate:.1f}/s = {result.ratio:.2f} of ideal; start-up {result.startup_cpu:.1f} CPU s "
+                    "(not counted)",
                     flush=True,
                 )
     finally:

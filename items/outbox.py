@@ -10,10 +10,12 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
+from django.utils import timezone
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
 from eigenflux.base import tracing
+from eigenflux.base.sqlrows import Rows
 from items.events import build_envelope
 from items.models import OutboxEvent
 
@@ -64,6 +66,49 @@ def outbox_event_create(
         )
     _wake_relays()
     return event
+
+
+def outbox_event_rows(
+    *,
+    stream: str,
+    event_type: str,
+    subject: str,
+    data: dict,
+    correlation_id: str | None = None,
+    causation_id: str | None = None,
+    traceparent: str | None = None,
+    replay: bool = False,
+) -> Rows:
+    """outbox_event_create()'s row, for a write that inserts it in its own statement only when its update changed
+    the row it announces (eigenflux.base.sqlrows.update_carrying); the caller calls outbox_event_written() once
+    that statement has inserted it, inside its transaction."""
+    with outbox_write_span(stream=stream, event_type=event_type, traceparent=traceparent) as span:
+        envelope = build_envelope(
+            event_type=event_type,
+            subject=subject,
+            data=data,
+            correlation_id=correlation_id,
+            causation_id=causation_id,
+            traceparent=(tracing.traceparent_of(span) if span is not None else None) or traceparent,
+            replay=replay,
+        )
+        tracing.set_message_id(span, envelope["id"])
+    row = {
+        "stream": stream,
+        "event_id": envelope["id"],
+        "event_type": event_type,
+        "subject": subject,
+        "envelope": envelope,
+        "created_at": timezone.now(),
+    }
+    return Rows(OutboxEvent, [row], if_updated=True)
+
+
+def outbox_event_written() -> None:
+    """An outbox_event_rows() row was inserted in this transaction: the relays are woken as for any other."""
+    if not connection.in_atomic_block:
+        raise RuntimeError("outbox events are written inside transaction.atomic()")
+    _wake_relays()
 
 
 class _Coalescer:

@@ -52,6 +52,13 @@ end
 return online
 """
 
+# KEYS: the agents set; ARGV: the stale window in ms. Returns how many agents are online.
+_ANY = """
+local t = redis.call('TIME')
+local since = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) - tonumber(ARGV[1])
+return redis.call('ZCOUNT', KEYS[1], since, '+inf')
+"""
+
 _scripts: dict[str, Script] = {}
 
 
@@ -85,3 +92,9 @@ def online_among(agent_ids: Iterable[int]) -> set[int]:
         return set()
     found = _run("online", _ONLINE, keys=[AGENTS_KEY], args=[_stale_ms(), *ids])
     return {int(pk) for pk in found or ()}
+
+
+def anyone_online() -> bool:
+    """Whether any agent has a socket open: one round trip, so that a match push with nobody to push to costs
+    no search for candidates."""
+    return bool(_run("any", _ANY, keys=[AGENTS_KEY], args=[_stale_ms()]))

@@ -74,26 +74,40 @@ _KEPT = f"('{ItemStatus.COMPLETED.value}', '{ItemStatus.REVIEW.value}')"
 _SIMILAR_SQL: str | None = None
 
 
+def duplicate_sql(*, content_hash: str, item_id: str, since: str) -> str:
+    """The exact-duplicate query (below) with its three inputs as SQL expressions: parameters here, the claimed
+    row's columns in the claim (items.services.item_claim), which looks for the duplicate in its own statement."""
+    raw, processed = RawItem._meta, ProcessedItem._meta
+    return (
+        f'SELECT d."id" FROM "{raw.db_table}" d JOIN "{processed.db_table}" dp '  # noqa: S608 - model metadata
+        f'ON dp."{processed.pk.column}" = d."id" '
+        f'WHERE d."content_hash" = {content_hash} AND d."created_at" >= {since} AND dp."status" IN {_KEPT} '
+        f'AND d."id" <> {item_id} ORDER BY d."created_at" ASC LIMIT 1'
+    )
+
+
+def duplicate_window_start() -> datetime:
+    return timezone.now() - timedelta(days=settings.DUPLICATE_WINDOW_DAYS)
+
+
+def raw_item_ref(pk: int) -> RawItem:
+    """A RawItem with only its primary key loaded (its other fields load on first access)."""
+    return RawItem.from_db(connection.alias, ["id"], [pk])
+
+
 def exact_duplicate_of(item: ProcessedItem) -> RawItem | None:
     """The earliest completed or held (`review`) item with the same normalised-content hash within the duplicate
     window: a copy of a held item is its duplicate too, or approving both would publish the same text twice.
-    Only its primary key is loaded (its other fields load on first access). Runs twice per enriched item, so it
-    is one prepared-shape statement rather than an ORM query compiled each time."""
+    Only its primary key is loaded. Runs on the hot path (the completion), so it is one prepared-shape
+    statement rather than an ORM query compiled each time."""
     global _DUPLICATE_SQL
     if _DUPLICATE_SQL is None:
-        raw, processed = RawItem._meta, ProcessedItem._meta
-        _DUPLICATE_SQL = (
-            f'SELECT r."id" FROM "{raw.db_table}" r JOIN "{processed.db_table}" p '  # noqa: S608 - model metadata
-            f'ON p."{processed.pk.column}" = r."id" '
-            f'WHERE r."content_hash" = %s AND r."created_at" >= %s AND p."status" IN {_KEPT} AND r."id" <> %s '
-            'ORDER BY r."created_at" ASC LIMIT 1'
-        )
-    since = timezone.now() - timedelta(days=settings.DUPLICATE_WINDOW_DAYS)
-    params = [item.raw.content_hash, since, item.pk]
+        _DUPLICATE_SQL = duplicate_sql(content_hash="%s", item_id="%s", since="%s")
+    params = [item.raw.content_hash, duplicate_window_start(), item.pk]
     with server_bound_cursor() as cursor:
         cursor.execute(_DUPLICATE_SQL, params)
         row = cursor.fetchone()
-    return None if row is None else RawItem.from_db(connection.alias, ["id"], [row[0]])
+    return None if row is None else raw_item_ref(row[0])
 
 
 def most_similar(*, embedding, exclude_id: int) -> SimilarHit | None:

@@ -8,6 +8,7 @@ up on the entry, the consumer's final hook marks the item `failed` (items.servic
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections import OrderedDict
@@ -21,7 +22,7 @@ from django.utils import timezone
 
 from eigenflux.base import tracing
 from items.blacklist_cache import blacklist_match
-from items.models import EXTRACTED_FIELDS, DecisionStage, ItemStatus, ProcessedItem, PublicReason
+from items.models import EXTRACTED_FIELDS, DecisionStage, ItemStatus, ProcessedItem, PublicReason, RawItem
 from items.selectors import SimilarHit, exact_duplicate_of, most_similar
 from items.services.enrichment_state import (
     Cause,
@@ -33,7 +34,7 @@ from items.services.enrichment_state import (
     parse_expire_time,
 )
 from pipeline import llm, metrics
-from pipeline.llm.accounting import write_deferred
+from pipeline.llm.accounting import carried_rows, write_deferred
 from pipeline.llm.errors import MODEL
 from pipeline.runtime import Event, LeaseLost, NothingToDo, RetryLater, dependencies
 from pipeline.runtime.dependencies import is_postgres_outage
@@ -71,9 +72,20 @@ class UnsavedCheckpoints:
 UNSAVED = UnsavedCheckpoints()
 
 
+class Unread:
+    """Not read yet (Enrichment's duplicate: None means read, and there is none)."""
+
+
+UNREAD = Unread()
+
+
 class Enrichment:
-    def __init__(self, *, item: ProcessedItem, token: str, event: Event) -> None:
+    def __init__(
+        self, *, item: ProcessedItem, token: str, event: Event, duplicate: RawItem | Unread | None = UNREAD
+    ) -> None:
         self.item = item
+        # The exact duplicate, when the claim's statement read it (items.services.item_claim).
+        self.duplicate = duplicate
         self.raw = item.raw
         self.token = token
         self.event = event
@@ -99,7 +111,7 @@ class Enrichment:
             return self._discard(Decision(DecisionStage.BLACKLIST, "discard", "keyword", f"matched {keyword!r}"))
         self.decisions.append(Decision(DecisionStage.BLACKLIST, "pass"))
 
-        original = exact_duplicate_of(self.item)
+        original = exact_duplicate_of(self.item) if isinstance(self.duplicate, Unread) else self.duplicate
         if original is not None:
             return self._discard(
                 Decision(DecisionStage.DUPLICATE, "discard", "exact", f"same content as item {original.pk}"),
@@ -172,23 +184,39 @@ class Enrichment:
         return extraction, fields
 
     def _complete(self, extraction, fields: dict, hit: SimilarHit | None, held: Decision | None = None) -> None:
-        """Persist: `completed`, or `review` when the analyzer was unsure (`held`, the hold's decision)."""
+        """Persist: `completed`, or `review` when the analyzer was unsure (`held`, the hold's decision). A new
+        suggestion is written with the outcome, not checkpointed first (one statement and transaction fewer
+        per item); should the outcome fail, it is checkpointed then, so a redelivery does not ask again."""
         fields["group_id"] = self._group(hit, extraction.broadcast_type)
-        fields["suggestion"] = self._suggestion(extraction)
-        self._lease_check()
-        if not item_complete(
-            item=self.item,
-            token=self.token,
-            decisions=[*self.decisions, held] if held is not None else self.decisions,
-            cause=self.cause,
-            fields=fields,
-            check_duplicate=not self.approved,
-            hold=held is not None,
-            also=write_deferred,
-        ):
+        fields["suggestion"], fresh = self._suggestion(extraction)
+        if fresh:
+            fields["suggested_at"] = timezone.now()
+        try:
+            self._lease_check()
+            done = item_complete(
+                item=self.item,
+                token=self.token,
+                decisions=[*self.decisions, held] if held is not None else self.decisions,
+                cause=self.cause,
+                fields=fields,
+                check_duplicate=not self.approved,
+                hold=held is not None,
+                carry=carried_rows,
+            )
+        except (LeaseLost, DatabaseError):
+            if fresh:
+                self._keep_suggestion(fields["suggestion"], fields["suggested_at"])
+            raise
+        if not done:
             raise NothingToDo(f"item {self.item.pk} was deleted or taken over before it could complete")
         # Completing can still discard: an identical item may have completed first.
         self._terminal(self.item.status, f"analyzer {fields['analyzer']}")
+
+    def _keep_suggestion(self, suggestion: str, suggested_at) -> None:
+        """The outcome failed after a new suggestion: checkpoint it (best effort: a database outage keeps it in
+        this process, UNSAVED; a claim taken over meanwhile is no longer ours to write)."""
+        with contextlib.suppress(NothingToDo, DatabaseError):
+            self._checkpoint(suggestion=suggestion, suggested_at=suggested_at)
 
     def _embedding(self) -> list[float]:
         for kept in (self.item.embedding, self.item.pending_embedding):
@@ -215,12 +243,12 @@ class Enrichment:
                 return self.item.pk
         return hit.group_id
 
-    def _suggestion(self, extraction) -> str:
-        """Best effort: any model failure leaves the suggestion empty and never blocks the item. Checkpointed
-        like the other model results, so a redelivery (crash, lost lease, database outage at persist) does
-        not ask for it again."""
+    def _suggestion(self, extraction) -> tuple[str, bool]:
+        """The suggestion, and whether it is new (not yet written). Best effort: any model failure leaves it
+        empty and never blocks the item. Kept like the other model results (with the outcome, or checkpointed
+        when that fails), so a redelivery (crash, lost lease, database outage at persist) does not ask again."""
         if self.item.suggested_at is not None:
-            return self.item.suggestion
+            return self.item.suggestion, False
         try:
             answer = llm.suggest_action(
                 content=self.raw.content,
@@ -240,8 +268,7 @@ class Enrichment:
             suggestion = ""
         else:
             suggestion = answer.value.suggestion
-        self._checkpoint(suggestion=suggestion, suggested_at=timezone.now())
-        return suggestion
+        return suggestion, True
 
     # --- plumbing ---------------------------------------------------------------------------------
     def _text(self) -> dict:
@@ -274,7 +301,7 @@ class Enrichment:
                 token=self.token,
                 decisions=decisions,
                 lease_seconds=settings.ENRICHMENT_LEASE_SECONDS,
-                also=write_deferred,
+                carry=carried_rows,
                 **fields,
             )
         except DatabaseError as exc:
@@ -310,7 +337,7 @@ class Enrichment:
             decisions=[*self.decisions, decision],
             reason=reason,
             cause=self.cause,
-            also=write_deferred,
+            carry=carried_rows,
             **fields,
         )
         if not done:

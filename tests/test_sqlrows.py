@@ -82,3 +82,35 @@ def test_model_from_row_reads_a_row_as_the_orm_does():
         else:
             assert ours == theirs, field.attname
     assert item.extraction == {"summary": "s", "keywords": ["k"]} and not item._state.adding
+
+
+def test_update_carrying_writes_the_update_and_its_rows_in_one_statement():
+    from django.utils.timezone import now
+
+    from eigenflux.base.sqlrows import Rows, update_carrying
+    from pipeline.models import LLMCall
+
+    raw = make_item()
+    decision = {"item_id": raw.pk, "actor": "pipeline", "stage": "safety", "verdict": "pass", "run": 1}
+    call = {"prompt": "safety", "model": "m", "item_id": raw.pk, "latency_ms": 1.5, "outcome": "ok"}
+    call["created_at"] = now()
+
+    def write(status: str, stage: str) -> int:
+        inserts = [
+            # typed by casts: a moderator_id of None, a varchar, an int and a timestamp in a VALUES list
+            Rows(ModerationDecision, [{**decision, "stage": stage}], ignore_conflicts=True, if_updated=True),
+            Rows(LLMCall, [{**call, "prompt": stage}]),
+        ]
+        where = {"raw": raw.pk, "status": status}
+        return update_carrying(ProcessedItem, {"last_error": stage}, where=where, inserts=inserts)
+
+    with CaptureQueriesContext(connection) as queries:
+        assert write(ItemStatus.PENDING, "safety") == 1
+        assert write(ItemStatus.COMPLETED, "extraction") == 0  # no row matched
+    assert len(queries) == 2
+    assert ProcessedItem.objects.get(pk=raw.pk).last_error == "safety"
+    # The decision only with the update that changed the row; the carried call rows either way.
+    assert list(ModerationDecision.objects.filter(item_id=raw.pk).values_list("stage", flat=True)) == ["safety"]
+    assert sorted(LLMCall.objects.filter(item_id=raw.pk).values_list("prompt", flat=True)) == ["extraction", "safety"]
+    stored = ModerationDecision.objects.get(item_id=raw.pk)
+    assert (stored.moderator_id, stored.verdict, stored.run) == (None, "pass", 1) and stored.created_at is not None

@@ -15,10 +15,12 @@ and error mapping still apply.
 
 from __future__ import annotations
 
+import re
 import struct
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -113,23 +115,48 @@ def _column(field: models.Field) -> str:
     return _qn(field.column)
 
 
-def insert_rows(
-    model: type[models.Model], rows: Sequence[Mapping[str, Any]], *, ignore_conflicts: bool = False
-) -> None:
-    """INSERT the rows (by field name or attname) in one statement; a field a row does not name gets its
-    default. `ignore_conflicts`: ON CONFLICT DO NOTHING, as bulk_create(ignore_conflicts=True)."""
-    if not rows:
-        return
+@dataclass(frozen=True)
+class Rows:
+    """Rows to insert into `model` (by field name or attname; a field a row does not name gets its default).
+    `ignore_conflicts`: ON CONFLICT DO NOTHING. `if_updated`: in update_carrying(), only when its update
+    changed a row."""
+
+    model: type[models.Model]
+    rows: Sequence[Mapping[str, Any]]
+    ignore_conflicts: bool = False
+    if_updated: bool = False
+
+
+@dataclass(frozen=True)
+class Carried:
+    """Rows a caller hands to another write, to go in its statement, and what to call once they are committed."""
+
+    rows: Rows
+    written: Callable[[], None]
+
+
+def _cast_type(field: models.Field) -> str:
+    """The column's type for an explicit cast (a varchar's length dropped: the column itself still checks it)."""
+    return re.sub(r"^(varchar|character varying)\(\d+\)$", r"\1", str(field.db_type(connection)))
+
+
+def _insert_sql(rows: Rows, *, casts: bool = False) -> tuple[str, list[Any]]:
+    """The INSERT of `rows` and its parameters. `casts`: each value cast to its column's type (a VALUES list
+    read by a SELECT, where PostgreSQL cannot take the types from the target columns)."""
+    model = rows.model
     fields = _insert_fields(model)
-    key = ("insert", model, ignore_conflicts)
+    key = ("insert", model, rows.ignore_conflicts, casts)
     head = _SQL.get(key)
     if head is None:
         columns = ", ".join(_column(f) for f in fields)
-        head = _SQL[key] = f"INSERT INTO {_qn(model._meta.db_table)} ({columns}) VALUES "  # noqa: S608
-    one = "(" + ", ".join(["%s"] * len(fields)) + ")"
-    sql = head + ", ".join([one] * len(rows)) + (" ON CONFLICT DO NOTHING" if ignore_conflicts else "")
+        head = _SQL[key] = f"INSERT INTO {_qn(model._meta.db_table)} ({columns}) "
+    if casts:
+        one = "(" + ", ".join(f"CAST(%s AS {_cast_type(f)})" for f in fields) + ")"
+    else:
+        one = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    values = ", ".join([one] * len(rows.rows))
     params = []
-    for row in rows:
+    for row in rows.rows:
         for field in fields:
             if field.name in row:
                 value = row[field.name]
@@ -138,21 +165,32 @@ def insert_rows(
             else:
                 value = field.get_default()
             params.append(_prep(field, value))
+    if rows.if_updated:
+        sql = f"{head}SELECT * FROM (VALUES {values}) AS v WHERE EXISTS (SELECT FROM updated)"  # noqa: S608
+    else:
+        sql = f"{head}VALUES {values}"
+    return sql + (" ON CONFLICT DO NOTHING" if rows.ignore_conflicts else ""), params
+
+
+def insert_rows(
+    model: type[models.Model], rows: Sequence[Mapping[str, Any]], *, ignore_conflicts: bool = False
+) -> None:
+    """INSERT the rows (by field name or attname) in one statement; a field a row does not name gets its
+    default. `ignore_conflicts`: ON CONFLICT DO NOTHING, as bulk_create(ignore_conflicts=True)."""
+    if not rows:
+        return
+    sql, params = _insert_sql(Rows(model, rows, ignore_conflicts=ignore_conflicts))
     with server_bound_cursor() as cursor:
         cursor.execute(sql, params)
 
 
-def update_where(
+def _update_sql(
     model: type[models.Model],
     values: Mapping[str, Any],
-    *,
     where: Mapping[str, Any],
-    expressions: Mapping[str, tuple[str, Sequence[Any]]] | None = None,
-) -> int:
-    """UPDATE the rows whose fields equal `where` (all of them), setting `values` (by field name or attname)
-    and `expressions` (column name -> (SQL, its parameters)); returns the number of rows changed."""
+    expressions: Mapping[str, tuple[str, Sequence[Any]]],
+) -> tuple[str, list[Any]]:
     fields = _fields(model)
-    expressions = expressions or {}
     key = ("update", model, tuple(values), tuple(expressions), tuple(where))
     sql = _SQL.get(key)
     if sql is None:
@@ -164,9 +202,49 @@ def update_where(
     for _, expression_params in expressions.values():
         params.extend(expression_params)
     params += [_prep(fields[name], value) for name, value in where.items()]
+    return sql, params
+
+
+def update_where(
+    model: type[models.Model],
+    values: Mapping[str, Any],
+    *,
+    where: Mapping[str, Any],
+    expressions: Mapping[str, tuple[str, Sequence[Any]]] | None = None,
+) -> int:
+    """UPDATE the rows whose fields equal `where` (all of them), setting `values` (by field name or attname)
+    and `expressions` (column name -> (SQL, its parameters)); returns the number of rows changed."""
+    sql, params = _update_sql(model, values, where, expressions or {})
     with server_bound_cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.rowcount
+
+
+def update_carrying(
+    model: type[models.Model],
+    values: Mapping[str, Any],
+    *,
+    where: Mapping[str, Any],
+    inserts: Sequence[Rows],
+    expressions: Mapping[str, tuple[str, Sequence[Any]]] | None = None,
+) -> int:
+    """update_where() and the `inserts` in ONE statement (data-modifying WITH clauses): one round trip and,
+    outside a transaction, one transaction of its own, where an atomic block would cost BEGIN, a statement per
+    write and COMMIT. Inserts marked `if_updated` happen only when the update changed a row; the others always
+    do. Returns the number of rows the update changed."""
+    inserts = [rows for rows in inserts if rows.rows]
+    if not inserts:
+        return update_where(model, values, where=where, expressions=expressions)
+    update, params = _update_sql(model, values, where, expressions or {})
+    parts = [f"updated AS ({update} RETURNING 1)"]
+    for n, rows in enumerate(inserts):
+        sql, insert_params = _insert_sql(rows, casts=rows.if_updated)
+        parts.append(f"insert_{n} AS ({sql})")
+        params += insert_params
+    with server_bound_cursor() as cursor:
+        cursor.execute(f"WITH {', '.join(parts)} SELECT count(*) FROM updated", params)  # noqa: S608
+        row = cursor.fetchone()
+        return int(row[0]) if row else 0
 
 
 @cache

@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from eigenflux.base.sqlrows import model_columns, model_from_row, server_bound_cursor
 from items.models import ItemStatus, ProcessedItem, RawItem
+from items.selectors import duplicate_sql, duplicate_window_start, raw_item_ref
 
 CHECKPOINTS = (ItemStatus.COMPLETED, ItemStatus.DISCARDED, ItemStatus.DELETED, ItemStatus.REVIEW)
 
@@ -39,18 +40,21 @@ _CLAIM_SQL: str | None = None
 
 def _claim_sql() -> str:
     """One statement: take the item if claimable and return it (its columns, then its raw item's) as it is after
-    the update."""
+    the update, and its exact duplicate's id (items.selectors.exact_duplicate_of) or NULL."""
     global _CLAIM_SQL
     if _CLAIM_SQL is None:
         qn: Callable[..., str] = connection.ops.quote_name  # a concrete field's column is never None
         processed, raw = ProcessedItem._meta, RawItem._meta
+        duplicate = duplicate_sql(
+            content_hash=f"r.{qn('content_hash')}", item_id=f"r.{qn(raw.pk.column)}", since="%(since)s"
+        )
         _CLAIM_SQL = (
             f"WITH claimed AS (UPDATE {qn(processed.db_table)} AS p SET status = %(processing)s, "  # noqa: S608
             "claimed_by = %(token)s, lease_expires_at = %(lease)s, attempts = p.attempts + 1, updated_at = %(now)s "
             f"WHERE p.{qn(processed.pk.column)} = %(id)s AND (p.status = ANY(%(open)s) OR (p.status = %(processing)s "
             "AND (p.lease_expires_at < %(now)s OR p.claimed_by LIKE %(mine)s))) "
             f"RETURNING {model_columns(ProcessedItem, 'p')}) "
-            f"SELECT claimed.*, {model_columns(RawItem, 'r')} FROM claimed "
+            f"SELECT claimed.*, {model_columns(RawItem, 'r')}, ({duplicate}) FROM claimed "
             f"JOIN {qn(raw.db_table)} AS r ON r.{qn(raw.pk.column)} = claimed.{qn(processed.pk.column)}"
         )
     return _CLAIM_SQL
@@ -62,6 +66,15 @@ def item_claim(*, item_id: int, token: str, lease_seconds: float) -> tuple[Claim
 
     The common case is one statement (UPDATE … RETURNING, with the raw item joined); only an item that could
     not be claimed is read again to say why."""
+    state, item, _ = item_claim_with_duplicate(item_id=item_id, token=token, lease_seconds=lease_seconds)
+    return state, item
+
+
+def item_claim_with_duplicate(
+    *, item_id: int, token: str, lease_seconds: float
+) -> tuple[Claim, ProcessedItem | None, RawItem | None]:
+    """item_claim(), and the claimed item's exact duplicate (items.selectors.exact_duplicate_of) read in the
+    same statement: the enrichment's early duplicate gate costs no round trip of its own."""
     now = timezone.now()
     message_id = token.split("@", 1)[0]
     escaped = message_id.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
@@ -73,6 +86,7 @@ def item_claim(*, item_id: int, token: str, lease_seconds: float) -> tuple[Claim
         "now": now,
         "id": item_id,
         "mine": f"{escaped}@%",
+        "since": duplicate_window_start(),
     }
     with server_bound_cursor() as cursor:
         cursor.execute(_claim_sql(), params)
@@ -80,10 +94,10 @@ def item_claim(*, item_id: int, token: str, lease_seconds: float) -> tuple[Claim
     if row is not None:
         item = model_from_row(ProcessedItem, row)
         item.raw = model_from_row(RawItem, row[len(ProcessedItem._meta.concrete_fields) :])
-        return Claim.CLAIMED, item
+        return Claim.CLAIMED, item, None if row[-1] is None else raw_item_ref(row[-1])
     item = ProcessedItem.objects.select_related("raw").filter(pk=item_id).first()
     if item is None:
-        return Claim.MISSING, None
+        return Claim.MISSING, None, None
     if item.status in CHECKPOINTS:
-        return Claim.CHECKPOINT, item
-    return Claim.BUSY, item
+        return Claim.CHECKPOINT, item, None
+    return Claim.BUSY, item, None

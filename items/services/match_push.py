@@ -18,7 +18,7 @@ from eigenflux.base.redis import get_redis
 from items.events_socket import agent_group, matched_message
 from items.feed_ranking import scores_for_readers
 from items.models import Agent, ProcessedItem, ReaderProfile
-from items.presence import online_among
+from items.presence import anyone_online, online_among
 from items.ratelimit import Limit, RateLimitUnavailable, buckets_hit
 from items.selectors import visible_items
 
@@ -110,8 +110,10 @@ def match_push_claim(*, agent_id: int, item_id: int) -> bool:
 def item_match_push(*, item_id: int, event_id: str, time: str) -> list[MatchTarget]:
     """Push `item.matched` for a newly completed item to every agent it matches; returns those pushed. Raises
     RateLimitUnavailable, a RedisError or OSError when Redis or the channel layer is away."""
+    if settings.MATCH_PUSH_PER_HOUR <= 0 or not anyone_online():
+        return []  # nobody to push to: no read of the item, no search for candidates
     item = pushable_item(item_id)
-    if item is None or settings.MATCH_PUSH_PER_HOUR <= 0:
+    if item is None:
         return []
     pushed = []
     send = async_to_sync(get_channel_layer().group_send)

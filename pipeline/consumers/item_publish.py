@@ -10,7 +10,8 @@ from django.conf import settings
 from eigenflux.base.redis import get_redis
 from items.events import ITEM_PUBLISHED, STREAM_ITEM_PUBLISH
 from items.models import ItemStatus, RawItem
-from items.services.enrichment_state import Cause, Claim, claim_token, item_claim, item_give_up
+from items.services.enrichment_state import Cause, Claim, claim_token, item_give_up
+from items.services.item_claim import item_claim_with_duplicate
 from pipeline.enrichment_steps import Enrichment, item_terminal
 from pipeline.llm.accounting import deferred_rows
 from pipeline.runtime import Consumer, DeadLetterNow, Event, GiveUp, NothingToDo, RetryLater, register
@@ -34,7 +35,9 @@ class ItemPublishConsumer(Consumer):
         except (KeyError, TypeError, ValueError):
             raise DeadLetterNow(f"event data has no valid item_id: {event.data!r}"[:500]) from None
         token = claim_token(message_id=event.message_id, holder=self.holder)
-        state, item = item_claim(item_id=item_id, token=token, lease_seconds=settings.ENRICHMENT_LEASE_SECONDS)
+        state, item, duplicate = item_claim_with_duplicate(
+            item_id=item_id, token=token, lease_seconds=settings.ENRICHMENT_LEASE_SECONDS
+        )
         if state is Claim.MISSING or item is None:
             raise DeadLetterNow(f"unknown item {item_id}")
         if state is Claim.CHECKPOINT:
@@ -43,7 +46,7 @@ class ItemPublishConsumer(Consumer):
             raise RetryLater(f"item {item_id} is being enriched by another consumer")
         # LLMCall rows are written with the checkpoint each call's result goes into (one transaction).
         with deferred_rows():
-            Enrichment(item=item, token=token, event=event).run()
+            Enrichment(item=item, token=token, event=event, duplicate=duplicate).run()
 
     def on_dead_letter(self, event: Event | None, reason: GiveUp) -> None:
         """Exhaustion ends in `failed`: the item gets the reason and its outcome event before the entry is

@@ -17,7 +17,7 @@ from typing import Any
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 
-from eigenflux.base.sqlrows import insert_rows
+from eigenflux.base.sqlrows import Carried, Rows, insert_rows
 from pipeline.llm import metrics
 from pipeline.llm.errors import MODEL
 from pipeline.runtime import dependencies
@@ -121,6 +121,31 @@ def deferred_rows() -> Iterator[None]:
             _write(kept)
 
 
+def carried_rows() -> Carried | None:
+    """The rows kept so far, for a checkpoint to carry into its own statement
+    (items.services.enrichment_state.item_checkpoint); they are forgotten once it commits."""
+    from pipeline.models import LLMCall
+
+    kept = getattr(_local, "rows", None)
+    if not kept:
+        return None
+    batch = list(kept)
+    now = timezone.now()
+
+    def forget() -> None:
+        _forget(kept, batch)
+
+    return Carried(rows=Rows(LLMCall, [{**row, "created_at": now} for row in batch]), written=forget)
+
+
+def _forget(kept: list[dict[str, Any]], batch: list[dict[str, Any]]) -> None:
+    for row in batch:
+        for i, other in enumerate(kept):
+            if other is row:
+                del kept[i]
+                break
+
+
 def write_deferred() -> None:
     """Write the rows kept so far; inside a transaction they are forgotten only once it commits (a rollback
     leaves them kept, to be written with a later transaction or at the end of the block)."""
@@ -129,12 +154,4 @@ def write_deferred() -> None:
         return
     batch = list(kept)
     if _write(batch):
-
-        def forget() -> None:
-            for row in batch:
-                for i, other in enumerate(kept):
-                    if other is row:
-                        del kept[i]
-                        break
-
-        transaction.on_commit(forget)
+        transaction.on_commit(lambda: _forget(kept, batch))

@@ -134,3 +134,19 @@ def test_the_profile_api_exposes_and_changes_the_setting():
     assert AgentClientSettings.objects.get(agent=agent).match_push is False
     bad = client.put("/api/v1/agents/me", data=json.dumps({"match_push": "no"}), content_type="application/json")
     assert bad.status_code == 422
+
+
+def test_with_nobody_online_a_push_reads_nothing_from_the_database():
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from items.presence import anyone_online
+
+    reader_with(seeks_vector=SEEKS)  # matching, but offline
+    created = matching_item()
+    assert not anyone_online()
+    with CaptureQueriesContext(connection) as queries:
+        assert push(created) == []
+    assert len(queries) == 0  # no read of the item, no search for candidates
+    wanted = online(reader_with(seeks_vector=SEEKS))
+    assert anyone_online() and push(created) == [wanted.pk]

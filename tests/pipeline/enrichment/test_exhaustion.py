@@ -1,6 +1,7 @@
 """Exhaustion ends in `failed`, through the consumer: the final hook marks the item failed with the reason and
 one outcome event, before the entry is dead-lettered; a moderator (or the dead-letter requeue) can send it
-round again at once. And the suggestion is a checkpoint: no model call is paid twice on a redelivery."""
+round again at once. And the suggestion is kept (written with the outcome, or checkpointed when the outcome
+fails): no model call is paid twice on a redelivery."""
 
 from __future__ import annotations
 

@@ -42,9 +42,9 @@ def lost_at_check(n: int) -> Lease:
     ("lost_at", "written_before"),
     [
         (3, {"blacklist", "duplicate", "safety"}),  # before the extraction: after the safety checkpoint
-        (4, set(PASSES)),  # before the outcome: after the suggestion checkpoint, which wrote every pass
+        (4, set(PASSES)),  # before the outcome: the suggestion is checkpointed then, with every pass
     ],
-    ids=["after-safety-checkpoint", "after-suggestion-checkpoint"],
+    ids=["after-safety-checkpoint", "before-the-outcome"],
 )
 def test_an_entry_run_again_in_process_records_each_step_once(fake_llm, lost_at, written_before):
     pk = make_item(content="Renting out a quiet desk in a Lisbon co-working space, weekdays.").pk

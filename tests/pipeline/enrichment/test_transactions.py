@@ -1,7 +1,8 @@
-"""Round trips per item: an accepted item is enriched in at most eight database transactions (claim, the
-exact-duplicate check, four checkpoints that also extend the lease and carry their call's LLMCall rows, the
-similarity search, the completion), counted on the handler's own connection; plus at most one NOTIFY for the relays
-after the completion's commit (OUTBOX_WAKEUP=after-commit: a statement of its own, for the outcome event)."""
+"""Round trips per item: an accepted item is enriched in at most six database transactions (the claim, which
+reads the exact duplicate too; three checkpoints that also extend the lease and carry their call's LLMCall rows
+and decisions, each one statement; the similarity search; the completion, which carries the suggestion), counted
+on the handler's own connection; plus at most one NOTIFY for the relays after the completion's commit
+(OUTBOX_WAKEUP=after-commit: a statement of its own, for the outcome event)."""
 
 from __future__ import annotations
 
@@ -25,12 +26,14 @@ class TransactionCounter:
 
     def __init__(self) -> None:
         self.transactions = 0
+        self.statements = 0
         self.notifies = 0
         self.first_statements: list[str] = []  # the first statement of each transaction, for the failure message
         self._blocks: list[object] = []  # outermost atomic blocks seen (kept, so their ids are not reused)
 
     def __call__(self, execute, sql, params, many, context):
         conn = context["connection"]
+        self.statements += 1
         if sql.startswith("SELECT pg_notify("):
             self.notifies += 1
         elif not conn.in_atomic_block:
@@ -45,7 +48,7 @@ class TransactionCounter:
         return execute(sql, params, many, context)
 
 
-def test_an_accepted_item_takes_at_most_eight_transactions(fake_llm):
+def test_an_accepted_item_takes_at_most_six_transactions(fake_llm):
     author = agent_create(name="tx-counter")
     raw = item_publish(author=author, content="Offering 40 spare A100 GPU hours this weekend, Frankfurt region.").item
     blacklist_keywords()  # cached in Redis after the first read: a running process does not ask PostgreSQL
@@ -57,8 +60,12 @@ def test_an_accepted_item_takes_at_most_eight_transactions(fake_llm):
     calls = LLMCall.objects.filter(item_id=raw.pk)
     assert sorted(calls.values_list("prompt", flat=True)) == ["embedding", "process_item", "safety", "suggest_action"]
     assert all(outcome == "ok" for outcome in calls.values_list("outcome", flat=True))
-    assert counter.transactions <= 8, counter.first_statements
+    assert counter.transactions <= 6, counter.first_statements
     assert counter.notifies <= 1
+    # Each checkpoint and the outcome one statement with their rows (was 29 statements with savepoints and
+    # separate inserts): claim, three checkpoints, similarity, and the completion's lock, duplicate check and
+    # write, plus the NOTIFY.
+    assert counter.statements <= 10
 
 
 def test_claim_returns_the_item_as_claimed_with_its_raw_item(fake_llm):
@@ -78,3 +85,20 @@ def test_claim_returns_the_item_as_claimed_with_its_raw_item(fake_llm):
     # An id with LIKE wildcards in it claims nothing it should not.
     assert item_claim(item_id=raw.pk, token="%@x", lease_seconds=60)[0] is Claim.BUSY
     assert item_claim(item_id=10**9, token="7-7@x", lease_seconds=60) == (Claim.MISSING, None)
+
+
+def test_the_claim_reads_the_items_exact_duplicate_in_the_same_statement(fake_llm):
+    from django.test.utils import CaptureQueriesContext
+
+    from items.services.item_claim import item_claim_with_duplicate
+    from tests.factories import make_completed_item
+
+    text = "Selling two used RTX 4090 cards, pickup in Lyon."
+    original = make_completed_item(content=text)
+    raw = item_publish(author=agent_create(name="tx-dup"), content=text).item
+    other = item_publish(author=agent_create(name="tx-nodup"), content="Renting a rack in Marseille.").item
+    with CaptureQueriesContext(connection) as queries:
+        state, item, duplicate = item_claim_with_duplicate(item_id=raw.pk, token="8-8@h", lease_seconds=60)
+    assert len(queries) == 1
+    assert state.value == "claimed" and item.pk == raw.pk and duplicate is not None and duplicate.pk == original.pk
+    assert item_claim_with_duplicate(item_id=other.pk, token="9-9@h", lease_seconds=60)[2] is None
