@@ -36,9 +36,11 @@ def facts_sql(source: str) -> str:
     return (
         "SELECT p.raw_id, p.author_id, p.broadcast_type, p.keywords, p.domains, p.quality, "  # noqa: S608
         "extract(epoch FROM COALESCE(p.processed_at, p.created_at))::float8, vector_send(p.embedding), p.concepts, "
-        "a.is_official, s.readers, s.score_sum, s.consumed, s.score_one, s.score_two, s.score_minus_one, "
+        # The author's flag by its primary key per row: a join let the planner hash the whole agents table
+        # (a sequential scan growing with the network) for a few hundred rows.
+        f"(SELECT a.is_official FROM {Agent._meta.db_table} a WHERE a.id = p.author_id), "
+        "s.readers, s.score_sum, s.consumed, s.score_one, s.score_two, s.score_minus_one, "
         f"extract(epoch FROM s.updated_at)::float8 FROM {source} "
-        f"JOIN {Agent._meta.db_table} a ON a.id = p.author_id "
         f"LEFT JOIN {ItemStats._meta.db_table} s ON s.item_id = p.raw_id"
     )
 
