@@ -43,6 +43,7 @@ application = ProtocolTypeRouter(
     }
 )
 
-from eigenflux.base.longlived import freeze  # noqa: E402
+from eigenflux.base.longlived import freeze, freeze_after_first_request  # noqa: E402
 
 freeze("loading the application")
+freeze_after_first_request()

@@ -13,6 +13,7 @@ tracing.setup("web")  # before the application loads its middleware (the Django 
 
 application = BodyLimitWSGI(get_wsgi_application())
 
-from eigenflux.base.longlived import freeze  # noqa: E402
+from eigenflux.base.longlived import freeze, freeze_after_first_request  # noqa: E402
 
 freeze("loading the application")
+freeze_after_first_request()

@@ -44,6 +44,30 @@ def test_a_web_process_freezes_its_application_and_each_large_first_load():
     assert counts["unfrozen"] < counts["model"] / 10
 
 
+_REQUEST_PROBE = """
+import gc, json
+from eigenflux.wsgi import application
+from django.test import Client
+client = Client()
+counts = {"loaded": gc.get_freeze_count()}
+garbage = [[] for _ in range(1000)]  # young objects alive while the first request runs
+client.get("/healthz")
+counts["first"] = gc.get_freeze_count()
+garbage += [[] for _ in range(1000)]
+client.get("/healthz")
+counts["second"] = gc.get_freeze_count()
+print(json.dumps(counts))
+"""
+
+
+@pytest.mark.slow
+def test_a_web_process_freezes_once_more_after_its_first_request_only():
+    counts = python_probe(_REQUEST_PROBE, dict(os.environ))
+    assert counts["first"] >= counts["loaded"] + 1000  # what the first request built, and what was alive
+    # Once per process: the lists made after it stay unfrozen (the count only drops by frozen objects freed).
+    assert counts["second"] < counts["first"] + 1000
+
+
 @pytest.mark.slow
 def test_gc_freeze_off_freezes_nothing():
     counts = probe(GC_FREEZE="false")
