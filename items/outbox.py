@@ -25,6 +25,17 @@ NOTIFY_CHANNEL = "eigenflux_outbox"
 _NOTIFY_SQL = "SELECT pg_notify(%s, '')"
 
 
+@contextmanager
+def _traced_envelope(*, stream: str, traceparent: str | None, **fields) -> Iterator[dict[str, str]]:
+    """An event's envelope built inside its `create <stream>` span: the span's context becomes the envelope's
+    traceparent (a given one, e.g. a replay's, is continued instead) and the span carries the message id."""
+    with outbox_write_span(stream=stream, event_type=fields["event_type"], traceparent=traceparent) as span:
+        own = tracing.traceparent_of(span) if span is not None else None
+        envelope = build_envelope(traceparent=own or traceparent, **fields)
+        tracing.set_message_id(span, envelope["id"])
+        yield envelope
+
+
 def outbox_event_create(
     *,
     stream: str,
@@ -44,18 +55,17 @@ def outbox_event_create(
         raise RuntimeError("outbox_event_create must run inside transaction.atomic()")
     # Traced as `create <stream>`: its context becomes the event's traceparent, so whatever handles the event
     # continues this trace (a given traceparent, e.g. a replay's, is continued instead of the current span).
-    with outbox_write_span(stream=stream, event_type=event_type, traceparent=traceparent) as span:
-        envelope = build_envelope(
-            event_type=event_type,
-            subject=subject,
-            data=data,
-            correlation_id=correlation_id,
-            causation_id=causation_id,
-            traceparent=(tracing.traceparent_of(span) if span is not None else None) or traceparent,
-            replay=replay,
-            target_group=target_group,
-        )
-        tracing.set_message_id(span, envelope["id"])
+    with _traced_envelope(
+        stream=stream,
+        event_type=event_type,
+        subject=subject,
+        data=data,
+        correlation_id=correlation_id,
+        causation_id=causation_id,
+        traceparent=traceparent,
+        replay=replay,
+        target_group=target_group,
+    ) as envelope:
         event = OutboxEvent.objects.create(
             stream=stream,
             event_id=envelope["id"],
@@ -82,17 +92,17 @@ def outbox_event_rows(
     """outbox_event_create()'s row, for a write that inserts it in its own statement only when its update changed
     the row it announces (eigenflux.base.sqlrows.update_carrying); the caller calls outbox_event_written() once
     that statement has inserted it, inside its transaction."""
-    with outbox_write_span(stream=stream, event_type=event_type, traceparent=traceparent) as span:
-        envelope = build_envelope(
-            event_type=event_type,
-            subject=subject,
-            data=data,
-            correlation_id=correlation_id,
-            causation_id=causation_id,
-            traceparent=(tracing.traceparent_of(span) if span is not None else None) or traceparent,
-            replay=replay,
-        )
-        tracing.set_message_id(span, envelope["id"])
+    with _traced_envelope(
+        stream=stream,
+        event_type=event_type,
+        subject=subject,
+        data=data,
+        correlation_id=correlation_id,
+        causation_id=causation_id,
+        traceparent=traceparent,
+        replay=replay,
+    ) as envelope:
+        pass
     row = {
         "stream": stream,
         "event_id": envelope["id"],
