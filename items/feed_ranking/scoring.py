@@ -1,7 +1,7 @@
-"""The signals of many items at once (docs/feed.md#how-fast): signals.py's per-item arithmetic as arrays over all
-the candidates of a ranking, so several hundred candidates cost a few matrix operations instead of a Python call
-per item and signal. score_many and signals.score_item agree item for item (tests/items/feed/test_scoring.py);
-score_item stays the readable reference and scores the admin's single item."""
+"""The feed's signals (docs/feed.md#signals) as arrays over all the candidates of a ranking, so several hundred
+candidates cost a few matrix operations instead of a Python call per item and signal; one item (the admin's "why
+this item", a match push) is a list of one. A per-item reference written for reading lives with the tests
+(tests/items/feed/reference_scoring.py), which hold score_many to it item for item and signal for signal."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from datetime import datetime
 import numpy as np
 
 from items.feed_ranking.signals import (
-    _DEFAULT_QUALITY,
+    DEFAULT_QUALITY,
     SIGNALS,
     ItemFacts,
     Knobs,
@@ -100,7 +100,7 @@ def _item_signals(reader: ReaderContext, items: list[ItemFacts], now: datetime) 
                 for item in items
             ]
         ),
-        "quality": np.array([_DEFAULT_QUALITY if item.quality is None else float(item.quality) for item in items]),
+        "quality": np.array([DEFAULT_QUALITY if item.quality is None else float(item.quality) for item in items]),
         "freshness": 0.5 ** (np.maximum(0.0, ages / 3600) / half_lives),
         "feedback": np.where(scored, (smoothed - prior) / 2, 0.0),
         "neighbours": np.array([min(1.0, likes.get(item.item_id, 0.0)) for item in items]),
@@ -113,7 +113,7 @@ def _item_signals(reader: ReaderContext, items: list[ItemFacts], now: datetime) 
 def score_many(
     reader: ReaderContext, items: list[ItemFacts], *, now: datetime, weights: dict[str, float]
 ) -> list[Scored]:
-    """signals.score_item for each of `items`, computed as arrays: the weighted signals and their sum."""
+    """Each of `items` scored for the reader, computed as arrays: the weighted signals and their sum."""
     if not items:
         return []
     raw = {**_complementarity(reader, items), **_item_signals(reader, items, now)}

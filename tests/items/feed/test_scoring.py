@@ -1,5 +1,6 @@
 """The feed scores its candidates as arrays (items.feed_ranking.scoring.score_many); each item's score and every
-signal's part equal what the per-item reference (signals.score_item) gives, for every kind of reader and item."""
+signal's part equal what the per-item reference (tests/items/feed/reference_scoring.py) gives, for every kind of
+reader and item."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import pytest
 from django.utils import timezone
 
 from items.feed_ranking.scoring import score_many
-from items.feed_ranking.signals import SIGNALS, ItemFacts, ReaderContext, score_item, unit, weights
+from items.feed_ranking.signals import SIGNALS, ItemFacts, ReaderContext, unit, weights
+from tests.items.feed.reference_scoring import score_item
 
 DIMS = 16
 TYPES = ("supply", "demand", "info", "alert", "")
