@@ -109,7 +109,7 @@ def scores_for_readers(*, readers: Iterable[Agent], item: ProcessedItem) -> list
     """score_for_reader for several readers of one item (a match push): the item's facts are read once and the
     readers' contexts together (readers.reader_contexts), not once per reader."""
     now = timezone.now()
-    facts = item_facts([item.pk], now=now)[item.pk]
+    facts = item_facts([item.pk])[item.pk]
     readers = list(readers)
     current = weights()
     scored = []

@@ -88,9 +88,8 @@ def servable_facts(
         return _all_facts(cursor.fetchall())
 
 
-def item_facts(ids: list[int], *, now: datetime) -> dict[int, ItemFacts]:
+def item_facts(ids: list[int]) -> dict[int, ItemFacts]:
     """The facts of these items, whatever their status (the admin's and a match push's single item)."""
-    del now  # the facts do not depend on it; kept for callers
     with connection.cursor() as cursor:
         cursor.execute(f"{facts_sql(f'{ITEMS} p')} WHERE p.raw_id = ANY(%s)", [list(ids)])
         return {facts.item_id: facts for facts in _all_facts(cursor.fetchall())}
