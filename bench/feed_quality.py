@@ -57,6 +57,7 @@ from django.conf import settings  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.test import Client  # noqa: E402
 
+from bench.corpus_publish import publish_wave  # noqa: E402
 from eigenflux.base.redis import get_redis  # noqa: E402
 from items.models import ProcessedItem  # noqa: E402
 from items.services.agents import agent_create, agent_token_create  # noqa: E402
@@ -110,14 +111,7 @@ def publish(docs: list[dict]) -> dict[int, str]:
     rng.shuffle(reposts)
     item_to_doc: dict[int, str] = {}
     for wave in (originals, reposts):
-        for doc in wave:
-            client = Client(HTTP_AUTHORIZATION=f"Bearer {tokens[doc['author']]}")
-            response = client.post(
-                "/api/v1/items/publish", {"content": doc["content"]}, content_type="application/json"
-            )
-            if response.status_code != 202:
-                raise SystemExit(f"publish of {doc['id']} failed: {response.status_code} {response.content[:300]}")
-            item_to_doc[int(response.json()["item_id"])] = doc["id"]
+        item_to_doc.update(publish_wave(wave, tokens))
         run_pipeline_burst()
     return item_to_doc
 

@@ -67,6 +67,7 @@ from django.conf import settings  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.test import Client  # noqa: E402
 
+from bench.corpus_publish import publish_wave  # noqa: E402
 from bench.search_labels import LANGS, SPLIT_SEED, dcg, grade, load_jsonl, tuning_half  # noqa: E402
 from eigenflux.base.redis import get_redis  # noqa: E402
 from items.models import ProcessedItem  # noqa: E402
@@ -121,14 +122,7 @@ def load_corpus(docs: list[dict]) -> tuple[dict[int, str], dict[str, str], float
     originals = [doc for doc in docs if "duplicate_of" not in doc]
     duplicates = [doc for doc in docs if "duplicate_of" in doc]
     for wave in (originals, duplicates):
-        for doc in wave:
-            client = Client(HTTP_AUTHORIZATION=f"Bearer {tokens[doc['author']]}")
-            response = client.post(
-                "/api/v1/items/publish", {"content": doc["content"]}, content_type="application/json"
-            )
-            if response.status_code != 202:
-                raise SystemExit(f"publish of {doc['id']} failed: {response.status_code} {response.content[:300]}")
-            item_to_doc[int(response.json()["item_id"])] = doc["id"]
+        item_to_doc.update(publish_wave(wave, tokens))
         seconds += run_pipeline_burst()
     return item_to_doc, tokens, seconds
 
