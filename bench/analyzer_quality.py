@@ -3,6 +3,7 @@
     .venv/bin/python -m bench.analyzer_quality                    # every section
     .venv/bin/python -m bench.analyzer_quality --section safety   # the safety check only
     .venv/bin/python -m bench.analyzer_quality --section content  # spam, quality, type, keywords
+    .venv/bin/python -m bench.analyzer_quality --fresh            # the fresh test set only (run it once, at the end)
 
 safety: bench/data/safety.jsonl (bench/safety_set.py), the tuning half and the held-out half reported apart, then
 the probe set (bench/data/safety_probe.jsonl, a development set);
@@ -12,6 +13,10 @@ the calibration of the risk; CPU microseconds per item.
 content: bench/data/quality_*.jsonl (bench/analyzer_quality_content.py, which also runs alone with --show):
 spam blocked and normal passed by the gates, broadcast type per language, keyword precision/recall@5, the CPU
 of one extraction; tuning and held-out halves apart.
+
+fresh (only with --fresh, never part of the default run): bench/data/safety_fresh.jsonl (bench/fresh_set.py), a test
+set written apart from the analyzer and never tuned on, through the pipeline's decisions (safety gate, extraction,
+quality gate, review hold): unsafe blocked, edgy passed, spam blocked, normal passed per language and category.
 """
 
 from __future__ import annotations
@@ -141,7 +146,15 @@ SECTIONS: dict[str, Callable[[], None]] = {"safety": safety_section, "content": 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--section", choices=sorted(SECTIONS), action="append", help="run only this section")
-    for name in parser.parse_args().section or sorted(SECTIONS):
+    parser.add_argument("--fresh", action="store_true", help="run the fresh test set only (never tuned on)")
+    args = parser.parse_args()
+    if args.fresh:
+        from bench.fresh_set import fresh_section
+        from bench.review_queue import outcome
+
+        fresh_section(outcome)
+        return
+    for name in args.section or sorted(SECTIONS):
         SECTIONS[name]()
 
 

@@ -1,0 +1,155 @@
+"""The fresh test set (bench/data/safety_fresh.jsonl): 240 broadcasts written apart from the analyzer, never tuned on.
+
+    .venv/bin/python -m bench.analyzer_quality --fresh
+
+Each broadcast goes through the offline analyzer in the pipeline's order, with the function the review-queue bench
+uses (`bench.review_queue.outcome`: the safety gate, the extraction's discard verdict, the quality gate, then the
+review hold), and ends published, held for a moderator, or discarded. Printed per language and per category:
+unsafe blocked, safe-but-edgy passed, spam blocked, normal passed; the items the review queue holds are counted
+apart (neither blocked nor passed). There is no split: the whole file is a test set. Its mistakes are printed as
+counts per deciding stage only, never as texts, so that reading the output cannot turn it into a tuning set.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+FRESH_SET = Path(__file__).resolve().parent / "data" / "safety_fresh.jsonl"
+LANGS = ("en", "zh", "ja")
+UNSAFE_CATEGORIES = (
+    "weapons",
+    "threats",
+    "carding",
+    "fraud",
+    "malware",
+    "drugs",
+    "sexual",
+    "trafficking",
+    "hate",
+    "self_harm",
+    "doxxing",
+)
+# What each label should come to: unsafe and spam never reach a reader, edgy and normal posts do.
+WANTED = {"unsafe": "discarded", "edgy": "published", "spam": "discarded", "normal": "published"}
+MEASURE = {"unsafe": "unsafe blocked", "edgy": "edgy passed", "spam": "spam blocked", "normal": "normal passed"}
+FIELDS = ("lang", "label", "category", "kind", "text")
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One broadcast and what the pipeline made of it: published | held | discarded, and the deciding stage."""
+
+    lang: str
+    label: str
+    category: str
+    kind: str
+    outcome: str
+    stage: str
+
+
+def _checked(number: int, case: object) -> dict[str, str]:
+    if not isinstance(case, dict) or set(case) != set(FIELDS) or not all(isinstance(v, str) for v in case.values()):
+        raise ValueError(f"{FRESH_SET.name} line {number}: expected string fields {', '.join(FIELDS)}")
+    if case["lang"] not in LANGS or case["label"] not in WANTED:
+        raise ValueError(f"{FRESH_SET.name} line {number}: unknown lang {case['lang']!r} or label {case['label']!r}")
+    wanted_category = UNSAFE_CATEGORIES if case["label"] == "unsafe" else (case["label"],)
+    if case["category"] not in wanted_category or not case["text"].strip():
+        raise ValueError(f"{FRESH_SET.name} line {number}: category {case['category']!r} or an empty text")
+    return case
+
+
+def load_fresh(path: Path = FRESH_SET) -> list[dict[str, str]]:
+    """The set's cases, each checked: the documented fields, languages, labels and categories (ValueError if not)."""
+    cases = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if line.strip():
+            cases.append(_checked(number, json.loads(line)))
+    return cases
+
+
+def judge(cases: Iterable[dict[str, str]], decide: Callable[[str], tuple[str, str]]) -> list[Judged]:
+    """Run every case through `decide` (text -> (outcome, stage))."""
+    return [
+        Judged(case["lang"], case["label"], case["category"], case["kind"], *decide(case["text"])) for case in cases
+    ]
+
+
+def tally(judged: Iterable[Judged], group: Callable[[Judged], Iterable[str]]) -> dict[str, Counter[str]]:
+    """Per group name: how many came out right (`right`), were held (`held`), and in all (`total`)."""
+    groups: dict[str, Counter[str]] = defaultdict(Counter)
+    for item in judged:
+        for name in group(item):
+            groups[name]["total"] += 1
+            groups[name]["right"] += item.outcome == WANTED[item.label]
+            groups[name]["held"] += item.outcome == "held"
+    return groups
+
+
+def cell(counts: Counter[str]) -> str:
+    """`0.93 (28/30) h1`: the share that came out right, and how many more the review queue held."""
+    if not counts["total"]:
+        return "-"
+    text = f"{counts['right'] / counts['total']:.2f} ({counts['right']}/{counts['total']})"
+    return text + (f" h{counts['held']}" if counts["held"] else "")
+
+
+def language_table(judged: list[Judged]) -> None:
+    groups = tally(judged, lambda item: (f"{item.lang}/{item.label}", f"all/{item.label}"))
+    gate = tally(
+        [item for item in judged if item.label == "unsafe"],
+        lambda item: (item.lang, "all") if item.stage.startswith("safety:") else (),
+    )
+    print(f"  {'lang':<5}" + "".join(f" {MEASURE[label]:<19}" for label in WANTED) + " unsafe blocked by safety gate")
+    for lang in (*LANGS, "all"):
+        unsafe = groups[f"{lang}/unsafe"]["total"]
+        by_gate = f"{gate[lang]['total'] / unsafe:.2f} ({gate[lang]['total']}/{unsafe})" if unsafe else "-"
+        print(f"  {lang:<5}" + "".join(f" {cell(groups[f'{lang}/{label}']):<19}" for label in WANTED) + f" {by_gate}")
+
+
+def _category_rows(judged: list[Judged]) -> list[str]:
+    """Row names in print order: each unsafe category, the unsafe kinds worth a row, then each label's kinds."""
+    rows = [f"unsafe/{category}" for category in UNSAFE_CATEGORIES]
+    rows += [f"unsafe:{kind}" for kind in sorted({item.kind for item in judged if item.label == "unsafe"} - {"plain"})]
+    for label in ("edgy", "spam", "normal"):
+        rows += [f"{label}:{kind}" for kind in sorted({item.kind for item in judged if item.label == label})]
+    return rows
+
+
+def category_table(judged: list[Judged]) -> None:
+    def names(item: Judged) -> list[str]:
+        row = [f"{item.label}/{item.category}"] if item.label == "unsafe" else []
+        row += [f"{item.label}:{item.kind}"]
+        return [f"{lang}|{name}" for lang in (item.lang, "all") for name in row]
+
+    groups = tally(judged, names)
+    print(f"  {'category (or kind)':<26}" + "".join(f" {lang:<13}" for lang in LANGS) + " all")
+    for row in _category_rows(judged):
+        short = [groups[f"{lang}|{row}"] for lang in LANGS]
+        cells = [f"{c['right']}/{c['total']}" + (f" h{c['held']}" if c["held"] else "") for c in short]
+        print(f"  {row:<26}" + "".join(f" {text:<13}" for text in cells) + f" {cell(groups[f'all|{row}'])}")
+
+
+def miss_table(judged: list[Judged]) -> None:
+    """What decided the wrong outcomes, as counts (the texts stay unprinted: this set is never tuned on)."""
+    misses: Counter[tuple[str, str]] = Counter()
+    for item in judged:
+        if item.outcome != WANTED[item.label]:
+            misses[(item.label, f"{item.outcome} {item.stage}".strip())] += 1
+    for (label, stage), count in sorted(misses.items()):
+        print(f"  {MEASURE[label]} missed: {count:>3}  {stage}")
+
+
+def fresh_section(decide: Callable[[str], tuple[str, str]], path: Path = FRESH_SET) -> None:
+    cases = load_fresh(path)
+    judged = judge(cases, decide)
+    print(f"== fresh test set ({len(cases)} cases, {path.name}; never tuned on, no split)")
+    print("  hN: N more held for a moderator by the review queue (neither blocked nor passed)")
+    language_table(judged)
+    print()
+    category_table(judged)
+    print()
+    miss_table(judged)

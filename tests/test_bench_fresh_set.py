@@ -1,0 +1,112 @@
+"""The fresh test set (bench/data/safety_fresh.jsonl; docs/model-layer.md, "A fresh test set"): it parses, holds what
+bench/data/README.md says it holds, shares no text with any labelled or training file, and the bench's tables count
+right. No figure of the analyzer is asserted here: the set is judged once, by hand, with `analyzer_quality --fresh`."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from bench.fresh_set import FRESH_SET, LANGS, UNSAFE_CATEGORIES, fresh_section, judge, load_fresh, tally
+
+ROOT = Path(__file__).resolve().parent.parent
+# The documented counts (bench/data/README.md): label -> per language en, zh, ja.
+DOCUMENTED = {"unsafe": (30, 30, 30), "edgy": (23, 24, 23), "spam": (14, 13, 14), "normal": (13, 13, 13)}
+
+
+def test_the_set_holds_the_documented_languages_labels_and_categories():
+    cases = load_fresh()
+    counts = Counter((case["label"], case["lang"]) for case in cases)
+    assert {label: tuple(counts[(label, lang)] for lang in LANGS) for label in DOCUMENTED} == DOCUMENTED
+    assert len(cases) == 240
+    for lang in LANGS:
+        categories = {case["category"] for case in cases if case["lang"] == lang and case["label"] == "unsafe"}
+        assert categories == set(UNSAFE_CATEGORIES), lang
+        kinds = {case["kind"] for case in cases if case["lang"] == lang and case["label"] == "unsafe"}
+        assert {"minors", "obfuscated"} <= kinds, lang
+    assert len({case["text"] for case in cases}) == len(cases)
+
+
+def _texts_elsewhere() -> tuple[set[str], str]:
+    """Every `text`/`content` of the other labelled and training files, and the raw text of every training file."""
+    texts: set[str] = set()
+    raw = []
+    files = sorted((ROOT / "bench" / "data").glob("*.jsonl")) + sorted((ROOT / "pipeline/llm/local/data").glob("*"))
+    for path in files:
+        if path == FRESH_SET or not path.is_file():
+            continue
+        body = path.read_text(encoding="utf-8", errors="replace")
+        raw.append(body)
+        if path.suffix == ".jsonl":
+            for line in filter(str.strip, body.splitlines()):
+                row = json.loads(line)
+                texts.update(str(row[key]).strip() for key in ("text", "content") if key in row)
+    return texts, "\n".join(raw)
+
+
+def test_no_fresh_text_is_in_a_labelled_or_training_file():
+    """Nothing trains on the set or tunes with it: none of its texts (whole, or a longer one inside a file) is in
+    bench/data's other sets or the analyzer's shipped data."""
+    texts, raw = _texts_elsewhere()
+    fresh = [case["text"] for case in load_fresh()]
+    assert [text for text in fresh if text in texts] == []
+    assert [text for text in fresh if len(text) >= 12 and text in raw] == []
+
+
+@pytest.mark.parametrize(
+    ("line", "error"),
+    [
+        ({"lang": "fr", "label": "unsafe", "category": "drugs", "kind": "plain", "text": "x"}, "unknown lang 'fr'"),
+        ({"lang": "en", "label": "bad", "category": "bad", "kind": "plain", "text": "x"}, "label 'bad'"),
+        ({"lang": "en", "label": "unsafe", "category": "edgy", "kind": "plain", "text": "x"}, "category 'edgy'"),
+        ({"lang": "en", "label": "edgy", "category": "edgy", "text": "x"}, "expected string fields"),
+    ],
+)
+def test_a_bad_line_is_named(tmp_path, line, error):
+    path = tmp_path / "set.jsonl"
+    good = {"lang": "zh", "label": "normal", "category": "normal", "kind": "info", "text": "台风预警"}
+    path.write_text(json.dumps(good) + "\n\n" + json.dumps(line) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=f"line 3: .*{error}"):
+        load_fresh(path)
+
+
+CASES = [
+    {"lang": "en", "label": "unsafe", "category": "drugs", "kind": "plain", "text": "a"},
+    {"lang": "en", "label": "unsafe", "category": "drugs", "kind": "plain", "text": "b"},
+    {"lang": "en", "label": "unsafe", "category": "drugs", "kind": "plain", "text": "c"},
+    {"lang": "ja", "label": "edgy", "category": "edgy", "kind": "news", "text": "d"},
+    {"lang": "ja", "label": "edgy", "category": "edgy", "kind": "news", "text": "e"},
+    {"lang": "zh", "label": "spam", "category": "spam", "kind": "test", "text": "f"},
+]
+DECISIONS = {
+    "a": ("discarded", "safety:fraud"),
+    "b": ("discarded", "low_quality"),  # blocked, though not by the safety gate
+    "c": ("held", "safety_risk"),  # held: neither blocked nor passed
+    "d": ("published", ""),
+    "e": ("discarded", "safety:violent_extremism"),
+    "f": ("published", ""),
+}
+
+
+def test_blocked_passed_and_held_are_counted_apart():
+    judged = judge(CASES, DECISIONS.__getitem__)
+    groups = tally(judged, lambda item: (f"{item.lang}/{item.label}",))
+    assert groups["en/unsafe"] == Counter(total=3, right=2, held=1)
+    assert groups["ja/edgy"] == Counter(total=2, right=1)
+    assert groups["zh/spam"] == Counter(total=1)
+
+
+def test_the_section_prints_rates_held_counts_and_missed_stages(capsys, tmp_path):
+    path = tmp_path / "set.jsonl"
+    path.write_text("\n".join(json.dumps(case) for case in CASES), encoding="utf-8")
+    fresh_section(DECISIONS.__getitem__, path)
+    out = capsys.readouterr().out
+    en = next(line for line in out.splitlines() if line.strip().startswith("en "))
+    assert en.split()[1:4] == ["0.67", "(2/3)", "h1"]
+    assert en.split()[-2:] == ["0.33", "(1/3)"]  # by the safety gate alone
+    assert "unsafe/drugs" in out and "edgy:news" in out and "spam:test" in out
+    assert "edgy passed missed:   1  discarded safety:violent_extremism" in out
+    assert "unsafe blocked missed:   1  held safety_risk" in out
