@@ -1,0 +1,72 @@
+"""The learned layer of the local spam judgment: logistic regression over the safety classifier's hashed
+character n-grams, in numpy.
+
+The quality signals (pipeline.llm.local.quality) name bait by its phrases ("DM me", "details later", 稳赚);
+a phrase list misses the many other ways of saying the same nothing. This model reads the whole post: trained
+once per process, on first use, from data/spam_train.jsonl (the tuning half of the labelled spam set, the
+training-only spam and ordinary posts of bench/data/spam_train_extra.jsonl, and the search corpus's ordinary
+broadcasts; written by `python -m bench.spam_set --write-train`), class-balanced and calibrated on 4-fold
+out-of-fold scores, so its probability means what it says on a post it has not seen. Its verdict is one signal
+among the others (`learned_bait`), so a post with specifics still passes.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.llm.local.safety_classifier import DIMENSIONS, FOLDS, _fit, features, platt
+
+TRAINING_PATH = Path(__file__).resolve().parent / "data" / "spam_train.jsonl"
+
+
+@dataclass(frozen=True)
+class SpamClassifier:
+    weights: np.ndarray
+    bias: float
+
+    def probability(self, text: str) -> float:
+        """The estimated probability that the post is spam (bait with nothing a reader can act on)."""
+        indices, values = features(text)
+        score = float(self.weights[indices] @ values) + self.bias
+        return 1.0 / (1.0 + math.exp(-max(min(score, 30.0), -30.0)))
+
+
+def train(cases: list[dict[str, str]]) -> SpamClassifier:
+    """Fits the model on labelled cases ({"text", "label": spam|normal}), deterministically, calibrated on
+    out-of-fold predictions."""
+    cols, vals = zip(*(features(case["text"]) for case in cases), strict=True)
+    row_of = np.concatenate([np.full(len(indices), row) for row, indices in enumerate(cols)])
+    used, local_col = np.unique(np.concatenate(cols), return_inverse=True)
+    data = (row_of, local_col, np.concatenate(vals))
+    target = np.array([case["label"] == "spam" for case in cases], dtype=np.float64)
+    out_of_fold = np.zeros(len(cases))
+    for fold_index in range(FOLDS):
+        held = np.arange(fold_index, len(cases), FOLDS)
+        weights, bias = _fit(data, target, np.setdiff1d(np.arange(len(cases)), held))
+        keep = np.isin(row_of, held)
+        scores = np.bincount(row_of[keep], weights=data[2][keep] * weights[local_col[keep]], minlength=len(cases))
+        out_of_fold[held] = scores[held] + bias
+    slope, intercept = platt(out_of_fold, target)
+    weights, bias = _fit(data, target, np.arange(len(cases)))
+    full = np.zeros(DIMENSIONS)
+    full[used] = slope * weights
+    return SpamClassifier(full, slope * bias + intercept)
+
+
+@functools.cache
+def classifier() -> SpamClassifier:
+    """The process's model, trained from the shipped training file on first use."""
+    lines = TRAINING_PATH.read_text(encoding="utf-8").splitlines()
+    return train([json.loads(line) for line in lines if line.strip()])
+
+
+@functools.lru_cache(maxsize=256)
+def spam_probability(text: str) -> float:
+    """The model's probability for one post (cached: the discard verdict and the score both ask)."""
+    return classifier().probability(text)
