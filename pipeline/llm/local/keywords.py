@@ -28,6 +28,11 @@ _NAME_IN_TEXT = regex.compile(
 )
 MAX_NAMES = 2
 _LATIN_WORDS = regex.compile(r"\b[a-zA-Z][a-zA-Z0-9-]+\b")
+# A Latin word inside Chinese or Japanese text is nearly always a name (Django, Solidity, Chrome); `\b` does not
+# separate it from the characters around it (they are word characters too), so the edges are Latin-only.
+_LATIN_IN_CJK = regex.compile(
+    r"(?<![A-Za-z0-9.+#-])[A-Za-z][A-Za-z0-9.+#-]*[A-Za-z0-9+#]|(?<![A-Za-z0-9])[A-Z](?![A-Za-z0-9])"
+)
 _DIGITS = re.compile(r"\d")
 # A count with its counter is no topic: 三周, 一个月, 十八天, 3か月.
 _CJK_COUNT = regex.compile(
@@ -38,7 +43,7 @@ _YAKE_LANGS = {"en", "de", "fr", "es", "it", "pt", "nl", "pl", "ru", "sv", "da",
 # Languages written without spaces between words get a real segmenter (YAKE needs words to split on).
 _SEGMENTERS = {"zh": chinese_keywords, "ja": japanese_keywords, "ko": korean_keywords}
 # Short all-capital words that name nothing a reader searches for.
-_NOT_NAMES = frozenset({"dm", "pm", "asap", "faq", "usd", "eur", "gbp", "jpy", "rmb", "utc", "ok", "qa"})
+_NOT_NAMES = frozenset({"dm", "pm", "asap", "faq", "usd", "eur", "gbp", "jpy", "rmb", "utc", "ok", "qa", "ai"})
 
 
 @functools.lru_cache(maxsize=32)
@@ -106,7 +111,17 @@ def _candidates(text: str, lang: str, limit: int) -> list[str]:
     # for the Latin part (a segmenter returns English words one by one, stop words included), alternating.
     native = [term for term in segmenter(text, limit) if _CJK.search(term) or _PRODUCT_NAME.match(term)]
     latin = _yake_terms(_CJK_RUNS.sub(". ", text), "en") if len(_LATIN_WORDS.findall(text)) >= 3 else []
-    return [term for pair in zip_longest(native, latin) for term in pair if term]
+    return _cjk_names(text) + [term for pair in zip_longest(native, latin) for term in pair if term]
+
+
+def _cjk_names(text: str) -> list[str]:
+    """The Latin names in Chinese or Japanese text, in order, at most MAX_NAMES (not DM, USD, or a stop word)."""
+    names: list[str] = []
+    for word in _LATIN_IN_CJK.findall(text):
+        lowered = word.lower()
+        if lowered not in _NOT_NAMES and lowered not in stop_words() and lowered not in names:
+            names.append(lowered)
+    return names[:MAX_NAMES]
 
 
 def _yake_terms(text: str, lang: str) -> list[str]:

@@ -31,6 +31,8 @@ _JA_GENERIC = frozenset(
     | {"可能", "対応", "来週", "今週", "来月", "今月", "明日", "今日", "昨年", "今年", "先週", "最新", "大規模"}
     # Who posts and what kind of post it is, not what it is about: 弊社 "our company", 募集 "recruiting".
     | {"弊社", "当社", "募集", "代行", "リリース", "発生", "中心", "経験", "チーム", "年以上", "詳細", "連絡"}
+    # What the post says it does, not its topic: 注意 "warning", 開催 "holding", 判明 "turned out", 無料 "free".
+    | {"注意", "開催", "判明", "無料", "テーマ", "募集中", "参加者募集中", "お願い", "予算", "紹介", "共有"}
 )
 _ZH_GENERIC = frozenset(
     {"我们", "你们", "可以", "一个", "需要", "进行", "提供", "以及", "如果", "请", "已经", "目前", "可议", "适合"}
@@ -38,6 +40,8 @@ _ZH_GENERIC = frozenset(
     # Who posts and what kind of post it is, or its terms, not what it is about: 招聘 "hiring", 可谈 "negotiable".
     | {"招聘", "承接", "用过", "上门", "包含", "月薪", "工期", "交付", "可谈", "面议", "团队", "经验", "多年"}
     | {"热爱", "详情", "私信", "联系", "欢迎", "咨询", "有人", "帮忙", "一下", "主要", "支持"}
+    # Asking and offering words, amounts and verbs of the post itself: 求助 "help wanted", 有没有 "is there".
+    | {"求助", "有没有", "怎么", "知道", "寻找", "预算", "万元", "元起", "每条", "服务", "提升", "发布", "熟悉"}
 )
 _ja_tokenizer = None
 

@@ -123,6 +123,11 @@ def test_broadcast_type_in_each_language(text, kind):
         ),
         ("招聘一名嵌入式工程师，薪资可谈，三个月交付。", {"嵌入式"}, {"可谈", "三个月", "招聘"}),
         ("弊社はPythonの講師を募集しています。", {"講師"}, {"弊社", "募集"}),
+        # A Latin name inside Chinese or Japanese text is what a reader searches for; the asking, offering
+        # and announcing words around it are not.
+        ("有没有人知道怎么在Flask里做多租户的数据隔离？求助", {"flask", "租户"}, {"有没有", "怎么", "知道", "求助"}),
+        ("注意：Firefoxの拡張機能がパスワードを盗むことが判明しました。", {"firefox", "拡張機能"}, {"注意", "判明"}),
+        ("神戸で週末にハッカソンを開催します。テーマはRustと防災、無料です。", {"rust", "ハッカソン"}, {"開催", "無料"}),
     ],
 )
 def test_keywords_are_searchable_terms_not_boilerplate(text, wanted, unwanted):
