@@ -6,13 +6,15 @@ C items in flight the ideal rate is C / (4 x latency) items per second. For each
 publishes N distinct items through the service layer with the pipeline stopped (N = max(--min-items,
 --items-per-slot x C)), takes their `item.published` entries out of the outbox, starts the pipeline process(es)
 with `--no-relay --no-housekeeping --concurrency C`, waits until each has joined the consumer group, then XADDs
-all entries at once and times until every item is terminal.
+all entries at once (with --stagger: the first C spread over one item's model time, so the slots run out of
+phase) and times until every item is terminal.
 
 Per run it measures: items/s, the ideal and the ratio; CPU seconds per item of the pipeline process(es) and of
 their PostgreSQL backends (from /proc, backends found by application_name); transactions per item
 (pg_stat_database.xact_commit delta, minus the bench's own polling queries, over the items); peak RSS, the
 largest thread count seen, and the most database connections the pipeline held at once. Configurations
-alternate round by round; the table shows the median of --rounds runs for each.
+alternate round by round; the table shows the median of --rounds runs for each. Beside it, per run, where the
+slot time went and the steady-state rate (bench/pipeline_timeline.py).
 
 Scratch database `eigenflux_pipebench` (dropped and recreated), Redis db 6 (flushed).
 
@@ -34,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from bench.pipeline_floor import FloorResult, Plan, capture_with_settings, floor_items, run_floor  # noqa: E402
-from bench.pipeline_timeline import HEADER, Timeline, row, timeline  # noqa: E402
+from bench.pipeline_timeline import HEADER, Timeline, add_entries, row, timeline  # noqa: E402
 from bench.pyspy import spy_start, spy_stop  # noqa: E402
 from bench.scratch import scratch_environment  # noqa: E402
 
@@ -220,7 +222,6 @@ def wait_terminal(probe: Probe, pids: list[int], ids: list[int], n: int, deadlin
 
 
 def measure(config: Config, args, probe: Probe, client, procs, ids, envelopes, n: int) -> Result:
-    from items.events import STREAM_ITEM_PUBLISH
     from pipeline.runtime.liveness import live_names
 
     pids = [p.pid for p, _ in procs]
@@ -238,15 +239,12 @@ def measure(config: Config, args, probe: Probe, client, procs, ids, envelopes, n
     statements_start = probe.statements
     xact_start = probe.xact_commit()
 
-    pipe = client.pipeline(transaction=False)
-    for envelope in envelopes:
-        pipe.xadd(STREAM_ITEM_PUBLISH, {k: str(v) for k, v in envelope.items()})
-    started, started_wall = time.monotonic(), time.time()
-    pipe.execute()
     redis_start = redis_calls(client)
+    started, started_wall = time.monotonic(), time.time()
+    add_entries(client, envelopes, config.in_flight, CALLS_PER_ITEM * config.latency if args.stagger else 0.0)
     threads, connections = wait_terminal(probe, pids, ids, n, started + args.timeout, args.timeout)
     elapsed, ended_wall = time.monotonic() - started, time.time()
-    redis_commands = redis_calls(client) - redis_start - 1
+    redis_commands = redis_calls(client) - redis_start - n - 1  # not the XADDs, nor this INFO
     cpu_process = sum(proc_cpu(pid) for pid in pids) - cpu_start
     cpu_postgres = sum(proc_cpu(pid) - backends_start.get(pid, 0.0) for pid in probe.backends())
     rss = sum(int(proc_status(pid).get("VmHWM", "0 kB").split()[0]) for pid in pids) / 1024
@@ -345,6 +343,7 @@ def main() -> int:
     parser.add_argument("--concurrency", default="32,64,256,2x128", help="comma list; PxC = P processes of C")
     parser.add_argument("--timeout", type=float, default=600.0, help="give up a run after this many seconds")
     parser.add_argument("--no-floor", action="store_true", help="skip the floor (bench/pipeline_floor.py)")
+    parser.add_argument("--stagger", action="store_true", help="start the slots out of phase (add_entries)")
     parser.add_argument("--py-spy", default="", help="path to a py-spy binary: profile the measured window")
     args = parser.parse_args()
     configs = [Config.parse(spec, args.latency) for spec in args.concurrency.split(",")]

@@ -15,7 +15,8 @@ Per item: before the first call (claim to the first request), per-call overhead 
 the server's), the gaps between one call's answer and the next request (the reply's hand-off, parsing, the
 checkpoint, the similarity search after the embedding, the lease check), and after the last call (to the
 outcome's statement). Per slot: the calls' share, the rest inside items, the time between one item's outcome and
-the next item's claim, and the tail (slots left idle once every item had started).
+the next item's claim, the head (slots idle before their first item) and the tail (slots left idle once every
+item had started).
 
 The steady state: items completed per second between 10 % and 90 % of the items done, beside the whole run's.
 """
@@ -25,6 +26,7 @@ from __future__ import annotations
 import itertools
 import re
 import statistics
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,8 +42,25 @@ class Timeline:
     after_last: list[float]  # s, per item: last answer to the outcome statement
     share_calls: float  # of C x run time
     share_in_item: float  # inside an item's span, no call at the server
-    share_between: float  # a slot between one item's outcome and the next claim (before the tail)
+    share_between: float  # a slot between one item's outcome and the next claim
+    share_head: float  # slots idle before their first claim (the reader's start, or --stagger)
     share_tail: float  # slots idle after the last item started
+
+
+def add_entries(client, envelopes: list[dict], slots: int, stagger: float) -> None:
+    """XADD the entries: all at once, or (`stagger` seconds) the first `slots` spread evenly over that time and
+    the rest at once, so the slots run out of phase (as arrivals over time would leave them) instead of in
+    waves whose calls all return together."""
+    from items.events import STREAM_ITEM_PUBLISH
+
+    head = envelopes[:slots] if stagger else []
+    for envelope in head:
+        client.xadd(STREAM_ITEM_PUBLISH, {key: str(v) for key, v in envelope.items()})
+        time.sleep(stagger / len(head))
+    pipe = client.pipeline(transaction=False)
+    for envelope in envelopes[len(head) :]:
+        pipe.xadd(STREAM_ITEM_PUBLISH, {k: str(v) for k, v in envelope.items()})
+    pipe.execute()
 
 
 def _texts(value: Any) -> list[str]:
@@ -129,6 +148,7 @@ def timeline(
     call_time = sum(len(times) for times in calls.values()) * latency
     span = sum(done[k] - claimed[k] for k in claimed if k in done)
     tail = _tail_idle(claimed, done, slots, end) if claimed else 0.0
+    head = sum(first - start for first in sorted(claimed.values())[:slots])
     return Timeline(
         steady_rate=steady_rate(list(done.values())),
         before_first=before,
@@ -137,7 +157,8 @@ def timeline(
         after_last=after,
         share_calls=call_time / slot_time,
         share_in_item=in_item / slot_time,
-        share_between=max(0.0, slot_time - span - tail) / slot_time,
+        share_between=max(0.0, slot_time - span - tail - head) / slot_time,
+        share_head=head / slot_time,
         share_tail=tail / slot_time,
     )
 
@@ -159,12 +180,13 @@ def row(label: str, ratio: float, ideal: float, t: Timeline) -> str:
         f"{statistics.fmean(t.overhead) * 1000 if t.overhead else 0:.1f} / {pct(t.overhead, 0.9):.1f} | "
         f"{pct(t.gaps, 0.5):.1f} / {pct(t.gaps, 0.9):.1f} | "
         f"{pct(t.after_last, 0.5):.1f} / {pct(t.after_last, 0.9):.1f} | "
-        f"{t.share_calls:.2f} / {t.share_in_item:.2f} / {t.share_between:.2f} / {t.share_tail:.2f} |"
+        f"{t.share_calls:.2f} / {t.share_in_item:.2f} / {t.share_between:.2f} / {t.share_head:.2f} / "
+        f"{t.share_tail:.2f} |"
     )
 
 
 HEADER = (
     "| C | ratio (whole run) | steady items/s (10-90 %) | steady ratio | before 1st call ms p50 / p90 "
     "| per-call overhead ms mean / p90 | gap between calls ms p50 / p90 | after last call ms p50 / p90 "
-    "| slot time: calls / in item, no call / between items / tail |"
+    "| slot time: calls / in item, no call / between items / head / tail |"
 )
