@@ -6,13 +6,15 @@ C items in flight the ideal rate is C / (4 x latency) items per second. For each
 publishes N distinct items through the service layer with the pipeline stopped (N = max(--min-items,
 --items-per-slot x C)), takes their `item.published` entries out of the outbox, starts the pipeline process(es)
 with `--no-relay --no-housekeeping --concurrency C`, waits until each has joined the consumer group, then XADDs
-all entries at once and times until every item is terminal.
+all entries at once (with --stagger: the first C spread over one item's model time, so the slots run out of
+phase) and times until every item is terminal.
 
 Per run it measures: items/s, the ideal and the ratio; CPU seconds per item of the pipeline process(es) and of
 their PostgreSQL backends (from /proc, backends found by application_name); transactions per item
 (pg_stat_database.xact_commit delta, minus the bench's own polling queries, over the items); peak RSS, the
 largest thread count seen, and the most database connections the pipeline held at once. Configurations
-alternate round by round; the table shows the median of --rounds runs for each.
+alternate round by round; the table shows the median of --rounds runs for each. Beside it, per run, where the
+slot time went and the steady-state rate (bench/pipeline_timeline.py).
 
 Scratch database `eigenflux_pipebench` (dropped and recreated), Redis db 6 (flushed).
 
@@ -34,6 +36,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from bench.pipeline_floor import FloorResult, Plan, capture_with_settings, floor_items, run_floor  # noqa: E402
+from bench.pipeline_timeline import HEADER, Timeline, add_entries, row, timeline  # noqa: E402
+from bench.pyspy import spy_start, spy_stop  # noqa: E402
 from bench.scratch import scratch_environment  # noqa: E402
 
 DB = "eigenflux_pipebench"
@@ -80,6 +84,8 @@ class Result:
     load: float = 0.0  # the 1-minute load average at the end of the run
     startup_cpu: float = 0.0  # CPU seconds the process(es) spent before the measured window (not counted)
     floor: FloorResult | None = None
+    wall: tuple[float, float] = (0.0, 0.0)  # the measured window in wall-clock time (for the timeline)
+    timeline: Timeline | None = None
 
     @property
     def rate(self) -> float:
@@ -160,7 +166,7 @@ def publish(n: int, agents: list, tag: str) -> tuple[list[int], list[dict]]:
     return ids, envelopes
 
 
-def run_config(config: Config, args, agents: list, tag: str, probe: Probe, env: dict) -> Result:
+def run_config(config: Config, args, agents: list, tag: str, probe: Probe, env: dict, server) -> Result:
     from eigenflux.base.redis import get_redis
 
     n = max(args.min_items, args.items_per_slot * config.in_flight)
@@ -173,8 +179,16 @@ def run_config(config: Config, args, agents: list, tag: str, probe: Probe, env: 
         command = [sys.executable, "manage.py", "run_pipeline", "--consumer", "item-publish"]
         command += ["--no-relay", "--no-housekeeping", "--concurrency", str(config.concurrency)]
         procs.append((subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT), log))
+    first_request = len(server.requests)
     try:
-        return measure(config, args, probe, client, procs, ids, envelopes, n)
+        result = measure(config, args, probe, client, procs, ids, envelopes, n)
+        start, end = result.wall
+        requests = server.requests[first_request:]
+        slots = config.in_flight
+        result.timeline = timeline(
+            requests=requests, tag=tag, ids=ids, latency=config.latency, slots=slots, start=start, end=end
+        )
+        return result
     finally:
         for proc, _ in procs:
             if proc.poll() is None:
@@ -208,7 +222,6 @@ def wait_terminal(probe: Probe, pids: list[int], ids: list[int], n: int, deadlin
 
 
 def measure(config: Config, args, probe: Probe, client, procs, ids, envelopes, n: int) -> Result:
-    from items.events import STREAM_ITEM_PUBLISH
     from pipeline.runtime.liveness import live_names
 
     pids = [p.pid for p, _ in procs]
@@ -226,15 +239,12 @@ def measure(config: Config, args, probe: Probe, client, procs, ids, envelopes, n
     statements_start = probe.statements
     xact_start = probe.xact_commit()
 
-    pipe = client.pipeline(transaction=False)
-    for envelope in envelopes:
-        pipe.xadd(STREAM_ITEM_PUBLISH, {k: str(v) for k, v in envelope.items()})
-    started = time.monotonic()
-    pipe.execute()
     redis_start = redis_calls(client)
+    started, started_wall = time.monotonic(), time.time()
+    add_entries(client, envelopes, config.in_flight, CALLS_PER_ITEM * config.latency if args.stagger else 0.0)
     threads, connections = wait_terminal(probe, pids, ids, n, started + args.timeout, args.timeout)
-    elapsed = time.monotonic() - started
-    redis_commands = redis_calls(client) - redis_start - 1
+    elapsed, ended_wall = time.monotonic() - started, time.time()
+    redis_commands = redis_calls(client) - redis_start - n - 1  # not the XADDs, nor this INFO
     cpu_process = sum(proc_cpu(pid) for pid in pids) - cpu_start
     cpu_postgres = sum(proc_cpu(pid) - backends_start.get(pid, 0.0) for pid in probe.backends())
     rss = sum(int(proc_status(pid).get("VmHWM", "0 kB").split()[0]) for pid in pids) / 1024
@@ -259,28 +269,8 @@ def measure(config: Config, args, probe: Probe, client, procs, ids, envelopes, n
         redis_commands=redis_commands / n,
         load=os.getloadavg()[0],
         startup_cpu=startup_cpu,
+        wall=(started_wall, ended_wall),
     )
-
-
-def spy_start(args, pids: list[int], config: Config) -> list[subprocess.Popen]:
-    """With --py-spy: a sampling profile of each pipeline process over the measured window only (samples of
-    threads holding the GIL, i.e. its Python CPU), written as collapsed stacks next to the logs."""
-    if not args.py_spy:
-        return []
-    spies = []
-    for k, pid in enumerate(pids):
-        out = f"/tmp/eigenflux-pipebench-{config.label.replace(' ', '')}-{k}.spy.txt".replace("@", "at")
-        command = [args.py_spy, "record", "--gil", "--nonblocking", "-r", "250", "-f", "raw", "-o", out]
-        spies.append(subprocess.Popen([*command, "-p", str(pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-    time.sleep(0.5)  # attached
-    return spies
-
-
-def spy_stop(spies: list[subprocess.Popen]) -> None:
-    for spy in spies:
-        spy.send_signal(signal.SIGINT)
-    for spy in spies:
-        spy.wait(60)
 
 
 def redis_calls(client) -> int:
@@ -332,6 +322,18 @@ def print_table(results: dict[Config, list[Result]], plan: Plan | None, args, po
         )
 
 
+def print_timelines(results: dict[Config, list[Result]]) -> None:
+    """Where the slot time went, per run (bench/pipeline_timeline.py); the whole run's ratio beside the
+    steady state's, never instead of it."""
+    print("\nWhere the slot time went, per run (bench/pipeline_timeline.py)")
+    print(HEADER)
+    print("|---" * (HEADER.count("|") - 1) + "|")
+    for config, runs in results.items():
+        for k, run in enumerate(runs):
+            if run.timeline is not None:
+                print(row(f"{config.label} #{k + 1}", run.ratio, run.ideal, run.timeline))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--latency", type=float, default=0.2, help="fake model latency per call (s)")
@@ -341,6 +343,7 @@ def main() -> int:
     parser.add_argument("--concurrency", default="32,64,256,2x128", help="comma list; PxC = P processes of C")
     parser.add_argument("--timeout", type=float, default=600.0, help="give up a run after this many seconds")
     parser.add_argument("--no-floor", action="store_true", help="skip the floor (bench/pipeline_floor.py)")
+    parser.add_argument("--stagger", action="store_true", help="start the slots out of phase (add_entries)")
     parser.add_argument("--py-spy", default="", help="path to a py-spy binary: profile the measured window")
     args = parser.parse_args()
     configs = [Config.parse(spec, args.latency) for spec in args.concurrency.split(",")]
@@ -366,7 +369,7 @@ def main() -> int:
             for config in configs:
                 server.latency = config.latency
                 tag = f"r{r}c{config.label}".replace(" ", "")
-                result = run_config(config, args, agents, tag, probe, env)
+                result = run_config(config, args, agents, tag, probe, env, server)
                 if plan is not None:
                     result.floor = floor_run(plan, config, result.items, agents, tag, server, probe)
                 results[config].append(result)
@@ -381,6 +384,7 @@ def main() -> int:
         get_redis().flushdb()
 
     print_table(results, plan, args, settings.PIPELINE_DB_POOL_MAX_SIZE)
+    print_timelines(results)
     return 0
 
 

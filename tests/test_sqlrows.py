@@ -114,3 +114,21 @@ def test_update_carrying_writes_the_update_and_its_rows_in_one_statement():
     assert sorted(LLMCall.objects.filter(item_id=raw.pk).values_list("prompt", flat=True)) == ["extraction", "safety"]
     stored = ModerationDecision.objects.get(item_id=raw.pk)
     assert (stored.moderator_id, stored.verdict, stored.run) == (None, "pass", 1) and stored.created_at is not None
+
+
+def test_an_insert_text_is_made_once_per_shape_for_few_rows_and_not_kept_for_a_large_batch():
+    from eigenflux.base import sqlrows
+
+    row = {"item_id": 1, "actor": "pipeline", "stage": "safety", "verdict": "pass", "run": 1}
+    two = sqlrows.Rows(ModerationDecision, [row, row], ignore_conflicts=True, if_updated=True)
+    first, params = sqlrows._insert_sql(two, casts=True)
+    again, _ = sqlrows._insert_sql(
+        sqlrows.Rows(ModerationDecision, [row, row], ignore_conflicts=True, if_updated=True), casts=True
+    )
+    assert again is first  # the text (casts, VALUES list) was not built again
+    assert first.count("CAST(") == len(params) and first.endswith("ON CONFLICT DO NOTHING")
+    assert sqlrows._insert_sql(sqlrows.Rows(ModerationDecision, [row]), casts=False)[0] != first  # another shape
+    before = len(sqlrows._SQL)
+    many = sqlrows.Rows(ModerationDecision, [row] * (sqlrows._KEPT_INSERT_ROWS + 1))
+    assert sqlrows._insert_sql(many)[0].count("), (") == sqlrows._KEPT_INSERT_ROWS
+    assert len(sqlrows._SQL) == before

@@ -35,6 +35,7 @@ from psycopg.types import TypeInfo
 VECTOR_FIELD = "VectorField"
 
 _SQL: dict[tuple[Any, ...], str] = {}
+_KEPT_INSERT_ROWS = 16  # INSERT texts are kept for up to this many rows (a checkpoint's decisions and calls)
 
 
 @cache
@@ -140,21 +141,34 @@ def _cast_type(field: models.Field) -> str:
     return re.sub(r"^(varchar|character varying)\(\d+\)$", r"\1", str(field.db_type(connection)))
 
 
+def _insert_text(model: type[models.Model], fields: tuple[models.Field, ...], n: int, rows: Rows, casts: bool) -> str:
+    """The INSERT's text for `n` rows, kept per shape (model, row count, conflict and update options) for the
+    few-row inserts of the hot path; a larger batch's text is made each time (its shapes are not kept)."""
+    key = ("insert", model, n, rows.ignore_conflicts, rows.if_updated, casts)
+    sql = _SQL.get(key)
+    if sql is None:
+        columns = ", ".join(_column(f) for f in fields)
+        head = f"INSERT INTO {_qn(model._meta.db_table)} ({columns}) "
+        if casts:
+            one = "(" + ", ".join(f"CAST(%s AS {_cast_type(f)})" for f in fields) + ")"
+        else:
+            one = "(" + ", ".join(["%s"] * len(fields)) + ")"
+        values = ", ".join([one] * n)
+        if rows.if_updated:
+            sql = f"{head}SELECT * FROM (VALUES {values}) AS v WHERE EXISTS (SELECT FROM updated)"  # noqa: S608
+        else:
+            sql = f"{head}VALUES {values}"
+        sql += " ON CONFLICT DO NOTHING" if rows.ignore_conflicts else ""
+        if n <= _KEPT_INSERT_ROWS:
+            _SQL[key] = sql
+    return sql
+
+
 def _insert_sql(rows: Rows, *, casts: bool = False) -> tuple[str, list[Any]]:
     """The INSERT of `rows` and its parameters. `casts`: each value cast to its column's type (a VALUES list
     read by a SELECT, where PostgreSQL cannot take the types from the target columns)."""
     model = rows.model
     fields = _insert_fields(model)
-    key = ("insert", model, rows.ignore_conflicts, casts)
-    head = _SQL.get(key)
-    if head is None:
-        columns = ", ".join(_column(f) for f in fields)
-        head = _SQL[key] = f"INSERT INTO {_qn(model._meta.db_table)} ({columns}) "
-    if casts:
-        one = "(" + ", ".join(f"CAST(%s AS {_cast_type(f)})" for f in fields) + ")"
-    else:
-        one = "(" + ", ".join(["%s"] * len(fields)) + ")"
-    values = ", ".join([one] * len(rows.rows))
     params = []
     for row in rows.rows:
         for field in fields:
@@ -165,11 +179,7 @@ def _insert_sql(rows: Rows, *, casts: bool = False) -> tuple[str, list[Any]]:
             else:
                 value = field.get_default()
             params.append(_prep(field, value))
-    if rows.if_updated:
-        sql = f"{head}SELECT * FROM (VALUES {values}) AS v WHERE EXISTS (SELECT FROM updated)"  # noqa: S608
-    else:
-        sql = f"{head}VALUES {values}"
-    return sql + (" ON CONFLICT DO NOTHING" if rows.ignore_conflicts else ""), params
+    return _insert_text(model, fields, len(rows.rows), rows, casts), params
 
 
 def insert_rows(
