@@ -124,7 +124,8 @@ def test_hints_the_content_contradicts_are_not_used():
 
 
 def test_a_declared_type_settles_a_neutral_broadcast_and_tags_map_to_known_domains():
-    content = "Contract job: a Go developer reviews a pgvector client this week, paid."
+    # Read as info by the analyzer (a report), declared a demand by its author.
+    content = "Contract job report: a Go developer reviewed a pgvector client this week."
     plain = local.extract(content=content)
     result = local.extract(content=content, notes=notes(type="demand", domains=["tech", "hr", "cooking"]))
     assert plain.broadcast_type == "info" and result.broadcast_type == "demand"

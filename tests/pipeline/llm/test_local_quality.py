@@ -127,7 +127,11 @@ def test_broadcast_type_in_each_language(text, kind):
         # and announcing words around it are not.
         ("有没有人知道怎么在Flask里做多租户的数据隔离？求助", {"flask", "租户"}, {"有没有", "怎么", "知道", "求助"}),
         ("注意：Firefoxの拡張機能がパスワードを盗むことが判明しました。", {"firefox", "拡張機能"}, {"注意", "判明"}),
-        ("神戸で週末にハッカソンを開催します。テーマはRustと防災、無料です。", {"rust", "ハッカソン"}, {"開催", "無料"}),
+        (
+            "神戸で週末にハッカソンを開催します。テーマはRustと防災、無料です。",
+            {"rust", "ハッカソン"},
+            {"開催", "無料"},
+        ),
     ],
 )
 def test_keywords_are_searchable_terms_not_boilerplate(text, wanted, unwanted):

@@ -1,0 +1,66 @@
+"""The learned layer of the local broadcast type: one-vs-rest logistic regressions over the safety classifier's
+hashed character n-grams, in numpy.
+
+The cue words (pipeline.llm.local.types) name a type by its phrases ("looking for", 出租, 譲ります); a post
+that says it another way ("we're short a backend dev", 闲置一台, 使わなくなった…を譲ります) has no cue and
+was read as info. This model reads the whole post and adds its probabilities to the cue scores. It is
+trained once per process, on first use, from data/types_train.jsonl (written by
+`python -m bench.type_set --write-train`: the search corpus's typed broadcasts, the tuning half of the labelled
+type set, and the training-only cases of bench/data/types_train_extra.jsonl).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.llm.local.safety_classifier import DIMENSIONS, _fit, features
+
+TRAINING_PATH = Path(__file__).resolve().parent / "data" / "types_train.jsonl"
+TYPES = ("alert", "demand", "supply", "info")
+
+
+@dataclass(frozen=True)
+class TypeClassifier:
+    weights: np.ndarray  # one row per type in TYPES
+    biases: np.ndarray
+
+    def probabilities(self, text: str) -> dict[str, float]:
+        """Each type's share: the one-vs-rest probabilities, normalised to sum to one."""
+        indices, values = features(text)
+        scores = self.weights[:, indices] @ values + self.biases
+        odds = 1.0 / (1.0 + np.exp(-np.clip(scores, -30.0, 30.0)))
+        shares = odds / max(float(odds.sum()), 1e-9)
+        return {kind: float(share) for kind, share in zip(TYPES, shares, strict=True)}
+
+
+def train(cases: list[dict[str, str]]) -> TypeClassifier:
+    """Fits one model per type on labelled cases ({"text", "type"}), deterministically."""
+    cols, vals = zip(*(features(case["text"]) for case in cases), strict=True)
+    row_of = np.concatenate([np.full(len(indices), row) for row, indices in enumerate(cols)])
+    used, local_col = np.unique(np.concatenate(cols), return_inverse=True)
+    data = (row_of, local_col, np.concatenate(vals))
+    rows = np.arange(len(cases))
+    weights = np.zeros((len(TYPES), DIMENSIONS))
+    biases = np.zeros(len(TYPES))
+    for k, kind in enumerate(TYPES):
+        target = np.array([case["type"] == kind for case in cases], dtype=np.float64)
+        fitted, biases[k] = _fit(data, target, rows)
+        weights[k, used] = fitted
+    return TypeClassifier(weights, biases)
+
+
+@functools.cache
+def classifier() -> TypeClassifier:
+    """The process's model, trained from the shipped training file on first use."""
+    lines = TRAINING_PATH.read_text(encoding="utf-8").splitlines()
+    return train([json.loads(line) for line in lines if line.strip()])
+
+
+@functools.lru_cache(maxsize=256)
+def type_probabilities(text: str) -> dict[str, float]:
+    return classifier().probabilities(text)
