@@ -122,3 +122,44 @@ def test_freeze_collects_garbage_first_and_follows_the_setting(settings):
         assert not any(obj is kept for obj in gc.get_objects())  # frozen: out of the collector's sight
     finally:
         gc.unfreeze()
+
+
+def test_a_load_on_first_use_runs_once_however_many_threads_ask_at_once():
+    import threading
+    import time
+
+    from eigenflux.base.longlived import loaded_once
+
+    calls = []
+
+    @loaded_once("a test load")
+    def load():
+        calls.append(1)
+        time.sleep(0.2)  # long enough for every thread to arrive while the first one loads
+        return object()
+
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(load())) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(calls) == 1 and len({id(result) for result in results}) == 1
+    load.cache_clear()
+    assert load() is not results[0] and len(calls) == 2
+
+
+@pytest.mark.parametrize("module", ["spam_classifier", "type_classifier"])
+def test_the_learned_models_train_once_when_the_handler_threads_start_together(module):
+    import importlib
+    import threading
+
+    classifier = importlib.import_module(f"pipeline.llm.local.{module}").classifier
+    classifier.cache_clear()
+    models = []
+    threads = [threading.Thread(target=lambda: models.append(classifier())) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len({id(model) for model in models}) == 1

@@ -18,10 +18,13 @@ reference cycle among them would outlive its use. GC_FREEZE=false turns this off
 
 from __future__ import annotations
 
+import functools
 import gc
 import logging
 import threading
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 from django.conf import settings
 from django.core.signals import request_finished
@@ -29,6 +32,7 @@ from django.core.signals import request_finished
 log = logging.getLogger(__name__)
 _lock = threading.Lock()
 _UID = "eigenflux-freeze-after-first-request"
+T = TypeVar("T")
 
 
 def freeze(after: str) -> None:
@@ -55,3 +59,28 @@ def _after_first_request(sender, **kwargs) -> None:
 def freeze_after_first_request() -> None:
     """Freeze once more when the process's first request has finished (once per process)."""
     request_finished.connect(_after_first_request, dispatch_uid=_UID)
+
+
+def loaded_once(after: str) -> Callable[[Callable[[], T]], Callable[[], T]]:
+    """For a large one-time load on first use (a model trained from shipped text, a dictionary): made once per
+    process however many threads ask at once — functools.cache would let each of a pipeline's handler threads
+    that starts before the first has finished compute its own (seconds of CPU each) — then frozen (`after`
+    names it for the log). `.cache_clear()` forgets it (tests)."""
+
+    def decorate(load: Callable[[], T]) -> Callable[[], T]:
+        lock = threading.Lock()
+        box: list[T] = []
+
+        @functools.wraps(load)
+        def loaded() -> T:
+            if not box:
+                with lock:
+                    if not box:
+                        box.append(load())
+                        freeze(after)
+            return box[0]
+
+        loaded.cache_clear = box.clear  # type: ignore[attr-defined]
+        return loaded
+
+    return decorate

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from eigenflux.base.longlived import loaded_once
 from pipeline.llm.local.safety_classifier import DIMENSIONS, FOLDS, _fit, features, platt
 
 TRAINING_PATH = Path(__file__).resolve().parent / "data" / "spam_train.jsonl"
@@ -59,7 +60,7 @@ def train(cases: list[dict[str, str]]) -> SpamClassifier:
     return SpamClassifier(full, slope * bias + intercept)
 
 
-@functools.cache
+@loaded_once("training the learned spam model")
 def classifier() -> SpamClassifier:
     """The process's model, trained from the shipped training file on first use."""
     lines = TRAINING_PATH.read_text(encoding="utf-8").splitlines()

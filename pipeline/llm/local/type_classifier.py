@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from eigenflux.base.longlived import loaded_once
 from pipeline.llm.local.safety_classifier import DIMENSIONS, _fit, features
 
 TRAINING_PATH = Path(__file__).resolve().parent / "data" / "types_train.jsonl"
@@ -54,7 +55,7 @@ def train(cases: list[dict[str, str]]) -> TypeClassifier:
     return TypeClassifier(weights, biases)
 
 
-@functools.cache
+@loaded_once("training the learned type model")
 def classifier() -> TypeClassifier:
     """The process's model, trained from the shipped training file on first use."""
     lines = TRAINING_PATH.read_text(encoding="utf-8").splitlines()
