@@ -149,7 +149,7 @@ def test_a_load_on_first_use_runs_once_however_many_threads_ask_at_once():
     assert load() is not results[0] and len(calls) == 2
 
 
-@pytest.mark.parametrize("module", ["spam_classifier", "type_classifier"])
+@pytest.mark.parametrize("module", ["safety_classifier", "spam_classifier", "type_classifier"])
 def test_the_learned_models_train_once_when_the_handler_threads_start_together(module):
     import importlib
     import threading

@@ -10,7 +10,6 @@ classifier-only block reports is the nearest category centroid.
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import zlib
@@ -20,16 +19,14 @@ from pathlib import Path
 import numpy as np
 import regex
 
+from eigenflux.base.longlived import loaded_once
+from pipeline.llm.local.ngram_fit import DIMENSIONS, calibrated_fit, design
 from pipeline.llm.local.normalise import fold
 from pipeline.llm.local.safety_rules import without_benign
 
 TRAINING_PATH = Path(__file__).resolve().parent / "data" / "safety_train.jsonl"
-DIMENSIONS = 1 << 16
 _WORD = regex.compile(r"[\p{Latin}\p{Greek}\p{Cyrillic}\p{N}]+")
 _CJK_RUN = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}ー々]+")
-# 400 full-batch steps: at 120 the fit had not converged (a probe set written apart from the training data,
-# docs/model-layer.md, blocked fewer of its unsafe posts).
-EPOCHS = 400
 # English function words carry no category, but the unsafe examples are full sentences and the ordinary ones
 # terse, so the classifier learned "the" as evidence and judged short chatty posts unsafe ("Shoot me a message
 # if you want the slides."). They are skipped, as single kana (particles) are: single characters are read for
@@ -44,9 +41,6 @@ STOP_WORDS = frozenset(
     }
 )  # fmt: skip
 _HAN = regex.compile(r"\p{Han}")
-STEP = 4.0
-L2 = 1e-3
-FOLDS = 4
 
 
 def features(text: str) -> tuple[np.ndarray, np.ndarray]:
@@ -88,60 +82,14 @@ class SafetyClassifier:
         return 1.0 / (1.0 + math.exp(-max(min(score, 30.0), -30.0))), self.categories[nearest]
 
 
-def _fit(
-    data: tuple[np.ndarray, np.ndarray, np.ndarray], target: np.ndarray, rows: np.ndarray
-) -> tuple[np.ndarray, float]:
-    """Logistic regression on the given rows of the (row, column, value) data, by full-batch gradient descent
-    with class-balanced weights; returns the weight of every column and the bias."""
-    row_of, col_of, value = data
-    count, columns = len(target), int(col_of.max()) + 1
-    keep = np.isin(row_of, rows)
-    row_of, col_of, value = row_of[keep], col_of[keep], value[keep]
-    chosen = np.zeros(count, dtype=bool)
-    chosen[rows] = True
-    positives = max(float(target[chosen].sum()), 1.0)
-    negatives = max(float(chosen.sum()) - positives, 1.0)
-    sample_weight = chosen * np.where(target == 1.0, 0.5 / positives, 0.5 / negatives)
-    weights, bias = np.zeros(columns), 0.0
-    for _ in range(EPOCHS):
-        score = np.bincount(row_of, weights=value * weights[col_of], minlength=count) + bias
-        error = sample_weight * (1.0 / (1.0 + np.exp(-score)) - target)
-        weights -= STEP * (np.bincount(col_of, weights=value * error[row_of], minlength=columns) + L2 * weights)
-        bias -= STEP * float(error.sum())
-    return weights, bias
-
-
-def platt(scores: np.ndarray, target: np.ndarray) -> tuple[float, float]:
-    """Slope and intercept that turn out-of-fold scores into calibrated probabilities (Platt scaling)."""
-    slope, intercept = 1.0, 0.0
-    for _ in range(2000):
-        error = 1.0 / (1.0 + np.exp(-(slope * scores + intercept))) - target
-        slope -= 0.5 * float(error @ scores) / len(scores)
-        intercept -= 0.5 * float(error.sum()) / len(scores)
-    return slope, intercept
-
-
 def train(cases: list[dict[str, str]]) -> SafetyClassifier:
     """Fits the model on labelled cases ({"text", "label": unsafe|edgy|normal, "category"}), deterministically,
     and calibrates its scores on 4-fold out-of-fold predictions, so that its risk means what it says on
     text it has not seen."""
-    cols, vals = zip(*(features(case["text"]) for case in cases), strict=True)
-    row_of = np.concatenate([np.full(len(indices), row) for row, indices in enumerate(cols)])
-    used, local_col = np.unique(np.concatenate(cols), return_inverse=True)
-    data = (row_of, local_col, np.concatenate(vals))
+    rows = design([case["text"] for case in cases], features)
     target = np.array([case["label"] == "unsafe" for case in cases], dtype=np.float64)
-    out_of_fold = np.zeros(len(cases))
-    for fold_index in range(FOLDS):
-        held = np.arange(fold_index, len(cases), FOLDS)
-        weights, bias = _fit(data, target, np.setdiff1d(np.arange(len(cases)), held))
-        keep = np.isin(row_of, held)
-        scores = np.bincount(row_of[keep], weights=data[2][keep] * weights[local_col[keep]], minlength=len(cases))
-        out_of_fold[held] = scores[held] + bias
-    slope, intercept = platt(out_of_fold, target)
-    weights, bias = _fit(data, target, np.arange(len(cases)))
-    full = np.zeros(DIMENSIONS)
-    full[used] = slope * weights
-    return SafetyClassifier(full, slope * bias + intercept, *_centroids(cases, cols, vals))
+    weights, bias = calibrated_fit(rows, target)
+    return SafetyClassifier(weights, bias, *_centroids(cases, rows.cols, rows.vals))
 
 
 def _centroids(
@@ -155,7 +103,7 @@ def _centroids(
     return centroids, categories
 
 
-@functools.cache
+@loaded_once("training the learned safety model")
 def classifier() -> SafetyClassifier:
     """The process's model, trained from the shipped tuning half on first use."""
     lines = TRAINING_PATH.read_text(encoding="utf-8").splitlines()

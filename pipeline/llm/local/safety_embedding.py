@@ -27,8 +27,9 @@ import numpy as np
 import regex
 
 from pipeline.llm.local import embedding, minilm, safety_classifier, safety_rules
+from pipeline.llm.local.ngram_fit import platt
 from pipeline.llm.local.normalise import fold as fold_text
-from pipeline.llm.local.safety_classifier import TRAINING_PATH, platt
+from pipeline.llm.local.safety_classifier import TRAINING_PATH
 
 WEIGHTS_PATH = Path(__file__).resolve().parent / "data" / "safety_embedding.json"
 EPOCHS = 3000

@@ -21,7 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from eigenflux.base.longlived import loaded_once
-from pipeline.llm.local.safety_classifier import DIMENSIONS, FOLDS, _fit, features, platt
+from pipeline.llm.local.ngram_fit import calibrated_fit, design
+from pipeline.llm.local.safety_classifier import features
 
 TRAINING_PATH = Path(__file__).resolve().parent / "data" / "spam_train.jsonl"
 
@@ -41,23 +42,8 @@ class SpamClassifier:
 def train(cases: list[dict[str, str]]) -> SpamClassifier:
     """Fits the model on labelled cases ({"text", "label": spam|normal}), deterministically, calibrated on
     out-of-fold predictions."""
-    cols, vals = zip(*(features(case["text"]) for case in cases), strict=True)
-    row_of = np.concatenate([np.full(len(indices), row) for row, indices in enumerate(cols)])
-    used, local_col = np.unique(np.concatenate(cols), return_inverse=True)
-    data = (row_of, local_col, np.concatenate(vals))
     target = np.array([case["label"] == "spam" for case in cases], dtype=np.float64)
-    out_of_fold = np.zeros(len(cases))
-    for fold_index in range(FOLDS):
-        held = np.arange(fold_index, len(cases), FOLDS)
-        weights, bias = _fit(data, target, np.setdiff1d(np.arange(len(cases)), held))
-        keep = np.isin(row_of, held)
-        scores = np.bincount(row_of[keep], weights=data[2][keep] * weights[local_col[keep]], minlength=len(cases))
-        out_of_fold[held] = scores[held] + bias
-    slope, intercept = platt(out_of_fold, target)
-    weights, bias = _fit(data, target, np.arange(len(cases)))
-    full = np.zeros(DIMENSIONS)
-    full[used] = slope * weights
-    return SpamClassifier(full, slope * bias + intercept)
+    return SpamClassifier(*calibrated_fit(design([case["text"] for case in cases], features), target))
 
 
 @loaded_once("training the learned spam model")

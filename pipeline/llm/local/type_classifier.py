@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from eigenflux.base.longlived import loaded_once
-from pipeline.llm.local.safety_classifier import DIMENSIONS, _fit, features
+from pipeline.llm.local.ngram_fit import DIMENSIONS, design, fit
+from pipeline.llm.local.safety_classifier import features
 
 TRAINING_PATH = Path(__file__).resolve().parent / "data" / "types_train.jsonl"
 TYPES = ("alert", "demand", "supply", "info")
@@ -41,17 +42,13 @@ class TypeClassifier:
 
 def train(cases: list[dict[str, str]]) -> TypeClassifier:
     """Fits one model per type on labelled cases ({"text", "type"}), deterministically."""
-    cols, vals = zip(*(features(case["text"]) for case in cases), strict=True)
-    row_of = np.concatenate([np.full(len(indices), row) for row, indices in enumerate(cols)])
-    used, local_col = np.unique(np.concatenate(cols), return_inverse=True)
-    data = (row_of, local_col, np.concatenate(vals))
-    rows = np.arange(len(cases))
-    weights = np.zeros((len(TYPES), DIMENSIONS))
-    biases = np.zeros(len(TYPES))
+    rows = design([case["text"] for case in cases], features)
+    everything = np.arange(rows.rows)
+    weights, biases = np.zeros((len(TYPES), DIMENSIONS)), np.zeros(len(TYPES))
     for k, kind in enumerate(TYPES):
         target = np.array([case["type"] == kind for case in cases], dtype=np.float64)
-        fitted, biases[k] = _fit(data, target, rows)
-        weights[k, used] = fitted
+        fitted, biases[k] = fit(rows.data, target, everything)
+        weights[k] = rows.full(fitted)
     return TypeClassifier(weights, biases)
 
 
