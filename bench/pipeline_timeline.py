@@ -28,7 +28,8 @@ import re
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Any
+
+from tests.fakes.openai_server import texts_in
 
 _ITEM = re.compile(r"Bench (\S+) item (\d+):")
 
@@ -63,23 +64,13 @@ def add_entries(client, envelopes: list[dict], slots: int, stagger: float) -> No
     pipe.execute()
 
 
-def _texts(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, list):
-        return [text for item in value for text in _texts(item)]
-    if isinstance(value, dict):
-        return [text for item in value.values() for text in _texts(item)]
-    return []
-
-
 def requests_by_item(requests: list, tag: str, ids: list[int]) -> dict[int, list[float]]:
     """The times the server received each item's requests (answered ones), in order."""
     times: dict[int, list[float]] = {}
     for request in requests:
         if request.status != 200:
             continue
-        for text in _texts(request.json.get("input")):
+        for text in texts_in(request.json.get("input")):
             match = _ITEM.search(text)
             if match and match.group(1) == tag:
                 times.setdefault(ids[int(match.group(2))], []).append(request.time)

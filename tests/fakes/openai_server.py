@@ -153,13 +153,14 @@ class RecordedRequest:
         return self.headers.get("authorization", "")
 
 
-def _texts(value: Any) -> list[str]:
+def texts_in(value: Any) -> list[str]:
+    """Every string inside a request body's value (nested lists and objects), in order."""
     if isinstance(value, str):
         return [value]
     if isinstance(value, list):
-        return [text for item in value for text in _texts(item)]
+        return [text for item in value for text in texts_in(item)]
     if isinstance(value, dict):
-        return [text for item in value.values() for text in _texts(item)]
+        return [text for item in value.values() for text in texts_in(item)]
     return []
 
 
@@ -292,7 +293,7 @@ class FakeOpenAIServer:
         if path.endswith("/embeddings"):
             return "embed"
         match = TASK_MARKER.search(
-            "\n".join(_texts(body.get("instructions")) + _texts(body.get("input")) + _texts(body.get("messages")))
+            "\n".join(texts_in(body.get("instructions")) + texts_in(body.get("input")) + texts_in(body.get("messages")))
         )
         if match and match.group(1) in TASKS:
             return match.group(1)
@@ -303,7 +304,7 @@ class FakeOpenAIServer:
     def _next_reply(self, task: str, body: dict[str, Any]) -> Any:
         with self._lock:
             if self._matching.get(task):
-                prompt = "\n".join(_texts(body))
+                prompt = "\n".join(texts_in(body))
                 for text, replies in self._matching[task]:
                     if replies and text in prompt:
                         return replies.popleft()
@@ -461,7 +462,7 @@ def _capped(text: str, cap: Any) -> tuple[str, bool]:
 
 def _responses(body: dict[str, Any], reply: Any, reasoning: int) -> dict[str, Any]:
     text, cut = _capped(_text(reply), body.get("max_output_tokens"))
-    input_tokens = sum(len(part.split()) for part in _texts(body.get("input")) + _texts(body.get("instructions")))
+    input_tokens = sum(len(part.split()) for part in texts_in(body.get("input")) + texts_in(body.get("instructions")))
     output_tokens = len(text.split())
     return {
         "id": f"resp_{uuid.uuid4().hex}",
@@ -495,7 +496,7 @@ def _responses(body: dict[str, Any], reply: Any, reasoning: int) -> dict[str, An
 def _chat(body: dict[str, Any], reply: Any, reasoning: int) -> dict[str, Any]:
     cap = body.get("max_completion_tokens", body.get("max_tokens"))
     text, cut = _capped(_text(reply), cap)
-    prompt_tokens = sum(len(part.split()) for part in _texts(body.get("messages")))
+    prompt_tokens = sum(len(part.split()) for part in texts_in(body.get("messages")))
     completion_tokens = len(text.split()) + reasoning
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex}",

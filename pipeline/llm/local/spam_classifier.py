@@ -5,7 +5,7 @@ The quality signals (pipeline.llm.local.quality) name bait by its phrases ("DM m
 a phrase list misses the many other ways of saying the same nothing. This model reads the whole post: trained
 once per process, on first use, from data/spam_train.jsonl (the tuning half of the labelled spam set, the
 training-only spam and ordinary posts of bench/data/spam_train_extra.jsonl, and the search corpus's ordinary
-broadcasts; written by `python -m bench.spam_set --write-train`), class-balanced and calibrated on 4-fold
+broadcasts; written by `python -m bench.content_sets --write-train`), class-balanced and calibrated on 4-fold
 out-of-fold scores, so its probability means what it says on a post it has not seen. Its verdict is one signal
 among the others (`learned_bait`), so a post with specifics still passes.
 """

@@ -5,7 +5,7 @@ The cue words (pipeline.llm.local.types) name a type by its phrases ("looking fo
 that says it another way ("we're short a backend dev", 闲置一台, 使わなくなった…を譲ります) has no cue and
 was read as info. This model reads the whole post and adds its probabilities to the cue scores. It is
 trained once per process, on first use, from data/types_train.jsonl (written by
-`python -m bench.type_set --write-train`: the search corpus's typed broadcasts, the tuning half of the labelled
+`python -m bench.content_sets --write-train`: the search corpus's typed broadcasts, the tuning half of the labelled
 type set, and the training-only cases of bench/data/types_train_extra.jsonl).
 """
 

@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from bench.spam_set import TRAINING_FILE, training_lines
+from bench.content_sets import SPAM_FILE as TRAINING_FILE
+from bench.content_sets import lines, spam_cases
 from pipeline.llm import local
 from pipeline.llm.local import spam_classifier
 from pipeline.llm.local.quality import LEARNED_BAIT_THRESHOLD, quality_signals
@@ -66,10 +67,10 @@ def test_the_model_is_calibrated_and_deterministic():
 
 
 def test_the_shipped_training_file_is_current_and_holds_no_held_out_case():
-    assert TRAINING_FILE.read_text(encoding="utf-8") == training_lines()
-    trained = {json.loads(line)["text"] for line in training_lines().splitlines()}
+    assert TRAINING_FILE.read_text(encoding="utf-8") == lines(spam_cases())
+    trained = {json.loads(line)["text"] for line in lines(spam_cases()).splitlines()}
     assert not trained & set(UNNAMED_BAIT + ORDINARY)
+    from bench.content_sets import SPAM_SET, load_cases
     from bench.safety_set import split_of
-    from bench.spam_set import SPAM_SET, load_cases
 
     assert all(split_of(case["text"]) == "tuning" for case in load_cases(SPAM_SET) if case["text"] in trained)

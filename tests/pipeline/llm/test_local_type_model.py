@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from bench.type_set import TRAINING_FILE, training_lines
+from bench.content_sets import TYPE_FILE as TRAINING_FILE
+from bench.content_sets import lines, type_cases
 from pipeline.llm import local
 from pipeline.llm.local import type_classifier
 
@@ -40,10 +41,10 @@ def test_probabilities_are_shares_and_the_model_is_deterministic():
 
 
 def test_the_shipped_training_file_is_current_and_holds_no_held_out_case():
-    assert TRAINING_FILE.read_text(encoding="utf-8") == training_lines()
-    trained = {json.loads(line)["text"] for line in training_lines().splitlines()}
+    assert TRAINING_FILE.read_text(encoding="utf-8") == lines(type_cases())
+    trained = {json.loads(line)["text"] for line in lines(type_cases()).splitlines()}
     assert not trained & {text for _, text in UNCUED}
+    from bench.content_sets import TYPE_SET, load_cases
     from bench.safety_set import split_of
-    from bench.type_set import TYPE_SET, load_cases
 
     assert all(split_of(case["text"]) == "tuning" for case in load_cases(TYPE_SET) if case["text"] in trained)
