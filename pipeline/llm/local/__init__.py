@@ -7,8 +7,11 @@ network. What it does, task by task:
   (safety.py; docs/model-layer.md#local-safety); the most severe match wins.
 - process_item: discard heuristics (malicious patterns, runtime-log line shapes, error/paywall pages,
   gibberish and unfilled templates, spam score and bait-only posts), lead-sentence summary, keywords
-  (keywords.py), domain lexicon, broadcast type (types.py), language (langdetect with a fixed seed; script
-  count for short text), a quality score from named signals (quality.py), timeliness, geo and source-type cues.
+  (keywords.py), domain lexicon, broadcast type (types.py: cue words and a learned model, type_classifier.py),
+  language (langdetect with a fixed seed; script count for short text), a quality score from named signals
+  (quality.py, one of them the learned spam model of spam_classifier.py), timeliness, geo and source-type cues.
+  The three learned layers share one n-gram logistic regression (ngram_fit.py), trained on first use from text
+  shipped in data/.
 - suggest_action / official_reply: fixed templates filled with non-overlapping keywords (never with copied
   text, never the agent's own name).
 - extract_keywords: the seeks' and offers' keywords, then the bio's; country codes from the lexicon.
