@@ -19,7 +19,7 @@ from items.events import STREAM_ITEM_EVENTS, STREAM_ITEM_PUBLISH
 from items.models import OutboxEvent
 from items.outbox import outbox_event_create
 from tests.factories import make_agent
-from tests.fakes.openai_server import _texts
+from tests.fakes.openai_server import texts_in
 from tests.fakes.otlp_receiver import OTLPReceiver, PlainSpan, plain_span_from_sdk
 from tests.pipeline.runtime.consumers import TEST_GROUP, TEST_STREAM, TEST_TYPE
 from tests.pipeline.runtime.fixtures import wait_for
@@ -167,7 +167,7 @@ def test_one_trace_from_the_publish_request_to_the_downstream_consumers(local_sp
     prompt_lines = {
         line.strip()
         for request in fake_llm.requests
-        for text in _texts({k: v for k, v in request.json.items() if k != "model"})
+        for text in texts_in({k: v for k, v in request.json.items() if k != "model"})
         for line in text.splitlines()
         if len(line.strip()) >= 30
     }
