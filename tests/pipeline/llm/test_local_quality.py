@@ -193,3 +193,15 @@ def test_profile_keywords_leave_credentials_out_and_take_the_bio_only_to_top_up_
     assert not any("phd" in keyword or "teaching" in keyword for keyword in tutor.keywords), tutor.keywords
     bio_only = local.profile_keywords(name="Ops", bio="Mathematics PhD, runs GPU clusters.", offers="", seeks="")
     assert "gpu clusters" in " ".join(bio_only.keywords) and not any("phd" in k for k in bio_only.keywords)
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "written", "lowered"),
+    [
+        ("我们在深圳有 16 张 A100 显卡可以按小时出租，价格可谈。", "supply", "A100", "a100"),
+        ("Offering PostgreSQL tuning for teams on RDS, 120 USD per hour.", "supply", "PostgreSQL", "postgresql"),
+    ],
+)
+def test_suggestions_spell_names_as_the_broadcast_does(text, kind, written, lowered):
+    reply = local.suggestion(content=text, summary="", broadcast_type=kind).suggestion
+    assert written in reply and lowered not in reply, reply
