@@ -98,7 +98,8 @@ def _fold_models(source: str | None, fold: int) -> tuple[Any, safety_embedding.E
         rest = [case for case in cases if id(case) not in left_out]
         missing = [case for case in cases if case["text"] not in _VECTORS]
         if missing:
-            _VECTORS.update(zip([case["text"] for case in missing], safety_embedding.training_vectors(missing)))
+            texts = [case["text"] for case in missing]
+            _VECTORS.update(zip(texts, safety_embedding.training_vectors(missing), strict=True))
         vectors = np.array([_VECTORS[case["text"]] for case in rest])
         _MODELS[(source, fold)] = (train(rest), safety_embedding.train(rest, vectors))
     return _MODELS[(source, fold)]
