@@ -146,6 +146,19 @@ def test_third_pass_offers_are_blocked_and_their_twins_pass(unsafe, edgy):
 @pytest.mark.parametrize(
     "text",
     [
+        "Gun shop reminder: every sale needs a background check, and filed serial numbers are a felony",
+        "Bomb squad talk at the library: why homemade explosives are so dangerous and what to do if you find one",
+        "Payroll fraud alert: attackers who take over corporate email try to redirect salaries, verify by phone",
+    ],
+)
+def test_warnings_naming_the_harm_pass(text):
+    """A felony, the bomb squad, a fraud alert: the words of a warning defuse the category phrase beside them."""
+    assert local.safety_verdict(content=text).safe
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
         "Fresh bread from our bakery, pickup downtown",
         "纯棉床上四件套，夏季新款，包邮",
         "Restocked: Pokémon cards, sealed booster boxes, bulk discount, ships in 2 days",
