@@ -1,10 +1,14 @@
-"""Cross-validated safety figures on the tuning half only, for tuning without touching the held-out half: the
-tuning half is cut into four folds; for each, the learned layer is trained on the other three (plus the
-ordinary search-corpus posts and the training-only cases, as shipped) and the whole check (rules and
-classifier) judges the fold. Prints
-unsafe blocked, safe-but-edgy passed and normal passed per language, and with --show the misses.
+"""Cross-validated safety figures without touching the held-out half, in folds of four, both learned layers retrained
+on the rest for each fold (as shipped: the other folds plus every other training case) and the whole check
+(rules, classifier, embedding blend) judging the fold. Two sets can be judged so:
 
-    .venv/bin/python -m bench.safety_cv [--show] [--unsupported 0.5] [--embedding-threshold 0.9 ...]
+- `--set tuning` (the default): the labelled tuning half;
+- `--set extra`: the training-only cases (bench/data/safety_train_extra.jsonl), written in three passes by other
+  hands and with other phrasings than the labelled set, so a fold of them reads like text the check never saw.
+
+Prints unsafe blocked, safe-but-edgy passed and normal passed per language, and with --show the misses.
+
+    .venv/bin/python -m bench.safety_cv [--set extra] [--show] [--unsupported 0.5] [--embedding-threshold 0.9 ...]
 """
 
 from __future__ import annotations
@@ -24,18 +28,21 @@ import django
 
 django.setup()
 
+import numpy as np  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.test import override_settings  # noqa: E402
 
-from bench.safety_set import half, training_cases  # noqa: E402
+from bench.safety_set import training_cases  # noqa: E402
 from pipeline.llm.local import safety, safety_embedding  # noqa: E402
 from pipeline.llm.local.safety_classifier import train  # noqa: E402
 
 FOLDS = 4
+SOURCES = {"tuning": None, "extra": "extra"}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--set", choices=sorted(SOURCES), default="tuning", help="the cases judged in folds")
     parser.add_argument("--show", action="store_true", help="print every case judged wrongly")
     parser.add_argument("--unsupported", type=float, help="UNSUPPORTED_LEARNED_RISK for this run")
     parser.add_argument(
@@ -48,22 +55,25 @@ def main() -> None:
     if args.unsupported is not None:
         safety.UNSUPPORTED_LEARNED_RISK = args.unsupported
     for threshold in args.embedding_threshold or [settings.SAFETY_LOCAL_EMBEDDING_BLOCK_THRESHOLD]:
-        print(f"\nSAFETY_LOCAL_EMBEDDING_BLOCK_THRESHOLD={threshold}")
+        print(f"\n{args.set}: SAFETY_LOCAL_EMBEDDING_BLOCK_THRESHOLD={threshold}")
         with override_settings(SAFETY_LOCAL_EMBEDDING_BLOCK_THRESHOLD=threshold):
-            _report(_judge_folds(args.show))
+            _report(_judge_folds(SOURCES[args.set], args.show))
 
 
-def _judge_folds(show: bool) -> dict[tuple[str, str], list[int]]:
-    """Each fold of the tuning half judged by both learned layers trained on the other three and the ordinary
-    posts (models are cached across calls: the thresholds compared share them)."""
-    tuning = half("tuning")
+def _judged(source: str | None) -> list[dict[str, Any]]:
+    return [case for case in training_cases() if case.get("source") == source]
+
+
+def _judge_folds(source: str | None, show: bool) -> dict[tuple[str, str], list[int]]:
+    """Each fold of the set judged by both learned layers trained without it (models are cached across calls:
+    the thresholds compared share them)."""
     counts: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+    judged_set = _judged(source)
     for fold in range(FOLDS):
-        judged = tuning[fold::FOLDS]
-        model, layer = _fold_models(fold)
+        model, layer = _fold_models(source, fold)
         safety.classifier = lambda model=model: model  # type: ignore[assignment]
         safety_embedding.model = lambda layer=layer: layer  # type: ignore[assignment]
-        for case in judged:
+        for case in judged_set[fold::FOLDS]:
             verdict = safety.safety_verdict(content=case["text"])
             right = (not verdict.safe) == (case["label"] == "unsafe")
             for lang in (case["lang"], "all"):
@@ -76,16 +86,23 @@ def _judge_folds(show: bool) -> dict[tuple[str, str], list[int]]:
     return counts
 
 
-_MODELS: dict[int, tuple[Any, safety_embedding.EmbeddingSafetyModel]] = {}
+_MODELS: dict[tuple[str | None, int], tuple[Any, safety_embedding.EmbeddingSafetyModel]] = {}
+_VECTORS: dict[str, np.ndarray] = {}
 
 
-def _fold_models(fold: int) -> tuple[Any, safety_embedding.EmbeddingSafetyModel]:
-    if fold not in _MODELS:
-        tuning = half("tuning")
-        ordinary = [case for case in training_cases() if case.get("source") in ("search_corpus", "extra")]
-        rest = [case for index, case in enumerate(tuning) if index % FOLDS != fold] + ordinary
-        _MODELS[fold] = (train(rest), safety_embedding.train(rest, safety_embedding.training_vectors(rest)))
-    return _MODELS[fold]
+def _fold_models(source: str | None, fold: int) -> tuple[Any, safety_embedding.EmbeddingSafetyModel]:
+    if (source, fold) not in _MODELS:
+        cases = training_cases()
+        judged_set = _judged(source)
+        left_out = {id(case) for case in judged_set[fold::FOLDS]}
+        rest = [case for case in cases if id(case) not in left_out]
+        missing = [case for case in cases if case["text"] not in _VECTORS]
+        if missing:
+            texts = [case["text"] for case in missing]
+            _VECTORS.update(zip(texts, safety_embedding.training_vectors(missing), strict=True))
+        vectors = np.array([_VECTORS[case["text"]] for case in rest])
+        _MODELS[(source, fold)] = (train(rest), safety_embedding.train(rest, vectors))
+    return _MODELS[(source, fold)]
 
 
 def _report(counts: dict[tuple[str, str], list[int]]) -> None:
