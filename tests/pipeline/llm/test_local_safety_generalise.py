@@ -163,6 +163,9 @@ def test_warnings_naming_the_harm_pass(text):
         "纯棉床上四件套，夏季新款，包邮",
         "Restocked: Pokémon cards, sealed booster boxes, bulk discount, ships in 2 days",
         "朝採れ野菜の宅配、まとめ買いで割引",
+        # Private sales and paid odd jobs: "paying well", "cash or bank transfer" are everyday words too.
+        "Paying well for a quick logo for my bakery, need it by Friday.",
+        "Selling my 2015 Honda Civic, 120k miles, cash or bank transfer, Leeds.",
     ],
 )
 def test_marketplace_posts_that_share_the_words_of_offers_pass(text):
