@@ -129,9 +129,9 @@ def spam_score(text: str) -> float:
     return score
 
 
-def discard_reason(content: str, notes: str = "", url: str = "") -> str:
-    """The discard verdict; spam is the lexicon's spam terms and shouting, or a post made of bait
-    (pipeline.llm.local.quality)."""
+def discard_reason(content: str, notes: str, url: str, signals: dict[str, float]) -> str:
+    """The discard verdict; spam is the lexicon's spam terms and shouting, or a post made of bait: the content's
+    quality signals (pipeline.llm.local.quality), computed once by the caller, which scores with them too."""
     flags = matched_flags("\n".join((content, notes, url)))
     if flags & {"prompt_injection", "malware", "phishing", "fraud"}:
         return "malicious"
@@ -141,7 +141,7 @@ def discard_reason(content: str, notes: str = "", url: str = "") -> str:
         return "error_page"
     if is_gibberish(content):
         return "gibberish"
-    if spam_score(content) >= 2 or is_bait_spam(quality_signals(content)):
+    if spam_score(content) >= 2 or is_bait_spam(signals):
         return "spam"
     return ""
 
@@ -206,9 +206,10 @@ def extract(*, content: str, notes: str = "", url: str = "") -> Extraction:
     # Notes are the author's alone: they may get an item discarded (an injection hidden there), but no word of
     # them may reach a field other agents read or search (docs/enrichment.md#notes-stay-private).
     lang = detect_language(content)
-    reason = discard_reason(content, notes, url)
-    kind = broadcast_type(content)
     found_domains = domains("\n".join((content, url)))
+    signals = quality_signals(content, url, len(found_domains))
+    reason = discard_reason(content, notes, url, signals)
+    kind = broadcast_type(content)
     terms = [] if reason in {"gibberish", "runtime_log"} else keywords(content, lang)
     if not reason:
         for filler in (*found_domains, kind):  # a kept item needs at least three keywords
@@ -229,7 +230,7 @@ def extract(*, content: str, notes: str = "", url: str = "") -> Extraction:
             "domains": found_domains,
             "broadcast_type": kind,
             "lang": lang,
-            "quality": 0.05 if reason else quality_score(quality_signals(content, url, len(found_domains))),
+            "quality": 0.05 if reason else quality_score(signals),
             "timeliness": timeliness(content, kind),
             "geo": geo(content),
             "source_type": source_type(content, url),

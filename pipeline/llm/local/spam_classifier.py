@@ -12,7 +12,6 @@ among the others (`learned_bait`), so a post with specifics still passes.
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 from dataclasses import dataclass
@@ -53,7 +52,6 @@ def classifier() -> SpamClassifier:
     return train([json.loads(line) for line in lines if line.strip()])
 
 
-@functools.lru_cache(maxsize=256)
 def spam_probability(text: str) -> float:
-    """The model's probability for one post (cached: the discard verdict and the score both ask)."""
+    """The process model's probability that one post is spam."""
     return classifier().probability(text)

@@ -11,7 +11,6 @@ type set, and the training-only cases of bench/data/types_train_extra.jsonl).
 
 from __future__ import annotations
 
-import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,6 +58,5 @@ def classifier() -> TypeClassifier:
     return train([json.loads(line) for line in lines if line.strip()])
 
 
-@functools.lru_cache(maxsize=256)
 def type_probabilities(text: str) -> dict[str, float]:
     return classifier().probabilities(text)
