@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from itertools import zip_longest
 
 from pipeline.llm.local.extraction import country_codes
@@ -62,17 +63,15 @@ def suggestion(*, content: str, summary: str, broadcast_type: str) -> Suggestion
     if templates is None or not terms:
         return Suggestion(suggestion="")
     template = templates.get(broadcast_type, templates["info"])
-    topic = _JOINERS[lang].join(as_written(term, content) for term in terms)
+    topic = _JOINERS[lang].join(_as_written(term, content) for term in terms)
     return Suggestion(suggestion=template.format(topic=topic)[:400])
 
 
-def as_written(term: str, text: str) -> str:
+def _as_written(term: str, text: str) -> str:
     """The term as the text spells it ("A100", "PostgreSQL"), not as keywords store it (lower case); the term
     itself when the text does not hold it in one piece."""
-    start = text.casefold().find(term.casefold())
-    if start < 0 or len(text.casefold()) != len(text):  # casefolding changed lengths: offsets would not match
-        return term
-    return text[start : start + len(term)]
+    found = re.search(re.escape(term), text, re.IGNORECASE)
+    return found.group(0) if found else term
 
 
 def profile_keywords(*, name: str, bio: str, offers: str, seeks: str) -> ProfileKeywords:
