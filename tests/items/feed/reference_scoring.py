@@ -47,12 +47,7 @@ def _meaning(reader: ReaderContext, similarities: Similarities, side: str) -> fl
 
 def match_signal(reader: ReaderContext, item: ItemFacts, similarities: Similarities) -> float:
     """Complementarity by meaning: the item's embedding against the reader's seeks or offers vector."""
-    primary, other = _sides(reader, item)
-    best = 0.0
-    for side, factor in ((primary, 1.0), (other, reader.knobs.other_side)):
-        if side:
-            best = max(best, factor * _meaning(reader, similarities, side))
-    return best
+    return _best_side(reader, item, lambda side: _meaning(reader, similarities, side))
 
 
 def _words(reader: ReaderContext, item: ItemFacts, side: str) -> float:
@@ -61,11 +56,16 @@ def _words(reader: ReaderContext, item: ItemFacts, side: str) -> float:
 
 def concepts_signal(reader: ReaderContext, item: ItemFacts) -> float:
     """Complementarity across languages: lexicon concepts the item shares with the same side (two make 1)."""
+    return _best_side(reader, item, lambda side: _words(reader, item, side))
+
+
+def _best_side(reader: ReaderContext, item: ItemFacts, measure) -> float:
+    """The better of the item read against its primary side and, discounted, against the other one."""
     primary, other = _sides(reader, item)
     best = 0.0
     for side, factor in ((primary, 1.0), (other, reader.knobs.other_side)):
         if side:
-            best = max(best, factor * _words(reader, item, side))
+            best = max(best, factor * measure(side))
     return best
 
 
