@@ -15,7 +15,6 @@ held-out halves never train.
 from __future__ import annotations
 
 import argparse
-import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -71,8 +70,7 @@ def type_cases() -> list[dict[str, Any]]:
     return corpus + _tuning(TYPE_SET, "type") + _extra(TYPE_EXTRA)
 
 
-def lines(cases: list[dict[str, Any]]) -> str:
-    return "".join(json.dumps(case, ensure_ascii=False) + "\n" for case in cases)
+lines = safety_set.jsonl  # the shipped files' format, shared with the safety model's
 
 
 def main() -> None:

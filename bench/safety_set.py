@@ -56,8 +56,13 @@ def training_cases() -> list[dict[str, Any]]:
     return half("tuning") + extra + ordinary
 
 
+def jsonl(cases: list[dict[str, Any]]) -> str:
+    """Cases as a training file's text: one JSON object per line."""
+    return "".join(json.dumps(case, ensure_ascii=False) + "\n" for case in cases)
+
+
 def training_lines() -> str:
-    return "".join(json.dumps(case, ensure_ascii=False) + "\n" for case in training_cases())
+    return jsonl(training_cases())
 
 
 def write_embedding_model() -> None:
