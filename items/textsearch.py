@@ -36,7 +36,7 @@ from django.contrib.postgres.search import SearchQuery, SearchVector
 from django.db import connection
 from django.db.models import Value
 
-from eigenflux.base.longlived import freeze
+from eigenflux.base.longlived import loaded_once
 
 if TYPE_CHECKING:
     from django.db.backends.base.base import BaseDatabaseWrapper
@@ -203,7 +203,7 @@ def _chinese_words(text: str) -> list[str]:
     return words or [text]
 
 
-@functools.cache
+@loaded_once("loading jieba's dictionary")
 def jieba_loaded() -> ModuleType:
     """jieba with its dictionary loaded (about a second, once per process), kept out of the collector's way;
     the local analyzer's keyword extraction (pipeline.llm.local.segmentation) starts from it too."""
@@ -211,7 +211,6 @@ def jieba_loaded() -> ModuleType:
 
     jieba.setLogLevel(logging.WARNING)  # it logs dictionary loading to stderr at DEBUG by default
     jieba.initialize()
-    freeze("loading jieba's dictionary")
     loaded: ModuleType = jieba
     return loaded
 

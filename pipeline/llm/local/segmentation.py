@@ -13,14 +13,13 @@ the work is CPU-bound under the GIL anyway.
 
 from __future__ import annotations
 
-import functools
 import threading
 from collections import Counter
 from types import ModuleType
 
 import regex
 
-from eigenflux.base.longlived import freeze
+from eigenflux.base.longlived import freeze, loaded_once
 from items.textsearch import jieba_loaded
 
 _LOCK = threading.Lock()
@@ -52,13 +51,12 @@ def chinese_keywords(text: str, limit: int) -> list[str]:
     return [term for term in terms if _keep(term) and term not in _ZH_GENERIC][: limit * 2]
 
 
-@functools.cache
+@loaded_once("loading jieba's IDF table")
 def _jieba_analyse() -> ModuleType:
     """jieba's keyword extraction with its dictionary and IDF table loaded, kept out of the collector's way."""
     jieba_loaded()
     import jieba.analyse  # loads the IDF table
 
-    freeze("loading jieba's IDF table")
     analyse: ModuleType = jieba.analyse
     return analyse
 
