@@ -44,8 +44,8 @@ SIGNALS: dict[str, Signal] = {
     "urgency_bait": Signal(-0.2, "pressure without content: 'don't miss', 名额有限, 見逃さないで"),
     "engagement_bait": Signal(-0.35, "like/follow/share to win: 点赞转发, 拡散希望"),
     "money_bait": Signal(-0.45, "easy money: work from home, 在家兼职日赚, 誰でも稼げる"),
-    "pump": Signal(-0.5, "pump language: 'to the moon', '500x guaranteed', 稳赚, 爆赚, 億り人"),
-    "test_post": Signal(-0.5, "a test post: 'this is a test', or a short text saying test/测试/テスト"),
+    "pump": Signal(-0.5, "pump language: 'to the moon', '500x guaranteed', '$XYZ … 100x', '4% daily returns', 稳赚"),
+    "test_post": Signal(-0.5, "a test post: 'this is a test', a short 'test'/测试/テスト, or a keyboard test"),
     "learned_bait": Signal(
         -0.4,
         "the learned spam model (spam_classifier.py) reads the post as bait (p 0.6 to 0.9): tops the bait up to this",
@@ -94,11 +94,21 @@ _TECH = regex.compile(
     r"(?<![\w-])(?:[A-Za-z][A-Za-z.+-]*\d[\w.+-]*|[A-Z]{2,}[\w.+-]*|[A-Z][a-z]+[A-Z]\w*|CVE-\d{4}-\d+)(?![\w-])"
 )
 _LATIN_IN_CJK = regex.compile(r"(?<=[\p{Han}\p{Hiragana}\p{Katakana}\s]|^)[A-Za-z][A-Za-z0-9.+-]{1,}")
+# Pump arithmetic: a multiplier promised on a coin ("$MOON … 100x", "next 1000x gem"), or a fixed return per
+# day/week/month ("30% weekly returns", "5% daily profit").
 _MULTIPLIER = re.compile(
     r"\b\d{2,5}\s?x\b[^.\n]{0,25}\b(?:guaranteed|gains?|returns?|profits?|moon)\b|"
-    r"\b(?:coin|token)\b[^.\n]{0,40}\b\d{2,5}\s?x\b",
+    r"(?:\b(?:coin|token|gem|presale|listing)\b|\$[A-Za-z]{2,10}\b)[^.\n]{0,40}\b\d{2,5}\s?x\b|"
+    r"\b\d{2,5}\s?x\b[^.\n]{0,40}(?:\b(?:coin|token|gem|presale|listing)\b|\$[A-Za-z]{2,10}\b)|"
+    r"\b(?:next|easy)\s+\d{3,5}\s?x\b|"
+    r"\d+(?:\.\d+)?\s?%\s*(?:daily|weekly|monthly|a day|a week|a month|per day|per week|per month)\s+"
+    r"(?:returns?|profits?|roi|gains?|interest)\b",
     re.IGNORECASE,
 )
+# A keyboard test: a short post of four or more letters or digits, no more than three of them different ("aaaa",
+# "ああああ", "123123"); "OK" and "GPU?" are not.
+_FEW_CHARACTERS = 3
+_MASH_LENGTH = 4
 _EXCLAMATION = re.compile(r"[!！]")
 
 
@@ -145,6 +155,12 @@ def _specifics(text: str, n_domains: int) -> dict[str, float]:
     return found
 
 
+def _mashed(text: str) -> bool:
+    """A keyboard test: _MASH_LENGTH letters or digits or more, no more than _FEW_CHARACTERS different ones."""
+    characters = [char.lower() for char in text if char.isalnum()]
+    return len(characters) >= _MASH_LENGTH and len(set(characters)) <= _FEW_CHARACTERS
+
+
 def _bait(text: str, url: str) -> dict[str, float]:
     found: dict[str, float] = {}
     bare = _URL.sub(" ", text)
@@ -158,7 +174,7 @@ def _bait(text: str, url: str) -> dict[str, float]:
         ("engagement_bait", _found("engagement_bait", text)),
         ("money_bait", _found("money_bait", text)),
         ("pump", _found("pump", text) or bool(_MULTIPLIER.search(text))),
-        ("test_post", _found("test_post", text) or (short and _found("test_word", text))),
+        ("test_post", _found("test_post", text) or (short and (_found("test_word", text) or _mashed(bare)))),
         ("links_only", bool(_URL.search(text)) and len(letters) < 8),
         ("link", bool(url or _URL.search(text)) and len(letters) >= 8),
         ("shouting", len(letters) >= 15 and sum(char.isupper() for char in letters) / len(letters) > 0.5),

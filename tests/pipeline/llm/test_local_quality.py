@@ -56,6 +56,48 @@ def test_concrete_posts_that_mention_dm_or_test_pass(text):
 
 
 @pytest.mark.parametrize(
+    ("text", "signal"),
+    [
+        ("$PEPEX is the next 1000x, stealth launch just happened, get in now", "pump"),
+        ("Low cap gem about to list, easy 500x from here", "pump"),
+        ("Our fund pays 4% daily returns, withdraw anytime", "pump"),
+        ("Copy my trades: guaranteed profits every single week", "pump"),
+        ("喊单群今晚开车，百倍币等你上车", "pump"),
+        ("この草コインは必ず儲かる、今のうちに", "pump"),
+        ("Side hustle that pays every day, just need a phone", "money_bait"),
+        ("宝妈在家用手机赚钱，动动手指就有收入", "money_bait"),
+        ("スマホだけで不労所得、主婦でも簡単に稼げます", "money_bait"),
+        ("Want the list? Telegram me.", "dm_bait"),
+        ("詳しい話は公式LINEで。プロフのリンクから", "dm_bait"),
+        ("Follow for follow, tag a friend below", "engagement_bait"),
+        ("互粉互赞，求关注", "engagement_bait"),
+        ("zzzz", "test_post"),
+        ("いいいいい", "test_post"),
+        ("121212", "test_post"),
+        ("asdf", "test_post"),
+    ],
+)
+def test_bait_said_in_other_words_is_named(text, signal):
+    assert signal in quality_signals(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The new planner made our nightly job 10x faster; another 10x would need a columnar store.",
+        "Signups grew 5% weekly through Q3 after the onboarding rewrite.",
+        "Savings account now pays 4.1% interest a year, fixed for 12 months.",
+        "OK",
+        "GPU?",
+        "Ping me if the staging deploy breaks again tonight.",
+    ],
+)
+def test_ordinary_posts_with_multipliers_percentages_or_few_letters_are_not_bait(text):
+    signals = quality_signals(text)
+    assert not {"pump", "test_post"} & set(signals), signals
+
+
+@pytest.mark.parametrize(
     ("concrete", "vague"),
     [
         (
