@@ -3,7 +3,8 @@
     .venv/bin/python -m bench.analyzer_quality                    # every section
     .venv/bin/python -m bench.analyzer_quality --section safety   # the safety check only
     .venv/bin/python -m bench.analyzer_quality --section content  # spam, quality, type, keywords
-    .venv/bin/python -m bench.analyzer_quality --fresh            # the fresh test set only (run it once, at the end)
+    .venv/bin/python -m bench.analyzer_quality --fresh            # the first fresh set only (now a development set)
+    .venv/bin/python -m bench.analyzer_quality --fresh2           # the second fresh set only (run it once, at the end)
 
 safety: bench/data/safety.jsonl (bench/safety_set.py), the tuning half and the held-out half reported apart, then
 the probe set (bench/data/safety_probe.jsonl, a development set);
@@ -14,9 +15,10 @@ content: bench/data/quality_*.jsonl (bench/analyzer_quality_content.py, which al
 spam blocked and normal passed by the gates, broadcast type per language, keyword precision/recall@5, the CPU
 of one extraction; tuning and held-out halves apart.
 
-fresh (only with --fresh, never part of the default run): bench/data/safety_fresh.jsonl (bench/fresh_set.py), a test
-set written apart from the analyzer and never tuned on, through the pipeline's decisions (safety gate, extraction,
-quality gate, review hold): unsafe blocked, edgy passed, spam blocked, normal passed per language and category.
+fresh (only with --fresh or --fresh2, never part of the default run): bench/data/safety_fresh.jsonl or
+bench/data/safety_fresh2.jsonl (bench/fresh_set.py), a test set written apart from the analyzer and never tuned on,
+through the pipeline's decisions (safety gate, extraction, quality gate, review hold): unsafe blocked, edgy passed,
+spam blocked, normal passed per language and category.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ import django
 
 django.setup()
 
+from bench import fresh_set  # noqa: E402
 from bench.safety_set import PROBE_SET, half, load_cases  # noqa: E402
 from pipeline.llm import local  # noqa: E402
 from pipeline.llm.local.safety_classifier import classifier  # noqa: E402
@@ -146,13 +149,12 @@ SECTIONS: dict[str, Callable[[], None]] = {"safety": safety_section, "content": 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--section", choices=sorted(SECTIONS), action="append", help="run only this section")
-    parser.add_argument("--fresh", action="store_true", help="run the fresh test set only (never tuned on)")
+    fresh_set.add_flags(parser)
     args = parser.parse_args()
-    if args.fresh:
-        from bench.fresh_set import fresh_section
+    if args.fresh_set:
         from bench.review_queue import outcome
 
-        fresh_section(outcome)
+        fresh_set.fresh_section(outcome, args.fresh_set)
         return
     for name in args.section or sorted(SECTIONS):
         SECTIONS[name]()

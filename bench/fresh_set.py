@@ -1,6 +1,7 @@
-"""The fresh test set (bench/data/safety_fresh.jsonl): 240 broadcasts written apart from the analyzer, never tuned on.
+"""The fresh test sets: broadcasts written apart from the analyzer, never tuned on.
 
-    .venv/bin/python -m bench.analyzer_quality --fresh
+    .venv/bin/python -m bench.analyzer_quality --fresh    # bench/data/safety_fresh.jsonl, 240 (now a development set)
+    .venv/bin/python -m bench.analyzer_quality --fresh2   # bench/data/safety_fresh2.jsonl, 270
 
 Each broadcast goes through the offline analyzer in the pipeline's order, with the function the review-queue bench
 uses (`bench.review_queue.outcome`: the safety gate, the extraction's discard verdict, the quality gate, then the
@@ -12,6 +13,7 @@ counts per deciding stage only, never as texts, so that reading the output canno
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
@@ -19,6 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 FRESH_SET = Path(__file__).resolve().parent / "data" / "safety_fresh.jsonl"
+FRESH_SET_2 = FRESH_SET.with_name("safety_fresh2.jsonl")
+# The sets by the name the bench's flag gives them (`--fresh`, `--fresh2`).
+FRESH_SETS = {"fresh": FRESH_SET, "fresh2": FRESH_SET_2}
 LANGS = ("en", "zh", "ja")
 UNSAFE_CATEGORIES = (
     "weapons",
@@ -39,6 +44,13 @@ MEASURE = {"unsafe": "unsafe blocked", "edgy": "edgy passed", "spam": "spam bloc
 FIELDS = ("lang", "label", "category", "kind", "text")
 
 
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    """`--fresh` and `--fresh2` (one at most): the set to run, as `args.fresh_set` (a path, or None)."""
+    group = parser.add_mutually_exclusive_group()
+    for name, path in FRESH_SETS.items():
+        group.add_argument(f"--{name}", dest="fresh_set", action="store_const", const=path, help=f"{path.name} only")
+
+
 @dataclass(frozen=True)
 class Judged:
     """One broadcast and what the pipeline made of it: published | held | discarded, and the deciding stage."""
@@ -51,14 +63,14 @@ class Judged:
     stage: str
 
 
-def _checked(number: int, case: object) -> dict[str, str]:
+def _checked(where: str, case: object) -> dict[str, str]:
     if not isinstance(case, dict) or set(case) != set(FIELDS) or not all(isinstance(v, str) for v in case.values()):
-        raise ValueError(f"{FRESH_SET.name} line {number}: expected string fields {', '.join(FIELDS)}")
+        raise ValueError(f"{where}: expected string fields {', '.join(FIELDS)}")
     if case["lang"] not in LANGS or case["label"] not in WANTED:
-        raise ValueError(f"{FRESH_SET.name} line {number}: unknown lang {case['lang']!r} or label {case['label']!r}")
+        raise ValueError(f"{where}: unknown lang {case['lang']!r} or label {case['label']!r}")
     wanted_category = UNSAFE_CATEGORIES if case["label"] == "unsafe" else (case["label"],)
     if case["category"] not in wanted_category or not case["text"].strip():
-        raise ValueError(f"{FRESH_SET.name} line {number}: category {case['category']!r} or an empty text")
+        raise ValueError(f"{where}: category {case['category']!r} or an empty text")
     return case
 
 
@@ -67,7 +79,7 @@ def load_fresh(path: Path = FRESH_SET) -> list[dict[str, str]]:
     cases = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if line.strip():
-            cases.append(_checked(number, json.loads(line)))
+            cases.append(_checked(f"{path.name} line {number}", json.loads(line)))
     return cases
 
 

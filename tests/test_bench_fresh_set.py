@@ -1,42 +1,72 @@
-"""The fresh test set (bench/data/safety_fresh.jsonl; docs/model-layer.md, "A fresh test set"): it parses, holds what
-bench/data/README.md says it holds, shares no text with any labelled or training file, and the bench's tables count
-right. No figure of the analyzer is asserted here: the set is judged once, by hand, with `analyzer_quality --fresh`."""
+"""The fresh test sets (bench/data/safety_fresh.jsonl and safety_fresh2.jsonl; docs/model-layer.md, "A fresh test
+set"): each parses, holds what bench/data/README.md says it holds, shares no text with any labelled or training file
+(nor with the other fresh set), and the bench's tables count right. No figure of the analyzer is asserted here: a set
+is judged by hand, with `analyzer_quality --fresh` or `--fresh2`."""
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from bench.fresh_set import FRESH_SET, LANGS, UNSAFE_CATEGORIES, fresh_section, judge, load_fresh, tally
+from bench.fresh_set import (
+    FRESH_SET,
+    FRESH_SET_2,
+    FRESH_SETS,
+    LANGS,
+    UNSAFE_CATEGORIES,
+    add_flags,
+    fresh_section,
+    judge,
+    load_fresh,
+    tally,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
-# The documented counts (bench/data/README.md): label -> per language en, zh, ja.
-DOCUMENTED = {"unsafe": (30, 30, 30), "edgy": (23, 24, 23), "spam": (14, 13, 14), "normal": (13, 13, 13)}
+# The documented counts (bench/data/README.md): label -> per language en, zh, ja; and the fewest unsafe cases of
+# each category per language.
+DOCUMENTED = {
+    FRESH_SET: ({"unsafe": (30, 30, 30), "edgy": (23, 24, 23), "spam": (14, 13, 14), "normal": (13, 13, 13)}, 2),
+    FRESH_SET_2: ({"unsafe": (35, 35, 35), "edgy": (25, 25, 25), "spam": (15, 15, 15), "normal": (15, 15, 15)}, 3),
+}
+SETS = pytest.mark.parametrize("path", sorted(FRESH_SETS.values()), ids=lambda path: path.name)
 
 
-def test_the_set_holds_the_documented_languages_labels_and_categories():
-    cases = load_fresh()
+@SETS
+def test_the_set_holds_the_documented_languages_labels_and_categories(path):
+    documented, fewest = DOCUMENTED[path]
+    cases = load_fresh(path)
     counts = Counter((case["label"], case["lang"]) for case in cases)
-    assert {label: tuple(counts[(label, lang)] for lang in LANGS) for label in DOCUMENTED} == DOCUMENTED
-    assert len(cases) == 240
+    assert {label: tuple(counts[(label, lang)] for lang in LANGS) for label in documented} == documented
+    assert len(cases) == sum(map(sum, documented.values()))
     for lang in LANGS:
-        categories = {case["category"] for case in cases if case["lang"] == lang and case["label"] == "unsafe"}
-        assert categories == set(UNSAFE_CATEGORIES), lang
+        categories = Counter(case["category"] for case in cases if case["lang"] == lang and case["label"] == "unsafe")
+        assert set(categories) == set(UNSAFE_CATEGORIES), lang
+        assert min(categories.values()) >= fewest, lang
         kinds = {case["kind"] for case in cases if case["lang"] == lang and case["label"] == "unsafe"}
         assert {"minors", "obfuscated"} <= kinds, lang
     assert len({case["text"] for case in cases}) == len(cases)
 
 
-def _texts_elsewhere() -> tuple[set[str], str]:
-    """Every `text`/`content` of the other labelled and training files, and the raw text of every training file."""
+def test_the_flags_choose_a_set():
+    parser = argparse.ArgumentParser()
+    add_flags(parser)
+    assert parser.parse_args([]).fresh_set is None
+    assert parser.parse_args(["--fresh"]).fresh_set == FRESH_SET
+    assert parser.parse_args(["--fresh2"]).fresh_set == FRESH_SET_2 == ROOT / "bench/data/safety_fresh2.jsonl"
+
+
+def _texts_elsewhere(fresh: Path) -> tuple[set[str], str]:
+    """Every `text`/`content` of the other labelled and training files (the other fresh set included), and the raw
+    text of every such file."""
     texts: set[str] = set()
     raw = []
     files = sorted((ROOT / "bench" / "data").glob("*.jsonl")) + sorted((ROOT / "pipeline/llm/local/data").glob("*"))
     for path in files:
-        if path == FRESH_SET or not path.is_file():
+        if path == fresh or not path.is_file():
             continue
         body = path.read_text(encoding="utf-8", errors="replace")
         raw.append(body)
@@ -47,11 +77,12 @@ def _texts_elsewhere() -> tuple[set[str], str]:
     return texts, "\n".join(raw)
 
 
-def test_no_fresh_text_is_in_a_labelled_or_training_file():
+@SETS
+def test_no_fresh_text_is_in_a_labelled_or_training_file(path):
     """Nothing trains on the set or tunes with it: none of its texts (whole, or a longer one inside a file) is in
     bench/data's other sets or the analyzer's shipped data."""
-    texts, raw = _texts_elsewhere()
-    fresh = [case["text"] for case in load_fresh()]
+    texts, raw = _texts_elsewhere(path)
+    fresh = [case["text"] for case in load_fresh(path)]
     assert [text for text in fresh if text in texts] == []
     assert [text for text in fresh if len(text) >= 12 and text in raw] == []
 
@@ -69,7 +100,7 @@ def test_a_bad_line_is_named(tmp_path, line, error):
     path = tmp_path / "set.jsonl"
     good = {"lang": "zh", "label": "normal", "category": "normal", "kind": "info", "text": "台风预警"}
     path.write_text(json.dumps(good) + "\n\n" + json.dumps(line) + "\n", encoding="utf-8")
-    with pytest.raises(ValueError, match=f"line 3: .*{error}"):
+    with pytest.raises(ValueError, match=f"set.jsonl line 3: .*{error}"):
         load_fresh(path)
 
 
