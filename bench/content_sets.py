@@ -9,12 +9,15 @@ held-out halves never train.
 - types (pipeline/llm/local/data/types_train.jsonl): the search corpus's typed broadcasts, the tuning half of
   bench/data/quality_types.jsonl and the training-only posts of bench/data/types_train_extra.jsonl.
 
-`python -m bench.content_sets --write-train` rewrites both shipped files (tests check they are current).
+`python -m bench.content_sets --write-train` rewrites both shipped files (tests check they are current);
+`--cv` prints the learned spam model's five-fold cross-validation on its training file (shuffled with a fixed
+seed): the share of spam and of ordinary posts it reads as bait (probability from LEARNED_BAIT_THRESHOLD).
 """
 
 from __future__ import annotations
 
 import argparse
+import random
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -73,10 +76,44 @@ def type_cases() -> list[dict[str, Any]]:
 lines = safety_set.jsonl  # the shipped files' format, shared with the safety model's
 
 
+def spam_cross_validation(cases: list[dict[str, Any]], folds: int = 5, seed: int = 7) -> None:
+    """Per language and in all: how much spam, and how many ordinary posts, the model reads as bait when each
+    fold is judged by a model trained on the others."""
+    from pipeline.llm.local.quality import LEARNED_BAIT_THRESHOLD
+    from pipeline.llm.local.spam_classifier import train
+
+    shuffled = list(cases)
+    random.Random(seed).shuffle(shuffled)
+    counts: Counter[tuple[str, str, bool]] = Counter()
+    for fold in range(folds):
+        model = train([case for k, case in enumerate(shuffled) if k % folds != fold])
+        for case in shuffled[fold::folds]:
+            flagged = model.probability(case["text"]) >= LEARNED_BAIT_THRESHOLD
+            for lang in (case["lang"], "all"):
+                counts[(lang, case["label"], flagged)] += 1
+    print(f"five-fold, read as bait at p >= {LEARNED_BAIT_THRESHOLD}:  lang  spam kept  ordinary flagged")
+    for lang in ("en", "zh", "ja", "all"):
+        shares = [
+            counts[(lang, label, True)] / max(1, counts[(lang, label, True)] + counts[(lang, label, False)])
+            for label in ("spam", "normal")
+        ]
+        print(f"  {lang:<4} {shares[0]:.2f}  {shares[1]:.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--write-train", action="store_true", help="rewrite the shipped training files")
+    parser.add_argument("--cv", action="store_true", help="cross-validate the learned spam model")
     args = parser.parse_args()
+    if args.cv:
+        import os
+
+        import django
+
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "eigenflux.settings")
+        django.setup()
+        spam_cross_validation(spam_cases())
+        return
     for path, cases, field in ((SPAM_FILE, spam_cases(), "label"), (TYPE_FILE, type_cases(), "type")):
         if args.write_train:
             path.write_text(lines(cases), encoding="utf-8")
