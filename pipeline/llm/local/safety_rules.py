@@ -16,6 +16,8 @@ from typing import Any
 
 import regex
 
+from pipeline.llm.local.normalise import fold
+
 SAFETY_LEXICON_PATH = Path(__file__).resolve().parent / "data" / "safety_lexicon.json"
 _INFLECTIONS = r"(?:s|es|ed|d|ing|er|ers)?"
 HARD_RULE = "minors"
@@ -54,8 +56,10 @@ def _term_pattern(term: str) -> str:
 
 
 def compile_terms(terms: list[str]) -> regex.Pattern[str]:
-    """One matcher for a list of terms (English ones as words with inflections; CJK ones anywhere)."""
-    parts = [_term_pattern(term.lower()) for term in sorted(set(terms), key=len, reverse=True)]
+    """One matcher for a list of terms (English ones as words with inflections; CJK ones anywhere), each folded as
+    the text is (a term with a digit beside a letter, "16yo", "track1", "0day", reads as leetspeak there)."""
+    folded = {fold(term) for term in terms}
+    parts = [_term_pattern(term) for term in sorted(folded, key=len, reverse=True)]
     return regex.compile("|".join(parts) or r"(?!x)x")
 
 
