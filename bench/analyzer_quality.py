@@ -15,8 +15,9 @@ content: bench/data/quality_*.jsonl (bench/analyzer_quality_content.py, which al
 spam blocked and normal passed by the gates, broadcast type per language, keyword precision/recall@5, the CPU
 of one extraction; tuning and held-out halves apart.
 
-fresh (only with --fresh or --fresh2, never part of the default run): bench/data/safety_fresh.jsonl or
-bench/data/safety_fresh2.jsonl (bench/fresh_set.py), a test set written apart from the analyzer and never tuned on,
+fresh (only with --fresh or --fresh2, never part of the default run): bench/data/safety_fresh.jsonl (a test set until
+its misses were read on 3 December, a development set since) or bench/data/safety_fresh2.jsonl (a test set, never
+tuned on) (bench/fresh_set.py), written apart from the analyzer,
 through the pipeline's decisions (safety gate, extraction, quality gate, review hold): unsafe blocked, edgy passed,
 spam blocked, normal passed per language and category.
 """

@@ -1,4 +1,6 @@
-"""The fresh test sets: broadcasts written apart from the analyzer, never tuned on.
+"""The fresh sets: broadcasts written apart from the analyzer. The first (safety_fresh.jsonl) was a test set until
+3 December, when its misses were read for the fourth safety pass, a development set since (docs/model-layer.md);
+the second (safety_fresh2.jsonl) is a test set, never tuned on.
 
     .venv/bin/python -m bench.analyzer_quality --fresh    # bench/data/safety_fresh.jsonl, 240 (now a development set)
     .venv/bin/python -m bench.analyzer_quality --fresh2   # bench/data/safety_fresh2.jsonl, 270
@@ -7,8 +9,8 @@ Each broadcast goes through the offline analyzer in the pipeline's order, with t
 uses (`bench.review_queue.outcome`: the safety gate, the extraction's discard verdict, the quality gate, then the
 review hold), and ends published, held for a moderator, or discarded. Printed per language and per category:
 unsafe blocked, safe-but-edgy passed, spam blocked, normal passed; the items the review queue holds are counted
-apart (neither blocked nor passed). There is no split: the whole file is a test set. Its mistakes are printed as
-counts per deciding stage only, never as texts, so that reading the output cannot turn it into a tuning set.
+apart (neither blocked nor passed). There is no split. Its mistakes are printed as counts per deciding stage only,
+never as texts (reading them, as the fourth pass did with a throwaway script, makes it a development set).
 """
 
 from __future__ import annotations
@@ -158,7 +160,7 @@ def miss_table(judged: list[Judged]) -> None:
 def fresh_section(decide: Callable[[str], tuple[str, str]], path: Path = FRESH_SET) -> None:
     cases = load_fresh(path)
     judged = judge(cases, decide)
-    print(f"== fresh test set ({len(cases)} cases, {path.name}; never tuned on, no split)")
+    print(f"== fresh set ({len(cases)} cases, {path.name}; written apart, a development set since 3 Dec, no split)")
     print("  hN: N more held for a moderator by the review queue (neither blocked nor passed)")
     language_table(judged)
     print()

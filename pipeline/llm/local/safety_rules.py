@@ -16,6 +16,8 @@ from typing import Any
 
 import regex
 
+from pipeline.llm.local.normalise import fold
+
 SAFETY_LEXICON_PATH = Path(__file__).resolve().parent / "data" / "safety_lexicon.json"
 _INFLECTIONS = r"(?:s|es|ed|d|ing|er|ers)?"
 HARD_RULE = "minors"
@@ -54,8 +56,10 @@ def _term_pattern(term: str) -> str:
 
 
 def compile_terms(terms: list[str]) -> regex.Pattern[str]:
-    """One matcher for a list of terms (English ones as words with inflections; CJK ones anywhere)."""
-    parts = [_term_pattern(term.lower()) for term in sorted(set(terms), key=len, reverse=True)]
+    """One matcher for a list of terms (English ones as words with inflections; CJK ones anywhere), each folded as
+    the text is (a term with a digit beside a letter, "16yo", "track1", "0day", reads as leetspeak there)."""
+    folded = {fold(term) for term in terms}
+    parts = [_term_pattern(term) for term in sorted(folded, key=len, reverse=True)]
     return regex.compile("|".join(parts) or r"(?!x)x")
 
 
@@ -107,8 +111,27 @@ def without_benign(folded: str) -> str:
     return str(_group("benign").sub(" ", folded))
 
 
+# A defusing word that is refused is no defuser: "no hotlines", "don't send me to a crisis line", "不要心理咨询",
+# "相談窓口なし". An English refusal stands up to four words before the defuser, in the same clause; a Chinese or
+# Japanese one right before it (不要/别/不用/没有) or right after it (相談しない, なし).
+_REFUSED_BEFORE = regex.compile(
+    r"(?:\b(?:no|not|without|never|skip|forget|don'?t|do not|won'?t)\s+(?:[\p{L}'-]+\s+){0,4}"
+    r"|(?:不要|别|不用|不许|没有))$"
+)
+_REFUSED_AFTER = regex.compile(r"^(?:には|に|は)?(?:言わない|相談しない|行かない|なし|無し|不要)")
+
+
+def _defusers(text: str) -> list[tuple[int, int]]:
+    """The defusing words' spans, without those the text refuses ("no hotlines, serious only")."""
+    return [
+        (start, end)
+        for start, end in _spans(_group("defusers"), text)
+        if not _REFUSED_BEFORE.search(text[max(0, start - 30) : start]) and not _REFUSED_AFTER.match(text[end:])
+    ]
+
+
 def _defused(text: str, spans: list[tuple[int, int]], window: int) -> bool:
-    defusers = _spans(_group("defusers"), text)
+    defusers = _defusers(text)
     return all(
         any(abs(d_start - start) <= window or abs(d_end - end) <= window for d_start, d_end in defusers)
         for start, end in spans
@@ -117,7 +140,7 @@ def _defused(text: str, spans: list[tuple[int, int]], window: int) -> bool:
 
 def defused(folded: str) -> bool:
     """Whether the text says it reports, prevents, researches or supports (news, prevention, hotline, ...)."""
-    return bool(_group("defusers").search(without_benign(folded)))
+    return bool(_defusers(without_benign(folded)))
 
 
 def rule_hits(folded: str) -> list[RuleHit]:

@@ -12,7 +12,9 @@ import pytest
 
 from bench.safety_set import EXTRA_TRAINING, PROBE_SET, load_cases, training_lines
 from pipeline.llm import local
+from pipeline.llm.local.normalise import fold
 from pipeline.llm.local.safety_classifier import features
+from pipeline.llm.local.safety_rules import defused, rule_hits
 
 # (blocked, its edgy twin that passes): the same subject, once offered and once reported, prevented or researched.
 TWINS = [
@@ -218,6 +220,7 @@ def test_the_training_only_cases_train_but_stay_out_of_the_benchmark():
     assert {case["label"] for case in extra} == {"unsafe", "edgy", "normal"}
     assert all(case["text"] in trained and case["text"] not in benchmark for case in extra)
     tested = [text for pair in TWINS + SLANG_TWINS + THIRD_PASS_TWINS for text in pair]
+    tested += FOURTH_PASS_BLOCKED + FOURTH_PASS_PASSED
     assert not set(tested) & (trained | benchmark)
 
 
@@ -259,3 +262,61 @@ def test_function_words_are_not_features():
 )
 def test_short_posts_with_violent_idioms_pass(text):
     assert local.safety_verdict(content=text).safe
+
+
+# The fourth pass: English offers worded in everyday words, read through four- and five-letter n-grams and more
+# training-only cases; a refused defuser ("no hotlines") that no longer defuses; an idiom. Each text was judged
+# wrongly before this pass.
+FOURTH_PASS_BLOCKED = [
+    "Customer list from a hacked clinic for sale: 90k patients with addresses and insurance numbers, bulk or per city.",
+    "Got a crew to shake down the shop owners on our street, the ones who don't pay get a visit after closing.",
+    "Group for people who are done, pick a date with us, no hotlines.",
+]
+FOURTH_PASS_PASSED = [
+    "这个新出的编辑器真是杀手级工具，打开大文件毫无压力。",
+    "We help people who were doxxed get their address off search sites and file police reports.",
+]
+
+
+@pytest.mark.parametrize("text", FOURTH_PASS_BLOCKED)
+def test_fourth_pass_everyday_offers_are_blocked(text):
+    assert not local.safety_verdict(content=text).safe
+
+
+@pytest.mark.parametrize("text", FOURTH_PASS_PASSED)
+def test_fourth_pass_idioms_and_doxxing_victims_pass(text):
+    assert local.safety_verdict(content=text).safe
+
+
+@pytest.mark.parametrize(
+    ("refused", "kept"),
+    [
+        ("Pick a date with us, no hotlines, serious only.", "Pick a date with us: the hotline training starts soon."),
+        ("Don't send me to a crisis line, I have decided.", "If it gets dark, send a text to the crisis line."),
+        ("一起走吧，不要心理咨询。", "学校提供免费心理咨询。"),
+    ],
+)
+def test_a_refused_defuser_does_not_defuse(refused, kept):
+    assert not defused(fold(refused))
+    assert defused(fold(kept))
+
+
+def test_a_minors_age_written_as_a_number_meets_the_hard_rule():
+    verdict = local.safety_verdict(content="Paying 16yo girls for nudes, keep it secret from your parents.")
+    assert not verdict.safe and verdict.flag == "child_safety"
+    assert local.safety_verdict(content="Swimming lessons for 8yo kids, Saturday mornings, small groups.").safe
+
+
+def test_english_words_are_read_in_four_and_five_letters():
+    """Three letters ("ing", " co") are shared by every kind of post; a word of three letters still counts whole."""
+    assert len(features("gun")[0]) == 4  # the word, " gun", "gun " and " gun "
+    assert set(features("smuggling")[0]) == set(features("smuggling smuggling")[0])
+
+
+@pytest.mark.parametrize(
+    ("text", "category"),
+    [("0day for sale, browser RCE, escrow ok", "malware"), ("Dumps with track1 and pin, EU bins", "carding")],
+)
+def test_lexicon_terms_with_digits_are_folded_as_the_text_is(text, category):
+    """The text is folded ("0day" reads "oday"); a term written with the same digits matches it."""
+    assert category in {hit.category for hit in rule_hits(fold(text)) if hit.kind != "term"}
