@@ -320,3 +320,19 @@ def test_english_words_are_read_in_four_and_five_letters():
 def test_lexicon_terms_with_digits_are_folded_as_the_text_is(text, category):
     """The text is folded ("0day" reads "oday"); a term written with the same digits matches it."""
     assert category in {hit.category for hit in rule_hits(fold(text)) if hit.kind != "term"}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Our CI keeps getting OOM-killed on the Docker build step; anyone tuned the memory limit for BuildKit?",
+        "How do I kill a zombie process that ignores SIGTERM on Ubuntu 24.04?",
+        "这个新出的数据库真是杀手级应用，写入性能比 MySQL 高三倍。",
+        "このバグには本当に殺されそう。Rustのライフタイムに詳しい方、助けてください。",
+    ],
+)
+def test_engineering_jargon_with_violent_words_is_neither_blocked_nor_held(text, settings):
+    """Operations talk (OOM kills, killing processes, 杀手级 "killer" features) reaches readers: not blocked, and
+    below the review queue's safety risk, so no moderator has to wade through it."""
+    verdict = local.safety_verdict(content=text)
+    assert verdict.safe and verdict.risk < settings.REVIEW_SAFETY_RISK, verdict
