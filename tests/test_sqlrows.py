@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from django.db import connection
+from django.db import DataError, connection
 from django.test.utils import CaptureQueriesContext
 
 from eigenflux.base.sqlrows import BinaryVector, insert_rows, server_bound_cursor, update_where
@@ -116,19 +116,37 @@ def test_update_carrying_writes_the_update_and_its_rows_in_one_statement():
     assert (stored.moderator_id, stored.verdict, stored.run) == (None, "pass", 1) and stored.created_at is not None
 
 
-def test_an_insert_text_is_made_once_per_shape_for_few_rows_and_not_kept_for_a_large_batch():
+def test_an_insert_is_one_statement_with_one_parameter_whatever_its_number_of_rows():
     from eigenflux.base import sqlrows
 
     row = {"item_id": 1, "actor": "pipeline", "stage": "safety", "verdict": "pass", "run": 1}
-    two = sqlrows.Rows(ModerationDecision, [row, row], ignore_conflicts=True, if_updated=True)
-    first, params = sqlrows._insert_sql(two, casts=True)
-    again, _ = sqlrows._insert_sql(
-        sqlrows.Rows(ModerationDecision, [row, row], ignore_conflicts=True, if_updated=True), casts=True
-    )
-    assert again is first  # the text (casts, VALUES list) was not built again
-    assert first.count("CAST(") == len(params) and first.endswith("ON CONFLICT DO NOTHING")
-    assert sqlrows._insert_sql(sqlrows.Rows(ModerationDecision, [row]), casts=False)[0] != first  # another shape
-    before = len(sqlrows._SQL)
-    many = sqlrows.Rows(ModerationDecision, [row] * (sqlrows._KEPT_INSERT_ROWS + 1))
-    assert sqlrows._insert_sql(many)[0].count("), (") == sqlrows._KEPT_INSERT_ROWS
-    assert len(sqlrows._SQL) == before
+    texts = set()
+    for n in (1, 2, 40):
+        sql, params = sqlrows._insert_sql(sqlrows.Rows(ModerationDecision, [row] * n, ignore_conflicts=True))
+        texts.add(sql)
+        assert len(params) == 1 and len(params[0].obj) == n  # the rows, as one jsonb array
+    assert len(texts) == 1 and next(iter(texts)).endswith("ON CONFLICT DO NOTHING")
+    assert sqlrows._insert_sql(sqlrows.Rows(ModerationDecision, [row]))[0] not in texts  # other options, other text
+
+
+def test_rows_sent_as_json_read_back_as_the_orm_wrote_them():
+    from datetime import UTC, datetime
+
+    from items.models import OutboxEvent
+
+    raw = make_item()
+    at = datetime(2026, 12, 3, 16, 5, 7, 123456, tzinfo=UTC)
+    decision = {"item_id": raw.pk, "actor": "pipeline", "stage": "safety", "verdict": "pass", "run": 2,
+                "reason": 'quote " backslash \\ ünïcødé 中文', "created_at": at}  # fmt: skip
+    envelope = {"id": "e1", "data": {"n": 1.5, "list": [1, None, "x"], "nested": {"a": True}}}
+    event = {"stream": "s", "event_id": "6f1c1f2e-8a43-4d0c-9f57-0b2f6d6d9d01", "event_type": "t", "subject": "1",
+             "envelope": envelope, "created_at": at}  # fmt: skip
+    insert_rows(ModerationDecision, [decision, {**decision, "stage": "extraction", "moderator_id": None}])
+    insert_rows(OutboxEvent, [event])
+    stored = ModerationDecision.objects.get(item_id=raw.pk, stage="safety")
+    assert (stored.reason, stored.created_at, stored.run, stored.moderator_id) == (decision["reason"], at, 2, None)
+    written = OutboxEvent.objects.get(subject="1")
+    assert written.envelope == envelope and written.created_at == at and str(written.event_id) == event["event_id"]
+    assert written.dispatched_at is None and written.attempts == 0  # the defaults of the fields not named
+    with pytest.raises(DataError):  # a value too long for its column is refused as by the ORM
+        insert_rows(ModerationDecision, [{**decision, "stage": "x" * 17}])

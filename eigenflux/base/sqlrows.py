@@ -4,7 +4,8 @@ Django's query compiler builds an UPDATE or INSERT again on every call (about a 
 in the enrichment handler, bench/pipeline_throughput.py). Here the statement text is made once per model and
 column set and kept; values are still prepared by the model's fields, as the ORM would (a JSON field's value
 is wrapped, a model instance given as its primary key), except vectors, which go in pgvector's binary format
-(no text to format here and parse in PostgreSQL).
+(no text to format here and parse in PostgreSQL). Inserted rows travel as one jsonb parameter per INSERT, so
+a statement's text and parameter count do not grow with its rows (_insert_text).
 
 The statements are bound on the server (a psycopg Cursor on Django's connection; Django's own cursors bind on
 the client, composing the SQL text in Python), so psycopg prepares each shape after a few runs on a connection
@@ -15,14 +16,17 @@ and error mapping still apply.
 
 from __future__ import annotations
 
-import re
+import json
 import struct
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import date, datetime, time
+from decimal import Decimal
 from functools import cache
 from typing import Any
+from uuid import UUID
 
 import numpy as np
 import psycopg
@@ -31,11 +35,11 @@ from django.db.models.fields import AutoFieldMixin
 from psycopg.adapt import Dumper
 from psycopg.pq import Format
 from psycopg.types import TypeInfo
+from psycopg.types.json import Jsonb
 
 VECTOR_FIELD = "VectorField"
 
 _SQL: dict[tuple[Any, ...], str] = {}
-_KEPT_INSERT_ROWS = 16  # INSERT texts are kept for up to this many rows (a checkpoint's decisions and calls)
 
 
 @cache
@@ -136,41 +140,55 @@ class Carried:
     written: Callable[[], None]
 
 
-def _cast_type(field: models.Field) -> str:
-    """The column's type for an explicit cast (a varchar's length dropped: the column itself still checks it)."""
-    return re.sub(r"^(varchar|character varying)\(\d+\)$", r"\1", str(field.db_type(connection)))
+def _plain(value: Any) -> Any:
+    """json.dumps' fallback for the values a field prepares that JSON has no type for (PostgreSQL reads each
+    back from its text: a timestamp keeps its microseconds and its offset)."""
+    if isinstance(value, datetime | date | time):
+        return value.isoformat()
+    if isinstance(value, UUID | Decimal):
+        return str(value)
+    if isinstance(value, BinaryVector):
+        return "[" + ",".join(repr(float(x)) for x in value.values) + "]"  # pgvector's text form
+    raise TypeError(f"cannot send {type(value).__name__} in a JSON row")
 
 
-def _insert_text(model: type[models.Model], fields: tuple[models.Field, ...], n: int, rows: Rows, casts: bool) -> str:
-    """The INSERT's text for `n` rows, kept per shape (model, row count, conflict and update options) for the
-    few-row inserts of the hot path; a larger batch's text is made each time (its shapes are not kept)."""
-    key = ("insert", model, n, rows.ignore_conflicts, rows.if_updated, casts)
+def _json_value(value: Any) -> Any:
+    """A prepared value as it goes into a JSON row: a JSON field's wrapper (psycopg's Jsonb) gives its document."""
+    if isinstance(value, Jsonb):
+        return value.obj if value.dumps in (None, json.dumps) else json.loads(value.dumps(value.obj))
+    return value
+
+
+def _rows_json(rows: list[dict[str, Any]]) -> str:
+    return json.dumps(rows, default=_plain, separators=(",", ":"), allow_nan=False)
+
+
+def _insert_text(model: type[models.Model], fields: tuple[models.Field, ...], rows: Rows) -> str:
+    """The INSERT's text, one per model and options: the rows travel as ONE jsonb parameter, a JSON array of
+    objects, that PostgreSQL expands into the table's row type (jsonb_populate_recordset) and so converts each
+    value with its column's own type. Whatever the number of rows, it is the same statement with one parameter:
+    psycopg keeps its parsed form (it parses again every statement of more than 50 parameters) and prepares it
+    once on the server, where a VALUES list of n rows made a statement per n, with 10 parameters a row."""
+    key = ("insert", model, rows.ignore_conflicts, rows.if_updated)
     sql = _SQL.get(key)
     if sql is None:
+        table = _qn(model._meta.db_table)
         columns = ", ".join(_column(f) for f in fields)
-        head = f"INSERT INTO {_qn(model._meta.db_table)} ({columns}) "
-        if casts:
-            one = "(" + ", ".join(f"CAST(%s AS {_cast_type(f)})" for f in fields) + ")"
-        else:
-            one = "(" + ", ".join(["%s"] * len(fields)) + ")"
-        values = ", ".join([one] * n)
-        if rows.if_updated:
-            sql = f"{head}SELECT * FROM (VALUES {values}) AS v WHERE EXISTS (SELECT FROM updated)"  # noqa: S608
-        else:
-            sql = f"{head}VALUES {values}"
+        selected = ", ".join(f"r.{_column(f)}" for f in fields)
+        sql = f"INSERT INTO {table} ({columns}) SELECT {selected} FROM jsonb_populate_recordset(NULL::{table}, %s) r"  # noqa: S608
+        sql += " WHERE EXISTS (SELECT FROM updated)" if rows.if_updated else ""
         sql += " ON CONFLICT DO NOTHING" if rows.ignore_conflicts else ""
-        if n <= _KEPT_INSERT_ROWS:
-            _SQL[key] = sql
+        _SQL[key] = sql
     return sql
 
 
-def _insert_sql(rows: Rows, *, casts: bool = False) -> tuple[str, list[Any]]:
-    """The INSERT of `rows` and its parameters. `casts`: each value cast to its column's type (a VALUES list
-    read by a SELECT, where PostgreSQL cannot take the types from the target columns)."""
+def _insert_sql(rows: Rows) -> tuple[str, list[Any]]:
+    """The INSERT of `rows` and its one parameter (the rows as a jsonb array, keyed by column)."""
     model = rows.model
     fields = _insert_fields(model)
-    params = []
+    documents = []
     for row in rows.rows:
+        document = {}
         for field in fields:
             if field.name in row:
                 value = row[field.name]
@@ -178,8 +196,9 @@ def _insert_sql(rows: Rows, *, casts: bool = False) -> tuple[str, list[Any]]:
                 value = row[field.attname]
             else:
                 value = field.get_default()
-            params.append(_prep(field, value))
-    return _insert_text(model, fields, len(rows.rows), rows, casts), params
+            document[field.column] = _json_value(_prep(field, value))
+        documents.append(document)
+    return _insert_text(model, fields, rows), [Jsonb(documents, dumps=_rows_json)]
 
 
 def insert_rows(
@@ -248,7 +267,7 @@ def update_carrying(
     update, params = _update_sql(model, values, where, expressions or {})
     parts = [f"updated AS ({update} RETURNING 1)"]
     for n, rows in enumerate(inserts):
-        sql, insert_params = _insert_sql(rows, casts=rows.if_updated)
+        sql, insert_params = _insert_sql(rows)
         parts.append(f"insert_{n} AS ({sql})")
         params += insert_params
     with server_bound_cursor() as cursor:
