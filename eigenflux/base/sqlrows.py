@@ -4,8 +4,8 @@ Django's query compiler builds an UPDATE or INSERT again on every call (about a 
 in the enrichment handler, bench/pipeline_throughput.py). Here the statement text is made once per model and
 column set and kept; values are still prepared by the model's fields, as the ORM would (a JSON field's value
 is wrapped, a model instance given as its primary key), except vectors, which go in pgvector's binary format
-(no text to format here and parse in PostgreSQL). Inserted rows travel as one jsonb parameter per INSERT, so
-a statement's text and parameter count do not grow with its rows (_insert_text).
+(no text to format here and parse in PostgreSQL). Inserted rows go as VALUES lists, or, where those would make
+a statement psycopg parses again on every call (over 50 parameters), as one jsonb parameter per INSERT (_as_json).
 
 The statements are bound on the server (a psycopg Cursor on Django's connection; Django's own cursors bind on
 the client, composing the SQL text in Python), so psycopg prepares each shape after a few runs on a connection
@@ -17,6 +17,7 @@ and error mapping still apply.
 from __future__ import annotations
 
 import json
+import re
 import struct
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -32,6 +33,7 @@ import numpy as np
 import psycopg
 from django.db import connection, models
 from django.db.models.fields import AutoFieldMixin
+from psycopg._queries import MAX_CACHED_STATEMENT_PARAMS
 from psycopg.adapt import Dumper
 from psycopg.pq import Format
 from psycopg.types import TypeInfo
@@ -40,6 +42,7 @@ from psycopg.types.json import Jsonb
 VECTOR_FIELD = "VectorField"
 
 _SQL: dict[tuple[Any, ...], str] = {}
+_KEPT_INSERT_ROWS = 16  # VALUES texts are kept for up to this many rows (a checkpoint's decisions and calls)
 
 
 @cache
@@ -163,13 +166,39 @@ def _rows_json(rows: list[dict[str, Any]]) -> str:
     return json.dumps(rows, default=_plain, separators=(",", ":"), allow_nan=False)
 
 
-def _insert_text(model: type[models.Model], fields: tuple[models.Field, ...], rows: Rows) -> str:
-    """The INSERT's text, one per model and options: the rows travel as ONE jsonb parameter, a JSON array of
-    objects, that PostgreSQL expands into the table's row type (jsonb_populate_recordset) and so converts each
-    value with its column's own type. Whatever the number of rows, it is the same statement with one parameter:
-    psycopg keeps its parsed form (it parses again every statement of more than 50 parameters) and prepares it
-    once on the server, where a VALUES list of n rows made a statement per n, with 10 parameters a row."""
-    key = ("insert", model, rows.ignore_conflicts, rows.if_updated)
+def _cast_type(field: models.Field) -> str:
+    """The column's type for an explicit cast (a varchar's length dropped: the column itself still checks it)."""
+    return re.sub(r"^(varchar|character varying)\(\d+\)$", r"\1", str(field.db_type(connection)))
+
+
+def _values_text(model: type[models.Model], fields: tuple[models.Field, ...], n: int, rows: Rows, casts: bool) -> str:
+    """The INSERT's text for `n` rows as a VALUES list, kept per shape (model, row count, conflict and update
+    options) for the few-row inserts of the hot path; a larger batch's text is made each time."""
+    key = ("insert", model, n, rows.ignore_conflicts, rows.if_updated, casts)
+    sql = _SQL.get(key)
+    if sql is None:
+        columns = ", ".join(_column(f) for f in fields)
+        head = f"INSERT INTO {_qn(model._meta.db_table)} ({columns}) "
+        if casts:
+            one = "(" + ", ".join(f"CAST(%s AS {_cast_type(f)})" for f in fields) + ")"
+        else:
+            one = "(" + ", ".join(["%s"] * len(fields)) + ")"
+        values = ", ".join([one] * n)
+        if rows.if_updated:
+            sql = f"{head}SELECT * FROM (VALUES {values}) AS v WHERE EXISTS (SELECT FROM updated)"  # noqa: S608
+        else:
+            sql = f"{head}VALUES {values}"
+        sql += " ON CONFLICT DO NOTHING" if rows.ignore_conflicts else ""
+        if n <= _KEPT_INSERT_ROWS:
+            _SQL[key] = sql
+    return sql
+
+
+def _json_text(model: type[models.Model], fields: tuple[models.Field, ...], rows: Rows) -> str:
+    """The INSERT's text with its rows as ONE jsonb parameter (a JSON array of objects keyed by column), which
+    PostgreSQL expands into the table's row type (jsonb_populate_recordset), converting each value with its
+    column's own type: one text per model and options, whatever the number of rows."""
+    key = ("insert-json", model, rows.ignore_conflicts, rows.if_updated)
     sql = _SQL.get(key)
     if sql is None:
         table = _qn(model._meta.db_table)
@@ -182,23 +211,38 @@ def _insert_text(model: type[models.Model], fields: tuple[models.Field, ...], ro
     return sql
 
 
-def _insert_sql(rows: Rows) -> tuple[str, list[Any]]:
-    """The INSERT of `rows` and its one parameter (the rows as a jsonb array, keyed by column)."""
-    model = rows.model
-    fields = _insert_fields(model)
-    documents = []
-    for row in rows.rows:
-        document = {}
-        for field in fields:
-            if field.name in row:
-                value = row[field.name]
-            elif field.attname in row:
-                value = row[field.attname]
-            else:
-                value = field.get_default()
-            document[field.column] = _json_value(_prep(field, value))
-        documents.append(document)
-    return _insert_text(model, fields, rows), [Jsonb(documents, dumps=_rows_json)]
+def _row_values(fields: tuple[models.Field, ...], row: Mapping[str, Any]) -> Iterator[tuple[models.Field, Any]]:
+    for field in fields:
+        if field.name in row:
+            value = row[field.name]
+        elif field.attname in row:
+            value = row[field.attname]
+        else:
+            value = field.get_default()
+        yield field, _prep(field, value)
+
+
+def _insert_sql(rows: Rows, *, as_json: bool, casts: bool = False) -> tuple[str, list[Any]]:
+    """The INSERT of `rows` and its parameters: a VALUES list (`casts`: each value cast to its column's type,
+    for a VALUES list read by a SELECT, where PostgreSQL cannot take the types from the target columns), or
+    `as_json` the rows as one jsonb parameter."""
+    fields = _insert_fields(rows.model)
+    if as_json:
+        documents = [
+            {field.column: _json_value(value) for field, value in _row_values(fields, row)} for row in rows.rows
+        ]
+        return _json_text(rows.model, fields, rows), [Jsonb(documents, dumps=_rows_json)]
+    params = [value for row in rows.rows for _, value in _row_values(fields, row)]
+    return _values_text(rows.model, fields, len(rows.rows), rows, casts), params
+
+
+def _as_json(fixed_params: int, inserts: Sequence[Rows]) -> bool:
+    """Whether a statement's inserted rows go as jsonb: when as VALUES lists the statement would have more
+    parameters than psycopg keeps the parsed form of (it parses such a statement's text again on every call:
+    the completion's 69 parameters cost about 0.12 ms of Python each time). Within the limit VALUES are cheaper
+    to send (psycopg's own dumpers; no JSON to write), so the checkpoints keep them."""
+    values = fixed_params + sum(len(rows.rows) * len(_insert_fields(rows.model)) for rows in inserts)
+    return values > MAX_CACHED_STATEMENT_PARAMS
 
 
 def insert_rows(
@@ -208,7 +252,8 @@ def insert_rows(
     default. `ignore_conflicts`: ON CONFLICT DO NOTHING, as bulk_create(ignore_conflicts=True)."""
     if not rows:
         return
-    sql, params = _insert_sql(Rows(model, rows, ignore_conflicts=ignore_conflicts))
+    batch = Rows(model, rows, ignore_conflicts=ignore_conflicts)
+    sql, params = _insert_sql(batch, as_json=_as_json(0, [batch]))
     with server_bound_cursor() as cursor:
         cursor.execute(sql, params)
 
@@ -266,8 +311,9 @@ def update_carrying(
         return update_where(model, values, where=where, expressions=expressions)
     update, params = _update_sql(model, values, where, expressions or {})
     parts = [f"updated AS ({update} RETURNING 1)"]
+    as_json = _as_json(len(params), inserts)
     for n, rows in enumerate(inserts):
-        sql, insert_params = _insert_sql(rows)
+        sql, insert_params = _insert_sql(rows, as_json=as_json, casts=rows.if_updated)
         parts.append(f"insert_{n} AS ({sql})")
         params += insert_params
     with server_bound_cursor() as cursor:
