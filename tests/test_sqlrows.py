@@ -187,3 +187,18 @@ def test_rows_sent_as_json_read_back_as_the_orm_wrote_them():
     assert written.dispatched_at is None and written.attempts == 0  # the defaults of the fields not named
     with pytest.raises(DataError):  # a value too long for its column is refused as by the ORM
         insert_rows(ModerationDecision, [{**decision, "stage": "x" * 17, "run": run} for run in range(10, 16)])
+
+
+def test_a_json_fields_own_encoder_is_kept_in_a_json_row():
+    import functools
+    import json
+    import uuid
+
+    from django.core.serializers.json import DjangoJSONEncoder
+    from psycopg.types.json import Jsonb
+
+    from eigenflux.base.sqlrows import _json_value
+
+    key = uuid.uuid4()
+    assert _json_value(Jsonb({"a": [1]})) == {"a": [1]}
+    assert _json_value(Jsonb({"k": key}, dumps=functools.partial(json.dumps, cls=DjangoJSONEncoder))) == {"k": str(key)}

@@ -150,8 +150,6 @@ def _plain(value: Any) -> Any:
         return value.isoformat()
     if isinstance(value, UUID | Decimal):
         return str(value)
-    if isinstance(value, BinaryVector):
-        return "[" + ",".join(repr(float(x)) for x in value.values) + "]"  # pgvector's text form
     raise TypeError(f"cannot send {type(value).__name__} in a JSON row")
 
 
