@@ -30,6 +30,17 @@ from bench.pipeline_floor import (  # noqa: E402
 )
 
 
+def _json_default(value: Any) -> str:
+    if isinstance(value, datetime | uuid.UUID):
+        return value.isoformat() if isinstance(value, datetime) else str(value)
+    raise TypeError(f"cannot send {type(value).__name__} in JSON")
+
+
+def _dumps(obj: Any) -> str:
+    """A JSON parameter as eigenflux.base.sqlrows sends it (a row's time as ISO text, with its microseconds)."""
+    return json.dumps(obj, default=_json_default)
+
+
 class _Item:
     def __init__(self, plan: Plan, item_id: int, message_id: str, content: str, content_hash: str, shift) -> None:
         self.plan = plan
@@ -72,8 +83,8 @@ class _Item:
         if isinstance(value, list | tuple):
             return type(value)(self.value(v) for v in value)
         wrapped = getattr(value, "obj", None)
-        if wrapped is not None:  # psycopg's Json / Jsonb wrapper
-            return type(value)(self.value(wrapped))
+        if wrapped is not None:  # psycopg's Json / Jsonb wrapper (inserted rows: times and UUIDs in it too)
+            return type(value)(self.value(wrapped), dumps=_dumps)
         return value
 
     def statement(self, sql: str, params: Any) -> tuple[str, Any]:

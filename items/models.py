@@ -133,6 +133,19 @@ class PublicReason(models.TextChoices):
     DUPLICATE = "duplicate", "duplicate"
 
 
+# Build parameters of the item table's HNSW graphs (the main one and one per broadcast type). Every item that
+# completes is inserted into two of them, which is most of PostgreSQL's CPU per enriched item; an insert's cost
+# grows with ef_construction (the candidates it weighs to choose its neighbours), while m (the neighbours each
+# element keeps) sets how well a search can walk the graph. bench/hnsw_recall.py measured both on the corpus
+# embedded with the local model (docs/performance.md, "HNSW build parameters"): ef_construction 48 for the main
+# graph and 32 for the per-type graphs (each holds about a quarter of the items) cost at most 0.5 points of
+# recall@10/@50/@80 against 64; m stays 16 (m 12 lost about a point of the per-type graphs' recall@10).
+# Changing them needs a migration that rebuilds the indexes.
+ITEM_HNSW_M = 16
+ITEM_HNSW_EF_CONSTRUCTION = 48
+ITEM_TYPE_HNSW_EF_CONSTRUCTION = 32
+
+
 class BroadcastType(models.TextChoices):
     SUPPLY = "supply", "supply"
     DEMAND = "demand", "demand"
@@ -227,8 +240,8 @@ class ProcessedItem(models.Model):
             HnswIndex(
                 name="processed_embedding_hnsw",
                 fields=["embedding"],
-                m=16,
-                ef_construction=64,
+                m=ITEM_HNSW_M,
+                ef_construction=ITEM_HNSW_EF_CONSTRUCTION,
                 opclasses=["vector_cosine_ops"],
             ),
             # One HNSW graph per broadcast type: a semantic search filtered by type walks a graph holding only
@@ -237,8 +250,8 @@ class ProcessedItem(models.Model):
                 HnswIndex(
                     name=f"processed_hnsw_{broadcast_type}",
                     fields=["embedding"],
-                    m=16,
-                    ef_construction=64,
+                    m=ITEM_HNSW_M,
+                    ef_construction=ITEM_TYPE_HNSW_EF_CONSTRUCTION,
                     opclasses=["vector_cosine_ops"],
                     condition=models.Q(broadcast_type=broadcast_type),
                 )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from django.db import connection
+from django.db import DataError, connection
 from django.test.utils import CaptureQueriesContext
 
 from eigenflux.base.sqlrows import BinaryVector, insert_rows, server_bound_cursor, update_where
@@ -116,19 +116,89 @@ def test_update_carrying_writes_the_update_and_its_rows_in_one_statement():
     assert (stored.moderator_id, stored.verdict, stored.run) == (None, "pass", 1) and stored.created_at is not None
 
 
-def test_an_insert_text_is_made_once_per_shape_for_few_rows_and_not_kept_for_a_large_batch():
+def test_a_values_insert_text_is_made_once_per_shape_for_few_rows_and_not_kept_for_a_large_batch():
     from eigenflux.base import sqlrows
 
     row = {"item_id": 1, "actor": "pipeline", "stage": "safety", "verdict": "pass", "run": 1}
-    two = sqlrows.Rows(ModerationDecision, [row, row], ignore_conflicts=True, if_updated=True)
-    first, params = sqlrows._insert_sql(two, casts=True)
-    again, _ = sqlrows._insert_sql(
-        sqlrows.Rows(ModerationDecision, [row, row], ignore_conflicts=True, if_updated=True), casts=True
-    )
+
+    def two():
+        return sqlrows.Rows(ModerationDecision, [row, row], ignore_conflicts=True, if_updated=True)
+
+    first, params = sqlrows._insert_sql(two(), as_json=False, casts=True)
+    again, _ = sqlrows._insert_sql(two(), as_json=False, casts=True)
     assert again is first  # the text (casts, VALUES list) was not built again
     assert first.count("CAST(") == len(params) and first.endswith("ON CONFLICT DO NOTHING")
-    assert sqlrows._insert_sql(sqlrows.Rows(ModerationDecision, [row]), casts=False)[0] != first  # another shape
+    assert sqlrows._insert_sql(sqlrows.Rows(ModerationDecision, [row]), as_json=False)[0] != first  # another shape
     before = len(sqlrows._SQL)
     many = sqlrows.Rows(ModerationDecision, [row] * (sqlrows._KEPT_INSERT_ROWS + 1))
-    assert sqlrows._insert_sql(many)[0].count("), (") == sqlrows._KEPT_INSERT_ROWS
+    assert sqlrows._insert_sql(many, as_json=False)[0].count("), (") == sqlrows._KEPT_INSERT_ROWS
     assert len(sqlrows._SQL) == before
+
+
+def test_rows_go_as_one_jsonb_parameter_only_where_values_would_pass_psycopgs_cached_statement_limit():
+    from psycopg._queries import MAX_CACHED_STATEMENT_PARAMS
+
+    from eigenflux.base import sqlrows
+
+    row = {"item_id": 1, "actor": "pipeline", "stage": "safety", "verdict": "pass", "run": 1}
+    per_row = len(sqlrows._insert_fields(ModerationDecision))
+    fits = MAX_CACHED_STATEMENT_PARAMS // per_row
+    assert not sqlrows._as_json(0, [sqlrows.Rows(ModerationDecision, [row] * fits)])
+    assert sqlrows._as_json(0, [sqlrows.Rows(ModerationDecision, [row] * (fits + 1))])
+    assert sqlrows._as_json(MAX_CACHED_STATEMENT_PARAMS - per_row + 1, [sqlrows.Rows(ModerationDecision, [row])])
+    texts = set()
+    for n in (1, 2, 40):  # as jsonb: one text and one parameter whatever the number of rows
+        sql, params = sqlrows._insert_sql(
+            sqlrows.Rows(ModerationDecision, [row] * n, ignore_conflicts=True), as_json=True
+        )
+        texts.add(sql)
+        assert len(params) == 1 and len(params[0].obj) == n
+    assert len(texts) == 1 and next(iter(texts)).endswith("ON CONFLICT DO NOTHING")
+
+
+def test_rows_sent_as_json_read_back_as_the_orm_wrote_them():
+    from datetime import UTC, datetime
+
+    from items.models import OutboxEvent
+
+    raw = make_item()
+    at = datetime(2026, 12, 3, 16, 5, 7, 123456, tzinfo=UTC)
+    decision = {"item_id": raw.pk, "actor": "pipeline", "stage": "safety", "verdict": "pass", "run": 2,
+                "reason": 'quote " backslash \\ ünïcødé 中文', "created_at": at}  # fmt: skip
+    envelope = {"id": "e1", "data": {"n": 1.5, "list": [1, None, "x"], "nested": {"a": True}}}
+    event = {"stream": "s", "event_id": "6f1c1f2e-8a43-4d0c-9f57-0b2f6d6d9d01", "event_type": "t", "subject": "1",
+             "envelope": envelope, "created_at": at}  # fmt: skip
+    # Six rows of ten values: past the cached-statement limit, so sent as jsonb (insert_rows decides as
+    # update_carrying does); the event's row is sent as jsonb by the same function.
+    with CaptureQueriesContext(connection) as queries:
+        insert_rows(
+            ModerationDecision, [decision] + [{**decision, "run": run, "moderator_id": None} for run in range(3, 8)]
+        )
+    assert "jsonb_populate_recordset" in queries.captured_queries[0]["sql"]
+    from eigenflux.base.sqlrows import Rows, _insert_sql
+
+    sql, params = _insert_sql(Rows(OutboxEvent, [event]), as_json=True)
+    with server_bound_cursor() as cursor:
+        cursor.execute(sql, params)
+    stored = ModerationDecision.objects.get(item_id=raw.pk, stage="safety", run=2)
+    assert (stored.reason, stored.created_at, stored.run, stored.moderator_id) == (decision["reason"], at, 2, None)
+    written = OutboxEvent.objects.get(subject="1")
+    assert written.envelope == envelope and written.created_at == at and str(written.event_id) == event["event_id"]
+    assert written.dispatched_at is None and written.attempts == 0  # the defaults of the fields not named
+    with pytest.raises(DataError):  # a value too long for its column is refused as by the ORM
+        insert_rows(ModerationDecision, [{**decision, "stage": "x" * 17, "run": run} for run in range(10, 16)])
+
+
+def test_a_json_fields_own_encoder_is_kept_in_a_json_row():
+    import functools
+    import json
+    import uuid
+
+    from django.core.serializers.json import DjangoJSONEncoder
+    from psycopg.types.json import Jsonb
+
+    from eigenflux.base.sqlrows import _json_value
+
+    key = uuid.uuid4()
+    assert _json_value(Jsonb({"a": [1]})) == {"a": [1]}
+    assert _json_value(Jsonb({"k": key}, dumps=functools.partial(json.dumps, cls=DjangoJSONEncoder))) == {"k": str(key)}

@@ -4,7 +4,8 @@ Django's query compiler builds an UPDATE or INSERT again on every call (about a 
 in the enrichment handler, bench/pipeline_throughput.py). Here the statement text is made once per model and
 column set and kept; values are still prepared by the model's fields, as the ORM would (a JSON field's value
 is wrapped, a model instance given as its primary key), except vectors, which go in pgvector's binary format
-(no text to format here and parse in PostgreSQL).
+(no text to format here and parse in PostgreSQL). Inserted rows go as VALUES lists, or, where those would make
+a statement psycopg parses again on every call (over 50 parameters), as one jsonb parameter per INSERT (_as_json).
 
 The statements are bound on the server (a psycopg Cursor on Django's connection; Django's own cursors bind on
 the client, composing the SQL text in Python), so psycopg prepares each shape after a few runs on a connection
@@ -15,27 +16,33 @@ and error mapping still apply.
 
 from __future__ import annotations
 
+import json
 import re
 import struct
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import date, datetime, time
+from decimal import Decimal
 from functools import cache
 from typing import Any
+from uuid import UUID
 
 import numpy as np
 import psycopg
 from django.db import connection, models
 from django.db.models.fields import AutoFieldMixin
+from psycopg._queries import MAX_CACHED_STATEMENT_PARAMS
 from psycopg.adapt import Dumper
 from psycopg.pq import Format
 from psycopg.types import TypeInfo
+from psycopg.types.json import Jsonb
 
 VECTOR_FIELD = "VectorField"
 
 _SQL: dict[tuple[Any, ...], str] = {}
-_KEPT_INSERT_ROWS = 16  # INSERT texts are kept for up to this many rows (a checkpoint's decisions and calls)
+_KEPT_INSERT_ROWS = 16  # VALUES texts are kept for up to this many rows (a checkpoint's decisions and calls)
 
 
 @cache
@@ -136,14 +143,35 @@ class Carried:
     written: Callable[[], None]
 
 
+def _plain(value: Any) -> Any:
+    """json.dumps' fallback for the values a field prepares that JSON has no type for (PostgreSQL reads each
+    back from its text: a timestamp keeps its microseconds and its offset)."""
+    if isinstance(value, datetime | date | time):
+        return value.isoformat()
+    if isinstance(value, UUID | Decimal):
+        return str(value)
+    raise TypeError(f"cannot send {type(value).__name__} in a JSON row")
+
+
+def _json_value(value: Any) -> Any:
+    """A prepared value as it goes into a JSON row: a JSON field's wrapper (psycopg's Jsonb) gives its document."""
+    if isinstance(value, Jsonb):
+        return value.obj if value.dumps in (None, json.dumps) else json.loads(value.dumps(value.obj))
+    return value
+
+
+def _rows_json(rows: list[dict[str, Any]]) -> str:
+    return json.dumps(rows, default=_plain, separators=(",", ":"), allow_nan=False)
+
+
 def _cast_type(field: models.Field) -> str:
     """The column's type for an explicit cast (a varchar's length dropped: the column itself still checks it)."""
     return re.sub(r"^(varchar|character varying)\(\d+\)$", r"\1", str(field.db_type(connection)))
 
 
-def _insert_text(model: type[models.Model], fields: tuple[models.Field, ...], n: int, rows: Rows, casts: bool) -> str:
-    """The INSERT's text for `n` rows, kept per shape (model, row count, conflict and update options) for the
-    few-row inserts of the hot path; a larger batch's text is made each time (its shapes are not kept)."""
+def _values_text(model: type[models.Model], fields: tuple[models.Field, ...], n: int, rows: Rows, casts: bool) -> str:
+    """The INSERT's text for `n` rows as a VALUES list, kept per shape (model, row count, conflict and update
+    options) for the few-row inserts of the hot path; a larger batch's text is made each time."""
     key = ("insert", model, n, rows.ignore_conflicts, rows.if_updated, casts)
     sql = _SQL.get(key)
     if sql is None:
@@ -164,22 +192,55 @@ def _insert_text(model: type[models.Model], fields: tuple[models.Field, ...], n:
     return sql
 
 
-def _insert_sql(rows: Rows, *, casts: bool = False) -> tuple[str, list[Any]]:
-    """The INSERT of `rows` and its parameters. `casts`: each value cast to its column's type (a VALUES list
-    read by a SELECT, where PostgreSQL cannot take the types from the target columns)."""
-    model = rows.model
-    fields = _insert_fields(model)
-    params = []
-    for row in rows.rows:
-        for field in fields:
-            if field.name in row:
-                value = row[field.name]
-            elif field.attname in row:
-                value = row[field.attname]
-            else:
-                value = field.get_default()
-            params.append(_prep(field, value))
-    return _insert_text(model, fields, len(rows.rows), rows, casts), params
+def _json_text(model: type[models.Model], fields: tuple[models.Field, ...], rows: Rows) -> str:
+    """The INSERT's text with its rows as ONE jsonb parameter (a JSON array of objects keyed by column), which
+    PostgreSQL expands into the table's row type (jsonb_populate_recordset), converting each value with its
+    column's own type: one text per model and options, whatever the number of rows."""
+    key = ("insert-json", model, rows.ignore_conflicts, rows.if_updated)
+    sql = _SQL.get(key)
+    if sql is None:
+        table = _qn(model._meta.db_table)
+        columns = ", ".join(_column(f) for f in fields)
+        selected = ", ".join(f"r.{_column(f)}" for f in fields)
+        sql = f"INSERT INTO {table} ({columns}) SELECT {selected} FROM jsonb_populate_recordset(NULL::{table}, %s) r"  # noqa: S608
+        sql += " WHERE EXISTS (SELECT FROM updated)" if rows.if_updated else ""
+        sql += " ON CONFLICT DO NOTHING" if rows.ignore_conflicts else ""
+        _SQL[key] = sql
+    return sql
+
+
+def _row_values(fields: tuple[models.Field, ...], row: Mapping[str, Any]) -> Iterator[tuple[models.Field, Any]]:
+    for field in fields:
+        if field.name in row:
+            value = row[field.name]
+        elif field.attname in row:
+            value = row[field.attname]
+        else:
+            value = field.get_default()
+        yield field, _prep(field, value)
+
+
+def _insert_sql(rows: Rows, *, as_json: bool, casts: bool = False) -> tuple[str, list[Any]]:
+    """The INSERT of `rows` and its parameters: a VALUES list (`casts`: each value cast to its column's type,
+    for a VALUES list read by a SELECT, where PostgreSQL cannot take the types from the target columns), or
+    `as_json` the rows as one jsonb parameter."""
+    fields = _insert_fields(rows.model)
+    if as_json:
+        documents = [
+            {field.column: _json_value(value) for field, value in _row_values(fields, row)} for row in rows.rows
+        ]
+        return _json_text(rows.model, fields, rows), [Jsonb(documents, dumps=_rows_json)]
+    params = [value for row in rows.rows for _, value in _row_values(fields, row)]
+    return _values_text(rows.model, fields, len(rows.rows), rows, casts), params
+
+
+def _as_json(fixed_params: int, inserts: Sequence[Rows]) -> bool:
+    """Whether a statement's inserted rows go as jsonb: when as VALUES lists the statement would have more
+    parameters than psycopg keeps the parsed form of (it parses such a statement's text again on every call:
+    the completion's 69 parameters cost about 0.12 ms of Python each time). Within the limit VALUES are cheaper
+    to send (psycopg's own dumpers; no JSON to write), so the checkpoints keep them."""
+    values = fixed_params + sum(len(rows.rows) * len(_insert_fields(rows.model)) for rows in inserts)
+    return values > MAX_CACHED_STATEMENT_PARAMS
 
 
 def insert_rows(
@@ -189,7 +250,8 @@ def insert_rows(
     default. `ignore_conflicts`: ON CONFLICT DO NOTHING, as bulk_create(ignore_conflicts=True)."""
     if not rows:
         return
-    sql, params = _insert_sql(Rows(model, rows, ignore_conflicts=ignore_conflicts))
+    batch = Rows(model, rows, ignore_conflicts=ignore_conflicts)
+    sql, params = _insert_sql(batch, as_json=_as_json(0, [batch]))
     with server_bound_cursor() as cursor:
         cursor.execute(sql, params)
 
@@ -247,8 +309,9 @@ def update_carrying(
         return update_where(model, values, where=where, expressions=expressions)
     update, params = _update_sql(model, values, where, expressions or {})
     parts = [f"updated AS ({update} RETURNING 1)"]
+    as_json = _as_json(len(params), inserts)
     for n, rows in enumerate(inserts):
-        sql, insert_params = _insert_sql(rows, casts=rows.if_updated)
+        sql, insert_params = _insert_sql(rows, as_json=as_json, casts=rows.if_updated)
         parts.append(f"insert_{n} AS ({sql})")
         params += insert_params
     with server_bound_cursor() as cursor:

@@ -102,3 +102,26 @@ def test_the_claim_reads_the_items_exact_duplicate_in_the_same_statement(fake_ll
     assert len(queries) == 1
     assert state.value == "claimed" and item.pk == raw.pk and duplicate is not None and duplicate.pk == original.pk
     assert item_claim_with_duplicate(item_id=other.pk, token="9-9@h", lease_seconds=60)[2] is None
+
+
+def test_every_statement_of_an_accepted_item_is_one_psycopg_keeps_parsed(fake_llm):
+    """psycopg parses a statement's text (its placeholders) once and keeps it, unless the statement has more
+    than 50 parameters or 4 KiB of text: then it parses it again on every call. The completion carried its
+    decisions, call rows and event as VALUES lists (69 parameters); its rows now travel as one jsonb each."""
+    from psycopg._queries import MAX_CACHED_STATEMENT_LENGTH, MAX_CACHED_STATEMENT_PARAMS
+
+    author = agent_create(name="tx-cacheable")
+    raw = item_publish(author=author, content="Renting out two H100 nodes by the week, Amsterdam, with support.").item
+    blacklist_keywords()
+    seen: list[tuple[str, int]] = []
+
+    def record(execute, sql, params, many, context):
+        seen.append((sql, len(params or ())))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(record):
+        ItemPublishConsumer().handle(publish_entry(raw.pk))
+    assert ProcessedItem.objects.get(pk=raw.pk).status == ItemStatus.COMPLETED
+    assert any(sql.startswith("WITH updated") and "outboxevent" in sql for sql, _ in seen)  # the completion
+    for sql, count in seen:
+        assert count <= MAX_CACHED_STATEMENT_PARAMS and len(sql.encode()) <= MAX_CACHED_STATEMENT_LENGTH, (count, sql)

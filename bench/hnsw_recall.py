@@ -1,0 +1,279 @@
+"""What the item table's HNSW build parameters cost and buy: per (m, ef_construction) of the main graph and of
+the per-type graphs, the backend's CPU per inserted item and each graph's recall against exact search.
+
+The corpus is every broadcast text in bench/data embedded with the local embedding (MiniLM, CJK through its
+gloss), optionally grown to --items with synthetic neighbours of those vectors (a real vector plus noise,
+normalised), so a graph's size can reach what a network holds. Each item gets a broadcast type: its label where
+the file has one, else one drawn by the SHA-256 of its text with the network's type shares.
+
+For each configuration the items go into a fresh table that already has the five graphs (the main one and one
+partial graph per type, as items/models.py declares them), one INSERT per item in its own transaction, as the
+pipeline's completion does; the backend's CPU is read from /proc/<pid>/schedstat around the inserts. Then each
+query asks the nearest items through the index, at the ef_search the application sets, and is compared with an
+exact search (numpy): recall@10 (ef_search 40, the default: the similarity search, a search's first page) and
+recall@50 / recall@80 (ef_search 100: the feed's per-walk depth, FEED_CANDIDATES_NEAREST + FEED_HNSW_EF_MARGIN).
+Queries: the labelled search queries' texts, and corpus items (each item's nearest other items). The queries are
+split by the SHA-256 of their text (first byte even: tuning, odd: held out) and the two halves printed apart.
+
+    flock /tmp/eigenflux-bench.lock .venv/bin/python bench/hnsw_recall.py [--items 20000]
+        [--configs 16/64:16/64,16/64:8/32] [--item-queries 200]
+
+A configuration is MAIN_M/MAIN_EFC:TYPE_M/TYPE_EFC. Scratch database `eigenflux_hnsw_recall` (dropped and
+recreated, dropped at the end).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+DB = "eigenflux_hnsw_recall"
+TYPES = (("supply", 0.35), ("demand", 0.25), ("info", 0.3), ("alert", 0.1))  # as bench/feed_network.py
+SHORT_EF, LONG_EF = 40, 100
+DEPTHS = ((10, SHORT_EF), (50, LONG_EF), (80, LONG_EF))
+WARM_UP = 3000  # items of an unmeasured first build
+
+
+@dataclass(frozen=True)
+class Config:
+    main_m: int
+    main_efc: int
+    type_m: int
+    type_efc: int
+
+    @classmethod
+    def parse(cls, text: str) -> Config:
+        try:
+            main, per_type = text.split(":")
+            (main_m, main_efc), (type_m, type_efc) = (map(int, part.split("/")) for part in (main, per_type))
+        except ValueError as exc:
+            raise SystemExit(
+                f"bad configuration {text!r}: expected MAIN_M/MAIN_EFC:TYPE_M/TYPE_EFC, e.g. 16/64:8/32"
+            ) from exc
+        return cls(main_m, main_efc, type_m, type_efc)
+
+    def __str__(self) -> str:
+        return f"main m={self.main_m} efc={self.main_efc}, per type m={self.type_m} efc={self.type_efc}"
+
+
+def _first_byte(text: str) -> int:
+    return hashlib.sha256(text.encode()).digest()[0]
+
+
+def _drawn_type(text: str) -> str:
+    point = int.from_bytes(hashlib.sha256(("type:" + text).encode()).digest()[:4], "big") / 2**32
+    for kind, share in TYPES:
+        point -= share
+        if point < 0:
+            return kind
+    return TYPES[-1][0]
+
+
+def corpus_texts() -> list[tuple[str, str]]:
+    """(text, broadcast type) of every distinct broadcast text in bench/data (queries and reader profiles aside)."""
+    seen: dict[str, str] = {}
+    for path in sorted((ROOT / "bench" / "data").glob("*.jsonl")):
+        if path.name.startswith(("search_queries", "feed_readers")):
+            continue
+        for line in path.open(encoding="utf-8"):
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            text = row.get("content") or row.get("text")
+            if text and text not in seen:
+                seen[text] = row.get("broadcast_type") or row.get("type") or _drawn_type(text)
+    return sorted(seen.items())
+
+
+def query_texts() -> list[str]:
+    texts = set()
+    for name in ("search_queries.jsonl", "search_queries_independent.jsonl"):
+        for line in (ROOT / "bench" / "data" / name).open(encoding="utf-8"):
+            if line.strip():
+                texts.add(json.loads(line)["q"])
+    return sorted(texts)
+
+
+def grow(vectors: np.ndarray, kinds: list[str], total: int, spread: float, seed: int) -> tuple[np.ndarray, list[str]]:
+    """The corpus grown to `total` vectors with noisy copies of random real ones (each keeps its origin's type)."""
+    extra = total - len(vectors)
+    if extra <= 0:
+        return vectors, kinds
+    rng = np.random.default_rng(seed)
+    origin = rng.integers(0, len(vectors), extra)
+    noise = rng.standard_normal((extra, vectors.shape[1])).astype(np.float32) * spread / np.sqrt(vectors.shape[1])
+    grown = vectors[origin] + noise
+    grown /= np.linalg.norm(grown, axis=1, keepdims=True)
+    return np.vstack([vectors, grown]), kinds + [kinds[n] for n in origin]
+
+
+def cpu_ns(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
+
+
+def vector_text(values: np.ndarray) -> str:
+    return "[" + ",".join(f"{x:.6f}" for x in values) + "]"
+
+
+@contextmanager
+def scratch(base_url: str) -> Iterator[str]:
+    import psycopg
+
+    with psycopg.connect(base_url, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {DB}")
+    url = base_url.rsplit("/", 1)[0] + f"/{DB}"
+    try:
+        yield url
+    finally:
+        with psycopg.connect(base_url, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
+
+
+def build(conn, config: Config, vectors: np.ndarray, kinds: list[str]) -> float:
+    """A fresh table with the five graphs, filled one item per transaction; the backend's CPU ms per insert."""
+    dims = vectors.shape[1]
+    conn.execute("DROP TABLE IF EXISTS hnsw_items")
+    conn.execute(f"CREATE TABLE hnsw_items (id integer PRIMARY KEY, kind text NOT NULL, embedding vector({dims}))")
+    conn.execute(
+        "CREATE INDEX hnsw_items_main ON hnsw_items USING hnsw (embedding vector_cosine_ops) "
+        f"WITH (m = {config.main_m}, ef_construction = {config.main_efc})"
+    )
+    for kind, _ in TYPES:
+        conn.execute(
+            f"CREATE INDEX hnsw_items_{kind} ON hnsw_items USING hnsw (embedding vector_cosine_ops) "
+            f"WITH (m = {config.type_m}, ef_construction = {config.type_efc}) WHERE kind = '{kind}'"
+        )
+    pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+    rows = [(n, kind, vector_text(vector)) for n, (kind, vector) in enumerate(zip(kinds, vectors, strict=True))]
+    start = cpu_ns(pid)
+    for row in rows:
+        conn.execute("INSERT INTO hnsw_items VALUES (%s, %s, %s::vector)", row)
+    spent = cpu_ns(pid) - start
+    conn.execute("ANALYZE hnsw_items")
+    return spent / 1e6 / len(rows)
+
+
+def _uses_index(conn, kind: str | None, probe: str) -> bool:
+    where = "WHERE kind = %s " if kind else ""
+    params = [kind, probe] if kind else [probe]
+    plan = conn.execute(
+        f"EXPLAIN SELECT id FROM hnsw_items {where}ORDER BY embedding <=> %s::vector LIMIT 10",  # noqa: S608
+        params,
+    ).fetchall()
+    return any("hnsw_items_" in line[0] for line in plan)
+
+
+def recall(
+    conn, vectors: np.ndarray, kinds: np.ndarray, queries: list[tuple[np.ndarray, int | None]], kind: str | None
+):
+    """Mean recall at each of DEPTHS for `queries` ((vector, own id to leave out or None)) in the main graph
+    (kind None) or `kind`'s graph."""
+    if not _uses_index(conn, kind, vector_text(queries[0][0])):
+        raise SystemExit(f"the planner does not use the HNSW index for kind={kind}: the figures would be exact")
+    pool = np.flatnonzero(kinds == kind) if kind else np.arange(len(vectors))
+    found: dict[int, list[float]] = {k: [] for k, _ in DEPTHS}
+    where = "WHERE kind = %s " if kind else ""
+    for vector, own in queries:
+        scores = vectors[pool] @ vector
+        order = pool[np.argsort(-scores, kind="stable")]
+        for k, ef in DEPTHS:
+            conn.execute(f"SET hnsw.ef_search = {ef}")
+            params = [kind, vector_text(vector), k + 1] if kind else [vector_text(vector), k + 1]
+            ids = [row[0] for row in conn.execute(
+                f"SELECT id FROM hnsw_items {where}ORDER BY embedding <=> %s::vector LIMIT %s", params  # noqa: S608
+            ).fetchall()]  # fmt: skip
+            truth = [n for n in order[: k + 1] if n != own][:k]
+            got = {n for n in ids if n != own}
+            found[k].append(len(got & set(truth)) / max(1, len(truth)))
+    return {k: float(np.mean(values)) for k, values in found.items()}
+
+
+def _three(figures: dict[int, float]) -> str:
+    return " / ".join(f"{figures[k]:.3f}" for k, _ in DEPTHS)
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--items", type=int, default=0, help="grow the corpus to this many items (0: the real texts)")
+    parser.add_argument("--spread", type=float, default=0.6, help="noise of a synthetic neighbour (norm)")
+    parser.add_argument("--configs", default="16/64:16/64,16/48:16/32,16/64:16/64,16/48:16/32")
+    parser.add_argument("--item-queries", type=int, default=200, help="corpus items used as queries")
+    parser.add_argument("--seed", type=int, default=7)
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
+    configs = [Config.parse(text) for text in args.configs.split(",")]
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "eigenflux.settings")
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
+    os.environ["LOCAL_EMBEDDING"] = "minilm"
+    import django
+
+    django.setup()
+    import psycopg
+
+    from eigenflux.base import embedded
+    from pipeline.llm.local.embedding import minilm_vectors
+
+    texts = corpus_texts()
+    vectors = minilm_vectors([text for text, _ in texts])
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    kinds = [kind for _, kind in texts]
+    real = len(vectors)
+    vectors, kinds = grow(vectors, kinds, args.items, args.spread, args.seed)
+    kinds_array = np.array(kinds)
+    asked = query_texts()
+    rng = np.random.default_rng(args.seed)
+    sample = rng.choice(real, size=min(args.item_queries, real), replace=False)
+    halves: dict[str, list[tuple[np.ndarray, int | None]]] = {"tuning": [], "held-out": []}
+    for text, vector in zip(asked, minilm_vectors(asked), strict=True):
+        halves["tuning" if _first_byte(text) % 2 == 0 else "held-out"].append((vector / np.linalg.norm(vector), None))
+    for n in sample:
+        halves["tuning" if _first_byte(texts[n][0]) % 2 == 0 else "held-out"].append((vectors[n], int(n)))
+    counts = {kind: kinds.count(kind) for kind, _ in TYPES}
+    print(f"corpus: {len(vectors)} items ({real} real texts), per type {counts}; queries: "
+          f"{len(halves['tuning'])} tuning, {len(halves['held-out'])} held out "
+          f"({len(asked)} search queries and {len(sample)} items in all)")  # fmt: skip
+    base_url = os.environ.get("DATABASE_URL") or embedded.postgres_url(
+        Path(os.environ.get("EIGENFLUX_DATA_DIR") or ROOT / ".data")
+    )
+    header = (
+        "| configuration | insert CPU ms/item | queries | main graph recall@10 / @50 / @80 "
+        "| per-type graphs (mean of 4) recall@10 / @50 / @80 | lowest type recall@10 |"
+    )
+    lines = [header, "|---|---|---|---|---|---|"]
+    with scratch(base_url) as url, psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        # Unmeasured: the first build in a fresh database cost about twice the same build later (the database's
+        # files and the server's caches warming up), which would have charged it to the first configuration.
+        build(conn, configs[0], vectors[:WARM_UP], kinds[:WARM_UP])
+        for config in configs:
+            per_insert = build(conn, config, vectors, kinds)
+            for half, queries in halves.items():
+                main_graph = recall(conn, vectors, kinds_array, queries, None)
+                typed = [recall(conn, vectors, kinds_array, queries, kind) for kind, _ in TYPES]
+                mean = {k: float(np.mean([figures[k] for figures in typed])) for k, _ in DEPTHS}
+                lowest = min(figures[DEPTHS[0][0]] for figures in typed)
+                lines.append(
+                    f"| {config} | {per_insert:.2f} | {half} | {_three(main_graph)} | {_three(mean)} | {lowest:.3f} |"
+                )
+            print(f"done: {config} ({per_insert:.2f} ms per insert)", flush=True)
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
