@@ -26,6 +26,11 @@ FRESH_SET = Path(__file__).resolve().parent / "data" / "safety_fresh.jsonl"
 FRESH_SET_2 = FRESH_SET.with_name("safety_fresh2.jsonl")
 # The sets by the name the bench's flag gives them (`--fresh`, `--fresh2`).
 FRESH_SETS = {"fresh": FRESH_SET, "fresh2": FRESH_SET_2}
+# What each set's figures are: the first set's misses were read while tuning on 3 December.
+STANDING = {
+    FRESH_SET: "written apart, a development set since 3 Dec",
+    FRESH_SET_2: "written apart, a test set never tuned on",
+}
 LANGS = ("en", "zh", "ja")
 UNSAFE_CATEGORIES = (
     "weapons",
@@ -160,7 +165,7 @@ def miss_table(judged: list[Judged]) -> None:
 def fresh_section(decide: Callable[[str], tuple[str, str]], path: Path = FRESH_SET) -> None:
     cases = load_fresh(path)
     judged = judge(cases, decide)
-    print(f"== fresh set ({len(cases)} cases, {path.name}; written apart, a development set since 3 Dec, no split)")
+    print(f"== fresh set ({len(cases)} cases, {path.name}; {STANDING.get(path, 'written apart')}, no split)")
     print("  hN: N more held for a moderator by the review queue (neither blocked nor passed)")
     language_table(judged)
     print()

@@ -141,3 +141,10 @@ def test_the_section_prints_rates_held_counts_and_missed_stages(capsys, tmp_path
     assert "unsafe/drugs" in out and "edgy:news" in out and "spam:test" in out
     assert "edgy passed missed:   1  discarded safety:violent_extremism" in out
     assert "unsafe blocked missed:   1  held safety_risk" in out
+
+
+@pytest.mark.parametrize(("path", "standing"), [(FRESH_SET, "development set"), (FRESH_SET_2, "test set")])
+def test_the_heading_says_whether_the_figures_are_test_or_development_figures(capsys, path, standing):
+    fresh_section(lambda text: ("published", ""), path)
+    heading = capsys.readouterr().out.splitlines()[0]
+    assert path.name in heading and standing in heading
