@@ -336,3 +336,15 @@ def test_engineering_jargon_with_violent_words_is_neither_blocked_nor_held(text,
     below the review queue's safety risk, so no moderator has to wade through it."""
     verdict = local.safety_verdict(content=text)
     assert verdict.safe and verdict.risk < settings.REVIEW_SAFETY_RISK, verdict
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "朋友被人肉后电话被打爆，我们帮她把泄露的资料从各个网站清理掉，也陪她去维权。",
+        "防盗号小课堂：三步给你的游戏账号加上保护，再也不怕被盗。",
+    ],
+)
+def test_help_for_victims_of_doxxing_and_account_theft_is_not_blocked(text):
+    """被人肉 (was doxxed), 维权 (standing up for one's rights) and 防盗号 (anti account theft) are the victim's side."""
+    assert local.safety_verdict(content=text).safe
