@@ -5,7 +5,7 @@
     .venv/bin/python -m bench.analyzer_quality --section content  # spam, quality, type, keywords
     .venv/bin/python -m bench.analyzer_quality --fresh            # the first fresh set only (now a development set)
     .venv/bin/python -m bench.analyzer_quality --fresh2           # the second fresh set only (run it once, at the end)
-    .venv/bin/python -m bench.analyzer_quality --fresh3           # the third fresh set only (a test set, never tuned on)
+    .venv/bin/python -m bench.analyzer_quality --fresh3           # the third fresh set only (a test set, run it once)
 
 safety: bench/data/safety.jsonl (bench/safety_set.py), the tuning half and the held-out half reported apart, then
 the probe set (bench/data/safety_probe.jsonl, a development set);
