@@ -419,6 +419,11 @@ SAFETY_LOCAL_BLOCK_THRESHOLD = env_float("SAFETY_LOCAL_BLOCK_THRESHOLD", 0.5, mi
 SAFETY_LOCAL_EMBEDDING_BLOCK_THRESHOLD = env_float(
     "SAFETY_LOCAL_EMBEDDING_BLOCK_THRESHOLD", 0.9, minimum=0.0, maximum=1.0
 )
+# A text that reports, prevents, researches or offers help (a defusing word) and that the blend reads as safe is
+# not held for review on the n-gram classifier's estimate alone: its risk is the blend's (docs/model-layer.md,
+# "The blend clears reports and help"). Off: such texts are held whenever the n-gram estimate reaches
+# REVIEW_SAFETY_RISK, as before.
+SAFETY_LOCAL_BLEND_CLEARS_DEFUSED = env_bool("SAFETY_LOCAL_BLEND_CLEARS_DEFUSED", True)
 # Per-prompt reasoning effort, e.g. "process_item=low,suggest_action=minimal"; wins over LLM_REASONING_EFFORT.
 LLM_REASONING_EFFORT_BY_PROMPT = dict(
     part.split("=", 1) for part in env_list("LLM_REASONING_EFFORT_BY_PROMPT", []) if "=" in part

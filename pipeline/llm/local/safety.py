@@ -117,6 +117,7 @@ def _assess(text: str, content: str) -> tuple[float, list[str], bool]:
         if hit.kind in RULE_RISK:
             risk = max(risk, RULE_RISK[hit.kind])
             flags.append(hit.flag)
+    rule_risk = risk
     ngram, nearest = classifier().risk(text)
     learned = ngram * (UNSUPPORTED_LEARNED_RISK if defused(folded) or not hits_found else 1.0)
     if learned >= settings.SAFETY_LOCAL_BLOCK_THRESHOLD and not flags:
@@ -131,7 +132,21 @@ def _assess(text: str, content: str) -> tuple[float, list[str], bool]:
         if combined >= settings.SAFETY_LOCAL_EMBEDDING_BLOCK_THRESHOLD and combined > risk:
             risk = max(combined, settings.SAFETY_LOCAL_BLOCK_THRESHOLD)
             flags += [] if flags else _learned_flags(hits_found, nearest)
+        elif _blend_clears(risk, rule_risk, defused(folded)):
+            # A report, warning or offer of help that only the n-gram estimate finds risky: the blend, which
+            # also reads the sentence vector, speaks for both learned layers. The rules' own risk stays.
+            risk = max(min(risk, combined), rule_risk)
     return risk, flags, any(hit.kind == "hard_rule" for hit in hits_found)
+
+
+def _blend_clears(risk: float, rule_risk: float, is_defused: bool) -> bool:
+    """Whether a text below the block threshold, with a defusing word, takes the blend's risk for the review
+    decision (SAFETY_LOCAL_BLEND_CLEARS_DEFUSED)."""
+    return (
+        settings.SAFETY_LOCAL_BLEND_CLEARS_DEFUSED
+        and is_defused
+        and rule_risk < risk < settings.SAFETY_LOCAL_BLOCK_THRESHOLD
+    )
 
 
 def _learned_flags(hits_found: list[RuleHit], nearest: str) -> list[str]:

@@ -346,5 +346,25 @@ def test_engineering_jargon_with_violent_words_is_neither_blocked_nor_held(text,
     ],
 )
 def test_help_for_victims_of_doxxing_and_account_theft_is_not_blocked(text):
-    """被人肉 (was doxxed), 维权 (standing up for one's rights) and 防盗号 (anti account theft) are the victim's side."""
+    """被人肉 (was doxxed), 维权 (standing up for one's rights), 防盗号 (anti account theft): the victim's side."""
     assert local.safety_verdict(content=text).safe
+
+
+NEWS_OF_AN_ATTACK = "ニュース：県内の高校で刃物を持った男が侵入、生徒一人が軽傷、男はその場で逮捕された。"
+
+
+def test_a_report_the_blend_reads_as_safe_is_not_held_on_the_ngram_estimate_alone(settings):
+    """A news report (a defusing word: ニュース, 逮捕) that only the n-gram layer finds risky takes the blend's risk;
+    with SAFETY_LOCAL_BLEND_CLEARS_DEFUSED off it is held for review as before."""
+    verdict = local.safety_verdict(content=NEWS_OF_AN_ATTACK)
+    assert verdict.safe and verdict.risk < settings.REVIEW_SAFETY_RISK, verdict
+    settings.SAFETY_LOCAL_BLEND_CLEARS_DEFUSED = False
+    assert local.safety_verdict(content=NEWS_OF_AN_ATTACK).risk >= settings.REVIEW_SAFETY_RISK
+
+
+def test_an_offer_behind_a_defusing_word_that_the_blend_reads_as_risky_is_still_held(settings):
+    """ "News" defuses the rules and halves the n-gram estimate, but the blend still reads the offer as risky: it
+    is held for a moderator, not published."""
+    offer = "News for the crew: I sell pipe bomb kits with step by step instructions, DM me."
+    verdict = local.safety_verdict(content=offer)
+    assert verdict.risk >= settings.REVIEW_SAFETY_RISK, verdict
