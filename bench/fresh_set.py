@@ -59,7 +59,8 @@ FIELDS = ("lang", "label", "category", "kind", "text")
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
-    """`--fresh`, `--fresh2`, `--fresh3` or `--fresh4` (one at most): the set to run, as `args.fresh_set` (a path, or None)."""
+    """`--fresh`, `--fresh2`, `--fresh3` or `--fresh4` (one at most): the set to run, as `args.fresh_set` (a path,
+    or None)."""
     group = parser.add_mutually_exclusive_group()
     for name, path in FRESH_SETS.items():
         group.add_argument(f"--{name}", dest="fresh_set", action="store_const", const=path, help=f"{path.name} only")
