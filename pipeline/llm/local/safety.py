@@ -90,7 +90,9 @@ RULE_RISK = {"hard_rule": 1.0, "pattern": 0.97, "phrase": 0.95, "combination": 0
 UNSUPPORTED_LEARNED_RISK = 0.5
 
 
-def matched_flags(text: str) -> set[str]:
+def matched_flags(text: str, is_defused: bool | None = None) -> set[str]:
+    """The fixed patterns' and the old term list's flags; `is_defused`: whether the folded text has a defusing
+    word, when the caller knows already."""
     flags: set[str] = set()
     if any(pattern.search(text) for pattern in INJECTION_PATTERNS):
         flags.add("prompt_injection")
@@ -98,7 +100,9 @@ def matched_flags(text: str) -> set[str]:
         flags.add("phishing")
     # The old term list is evidence like a category phrase: a text that analyses, reports or prevents
     # ("hiring a malware analyst for infostealer samples") is left to the other layers.
-    if defused(fold(text)):
+    if is_defused is None:
+        is_defused = defused(fold(text))
+    if is_defused:
         return flags
     for flag in lexicon()["unsafe_terms"]:
         if hits("unsafe_terms", text, flag):
@@ -109,9 +113,10 @@ def matched_flags(text: str) -> set[str]:
 def _assess(text: str, content: str) -> tuple[float, list[str], bool]:
     """The risk, the flags behind it (evidence first, the classifier's nearest category last) and whether the
     hard rule fired."""
-    flags = sorted(matched_flags(text), key=SAFETY_FLAGS.index)
-    risk = RULE_RISK["pattern"] if flags else 0.0
     folded = fold(text)
+    is_defused = defused(folded)
+    flags = sorted(matched_flags(text, is_defused), key=SAFETY_FLAGS.index)
+    risk = RULE_RISK["pattern"] if flags else 0.0
     hits_found = rule_hits(folded)
     for hit in hits_found:
         if hit.kind in RULE_RISK:
@@ -119,7 +124,7 @@ def _assess(text: str, content: str) -> tuple[float, list[str], bool]:
             flags.append(hit.flag)
     rule_risk = risk
     ngram, nearest = classifier().risk(text)
-    learned = ngram * (UNSUPPORTED_LEARNED_RISK if defused(folded) or not hits_found else 1.0)
+    learned = ngram * (UNSUPPORTED_LEARNED_RISK if is_defused or not hits_found else 1.0)
     if learned >= settings.SAFETY_LOCAL_BLOCK_THRESHOLD and not flags:
         flags += _learned_flags(hits_found, nearest)
     risk = max(risk, learned)
@@ -128,11 +133,11 @@ def _assess(text: str, content: str) -> tuple[float, list[str], bool]:
     # has just computed for duplicate detection (the embedding cache returns it).
     if settings.SAFETY_LOCAL_EMBEDDING_BLOCK_THRESHOLD < 1.0 and safety_embedding.readable(content or text):
         layer = safety_embedding.model()
-        combined = layer.combined(ngram, layer.risk(content or text), defused(folded))
+        combined = layer.combined(ngram, layer.risk(content or text), is_defused)
         if combined >= settings.SAFETY_LOCAL_EMBEDDING_BLOCK_THRESHOLD and combined > risk:
             risk = max(combined, settings.SAFETY_LOCAL_BLOCK_THRESHOLD)
             flags += [] if flags else _learned_flags(hits_found, nearest)
-        elif _blend_clears(risk, rule_risk, defused(folded)):
+        elif _blend_clears(risk, rule_risk, is_defused):
             # A report, warning or offer of help that only the n-gram estimate finds risky: the blend, which
             # also reads the sentence vector, speaks for both learned layers. The rules' own risk stays.
             risk = max(min(risk, combined), rule_risk)
