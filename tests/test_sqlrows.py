@@ -135,6 +135,15 @@ def test_a_values_insert_text_is_made_once_per_shape_for_few_rows_and_not_kept_f
     assert len(sqlrows._SQL) == before
 
 
+def test_the_cached_statement_limit_is_psycopgs():
+    """sqlrows keeps its own copy of a private psycopg constant: this fails when an upgrade of psycopg moves it."""
+    from psycopg._queries import MAX_CACHED_STATEMENT_PARAMS
+
+    from eigenflux.base import sqlrows
+
+    assert sqlrows.PSYCOPG_CACHED_PARAMS == MAX_CACHED_STATEMENT_PARAMS
+
+
 def test_rows_go_as_one_jsonb_parameter_only_where_values_would_pass_psycopgs_cached_statement_limit():
     from psycopg._queries import MAX_CACHED_STATEMENT_PARAMS
 

@@ -33,7 +33,6 @@ import numpy as np
 import psycopg
 from django.db import connection, models
 from django.db.models.fields import AutoFieldMixin
-from psycopg._queries import MAX_CACHED_STATEMENT_PARAMS
 from psycopg.adapt import Dumper
 from psycopg.pq import Format
 from psycopg.types import TypeInfo
@@ -43,6 +42,9 @@ VECTOR_FIELD = "VectorField"
 
 _SQL: dict[tuple[Any, ...], str] = {}
 _KEPT_INSERT_ROWS = 16  # VALUES texts are kept for up to this many rows (a checkpoint's decisions and calls)
+# psycopg keeps the parsed form of a statement with at most this many parameters and parses a larger one again on
+# every call (its private psycopg._queries.MAX_CACHED_STATEMENT_PARAMS; tests/test_sqlrows.py checks they agree).
+PSYCOPG_CACHED_PARAMS = 50
 
 
 @cache
@@ -240,7 +242,7 @@ def _as_json(fixed_params: int, inserts: Sequence[Rows]) -> bool:
     the completion's 69 parameters cost about 0.12 ms of Python each time). Within the limit VALUES are cheaper
     to send (psycopg's own dumpers; no JSON to write), so the checkpoints keep them."""
     values = fixed_params + sum(len(rows.rows) * len(_insert_fields(rows.model)) for rows in inserts)
-    return values > MAX_CACHED_STATEMENT_PARAMS
+    return values > PSYCOPG_CACHED_PARAMS
 
 
 def insert_rows(
