@@ -96,10 +96,11 @@ _TECH = regex.compile(
 _LATIN_IN_CJK = regex.compile(r"(?<=[\p{Han}\p{Hiragana}\p{Katakana}\s]|^)[A-Za-z][A-Za-z0-9.+-]{1,}")
 # Pump arithmetic: a multiplier promised on a coin ("$MOON … 100x", "next 1000x gem"), or a fixed return per
 # day/week/month ("30% weekly returns", "5% daily profit").
+_TIMES = r"\b\d{2,5}\s?x\b"
+_COIN = r"(?:\b(?:coin|token|gem|presale|listing)\b|\$[A-Za-z]{2,10}\b)"
 _MULTIPLIER = re.compile(
-    r"\b\d{2,5}\s?x\b[^.\n]{0,25}\b(?:guaranteed|gains?|returns?|profits?|moon)\b|"
-    r"(?:\b(?:coin|token|gem|presale|listing)\b|\$[A-Za-z]{2,10}\b)[^.\n]{0,40}\b\d{2,5}\s?x\b|"
-    r"\b\d{2,5}\s?x\b[^.\n]{0,40}(?:\b(?:coin|token|gem|presale|listing)\b|\$[A-Za-z]{2,10}\b)|"
+    rf"{_TIMES}[^.\n]{{0,25}}\b(?:guaranteed|gains?|returns?|profits?|moon)\b|"
+    rf"{_COIN}[^.\n]{{0,40}}{_TIMES}|{_TIMES}[^.\n]{{0,40}}{_COIN}|"
     r"\b(?:next|easy)\s+\d{3,5}\s?x\b|"
     r"\d+(?:\.\d+)?\s?%\s*(?:daily|weekly|monthly|a day|a week|a month|per day|per week|per month)\s+"
     r"(?:returns?|profits?|roi|gains?|interest)\b",

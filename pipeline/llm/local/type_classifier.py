@@ -22,7 +22,7 @@ from pipeline.llm.local.ngram_fit import DIMENSIONS, design, fit
 from pipeline.llm.local.safety_classifier import features
 
 TRAINING_PATH = Path(__file__).resolve().parent / "data" / "types_train.jsonl"
-TYPES = ("alert", "demand", "supply", "info")
+TYPES = ("alert", "demand", "supply", "info")  # the more urgent first: types.py breaks ties in this order
 
 
 @dataclass(frozen=True)

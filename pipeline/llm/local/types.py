@@ -8,9 +8,9 @@ from __future__ import annotations
 import regex
 
 from pipeline.llm.local.lexicon import hits
-from pipeline.llm.local.type_classifier import type_probabilities
+from pipeline.llm.local.type_classifier import TYPES, type_probabilities
 
-TYPE_ORDER = ("alert", "demand", "supply", "info")
+TYPE_ORDER = TYPES
 TYPE_WEIGHT = {"alert": 1.5, "demand": 1.2, "supply": 1.0, "info": 0.4}
 QUESTION_WEIGHT = 0.6
 # The model's say: at 2.0 a confident reading outweighs one cue. Chosen by five-fold cross-validation on the
