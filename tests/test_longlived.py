@@ -124,8 +124,20 @@ def test_freeze_collects_garbage_first_and_follows_the_setting(settings):
         gc.unfreeze()
 
 
-def test_a_load_on_first_use_runs_once_however_many_threads_ask_at_once():
+def _at_once(call, threads: int) -> list:
+    """What `call` returned in each of `threads` threads started together."""
     import threading
+
+    results: list = []
+    started = [threading.Thread(target=lambda: results.append(call())) for _ in range(threads)]
+    for thread in started:
+        thread.start()
+    for thread in started:
+        thread.join()
+    return results
+
+
+def test_a_load_on_first_use_runs_once_however_many_threads_ask_at_once():
     import time
 
     from eigenflux.base.longlived import loaded_once
@@ -138,12 +150,7 @@ def test_a_load_on_first_use_runs_once_however_many_threads_ask_at_once():
         time.sleep(0.2)  # long enough for every thread to arrive while the first one loads
         return object()
 
-    results = []
-    threads = [threading.Thread(target=lambda: results.append(load())) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    results = _at_once(load, 8)
     assert len(calls) == 1 and len({id(result) for result in results}) == 1
     load.cache_clear()
     assert load() is not results[0] and len(calls) == 2
@@ -152,14 +159,8 @@ def test_a_load_on_first_use_runs_once_however_many_threads_ask_at_once():
 @pytest.mark.parametrize("module", ["safety_classifier", "spam_classifier", "type_classifier"])
 def test_the_learned_models_train_once_when_the_handler_threads_start_together(module):
     import importlib
-    import threading
 
     classifier = importlib.import_module(f"pipeline.llm.local.{module}").classifier
     classifier.cache_clear()
-    models = []
-    threads = [threading.Thread(target=lambda: models.append(classifier())) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    models = _at_once(classifier, 4)
     assert len({id(model) for model in models}) == 1
