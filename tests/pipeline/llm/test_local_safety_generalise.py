@@ -368,3 +368,17 @@ def test_an_offer_behind_a_defusing_word_that_the_blend_reads_as_risky_is_still_
     offer = "News for the crew: I sell pipe bomb kits with step by step instructions, DM me."
     verdict = local.safety_verdict(content=offer)
     assert verdict.risk >= settings.REVIEW_SAFETY_RISK, verdict
+
+
+def test_the_blend_only_lowers_a_defused_risk_between_the_rules_and_the_block_threshold(settings):
+    """It changes no block (a risk at the threshold stays), never goes below what the rules found, and leaves
+    texts without a defusing word, or every text with the setting off, alone."""
+    from pipeline.llm.local.safety import _blend_clears
+
+    block = settings.SAFETY_LOCAL_BLOCK_THRESHOLD
+    assert _blend_clears(0.4, 0.0, True)
+    assert not _blend_clears(block, 0.0, True)
+    assert not _blend_clears(0.4, 0.4, True)
+    assert not _blend_clears(0.4, 0.0, False)
+    settings.SAFETY_LOCAL_BLEND_CLEARS_DEFUSED = False
+    assert not _blend_clears(0.4, 0.0, True)
