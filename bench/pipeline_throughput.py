@@ -16,9 +16,15 @@ largest thread count seen, and the most database connections the pipeline held a
 alternate round by round; the table shows the median of --rounds runs for each. Beside it, per run, where the
 slot time went and the steady-state rate (bench/pipeline_timeline.py).
 
+With --local the pipeline runs the offline analyzer instead (no model key, no fake server): the items are the
+search corpus's broadcasts (at most one each), a warm-up of six of them is processed first so that loading and
+training the analyzer's models is not counted, and the figure is CPU per item (ideal and ratio do not apply).
+Run it on two checkouts to measure what a change adds per item on the offline path.
+
 Scratch database `eigenflux_pipebench` (dropped and recreated), Redis db 6 (flushed).
 
     flock /tmp/eigenflux-bench.lock .venv/bin/python bench/pipeline_throughput.py [--latency 0.2] [--rounds 3]
+    .venv/bin/python bench/pipeline_throughput.py --local --rounds 3 --concurrency 8
 """
 
 from __future__ import annotations
@@ -86,6 +92,7 @@ class Result:
     floor: FloorResult | None = None
     wall: tuple[float, float] = (0.0, 0.0)  # the measured window in wall-clock time (for the timeline)
     timeline: Timeline | None = None
+    outcomes: dict[str, int] | None = None  # with --local: the items' terminal statuses
 
     @property
     def rate(self) -> float:
@@ -143,8 +150,9 @@ class Probe:
         ]
 
 
-def publish(n: int, agents: list, tag: str) -> tuple[list[int], list[dict]]:
-    """N distinct items, and their item.published envelopes taken out of the outbox (marked dispatched)."""
+def publish(n: int, agents: list, tag: str, texts: list[str] | None = None) -> tuple[list[int], list[dict]]:
+    """N distinct items (the first N of `texts` when given), and their item.published envelopes taken out of the
+    outbox (marked dispatched)."""
     from django.db import connection
     from django.utils import timezone
 
@@ -156,7 +164,9 @@ def publish(n: int, agents: list, tag: str) -> tuple[list[int], list[dict]]:
     for i in range(n):
         raw = item_publish(
             author=agents[i % len(agents)],
-            content=f"Bench {tag} item {i}: offering {i % 97} spare GPU hours in slot {i}, zone {tag}-{i * 7919}.",
+            content=texts[i]
+            if texts
+            else f"Bench {tag} item {i}: offering {i % 97} spare GPU hours in slot {i}, zone {tag}-{i * 7919}.",
         ).item
         ids.append(raw.pk)
     rows = OutboxEvent.objects.filter(dispatched_at__isnull=True, stream=STREAM_ITEM_PUBLISH).order_by("id")
@@ -169,19 +179,38 @@ def publish(n: int, agents: list, tag: str) -> tuple[list[int], list[dict]]:
 def run_config(config: Config, args, agents: list, tag: str, probe: Probe, env: dict, server) -> Result:
     from eigenflux.base.redis import get_redis
 
-    n = max(args.min_items, args.items_per_slot * config.in_flight)
-    ids, envelopes = publish(n, agents, tag)
-    assert len(envelopes) == n, (len(envelopes), n)
     client = get_redis()
+    warmup: tuple[list[int], list[dict]] = ([], [])
+    if args.local:
+        # Every run judges the same broadcasts from a clean slate, so that none is a duplicate of the last run's.
+        probe.conn.execute("TRUNCATE items_rawitem, items_outboxevent CASCADE")
+        client.flushdb()
+        texts = local_texts()
+        warmup = publish(len(WARMUP), agents, tag, [texts[k] for k in WARMUP])
+        texts = [text for k, text in enumerate(texts) if k not in WARMUP]
+        n = min(len(texts), max(args.min_items, args.items_per_slot * config.in_flight))
+        ids, envelopes = publish(n, agents, tag, texts)
+    else:
+        n = max(args.min_items, args.items_per_slot * config.in_flight)
+        ids, envelopes = publish(n, agents, tag)
+    assert len(envelopes) == n, (len(envelopes), n)
     procs = []
     for k in range(config.processes):
         log = open(f"/tmp/eigenflux-pipebench-{k}.log", "w")  # noqa: SIM115 - closed with the process
         command = [sys.executable, "manage.py", "run_pipeline", "--consumer", "item-publish"]
         command += ["--no-relay", "--no-housekeeping", "--concurrency", str(config.concurrency)]
         procs.append((subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT), log))
-    first_request = len(server.requests)
+    first_request = len(server.requests) if server else 0
     try:
-        result = measure(config, args, probe, client, procs, ids, envelopes, n)
+        result = measure(config, args, probe, client, procs, (ids, envelopes), warmup)
+        if server is None:
+            result.outcomes = dict(
+                probe.query(
+                    "SELECT status, count(*) FROM items_processeditem WHERE raw_id = ANY(%s) GROUP BY 1 ORDER BY 1",
+                    [ids],
+                )
+            )
+            return result
         start, end = result.wall
         requests = server.requests[first_request:]
         slots = config.in_flight
@@ -207,7 +236,7 @@ def wait_terminal(probe: Probe, pids: list[int], ids: list[int], n: int, deadlin
     threads = connections = 0
     terminal_sql = (
         "SELECT count(*) FROM items_processeditem WHERE raw_id = ANY(%s) "
-        "AND status IN ('completed', 'discarded', 'failed')"
+        "AND status IN ('completed', 'discarded', 'failed', 'review')"
     )
     while True:
         done = probe.query(terminal_sql, [ids])[0][0]
@@ -221,9 +250,13 @@ def wait_terminal(probe: Probe, pids: list[int], ids: list[int], n: int, deadlin
     return threads, connections
 
 
-def measure(config: Config, args, probe: Probe, client, procs, ids, envelopes, n: int) -> Result:
+def measure(config: Config, args, probe: Probe, client, procs, batch, warmup) -> Result:
+    """One run: `batch` (ids, envelopes) added at once and timed until terminal, after `warmup` (the same,
+    possibly empty) has been processed outside the measured window."""
     from pipeline.runtime.liveness import live_names
 
+    ids, envelopes = batch
+    n = len(ids)
     pids = [p.pid for p, _ in procs]
     deadline = time.monotonic() + 120
     # Each process reports its consumer in the liveness registry once its threads run.
@@ -232,6 +265,9 @@ def measure(config: Config, args, probe: Probe, client, procs, ids, envelopes, n
             raise SystemExit("the pipeline did not start; see /tmp/eigenflux-pipebench-*.log")
         time.sleep(0.1)
     time.sleep(1.0)  # every worker thread is up and waiting
+    if warmup[0]:
+        add_entries(client, warmup[1], config.in_flight, 0.0)
+        wait_terminal(probe, pids, warmup[0], len(warmup[0]), time.monotonic() + args.timeout, args.timeout)
     startup_cpu = sum(proc_cpu(pid) for pid in pids)
     spies = spy_start(args, pids, config)
     cpu_start = sum(proc_cpu(pid) for pid in pids)
@@ -271,6 +307,25 @@ def measure(config: Config, args, probe: Probe, client, procs, ids, envelopes, n
         startup_cpu=startup_cpu,
         wall=(started_wall, ended_wall),
     )
+
+
+# The warm-up's broadcasts, by index in the search corpus: three in English and three in Chinese or Japanese, so
+# that every model and dictionary of the offline analyzer is loaded (and its classifiers trained) before the window.
+WARMUP = (0, 1, 2, 3, 4, 5)
+
+
+def local_texts() -> list[str]:
+    """The search corpus's broadcasts, English ones and the others interleaved so that any prefix mixes them, and
+    the WARMUP indexes holding three of each."""
+    import json
+
+    corpus = ROOT / "bench" / "data" / "search_corpus.jsonl"
+    texts = [json.loads(line)["content"] for line in corpus.read_text(encoding="utf-8").splitlines() if line]
+    english = [text for text in texts if text.isascii()]
+    others = [text for text in texts if not text.isascii()]
+    mixed = [text for pair in zip(english, others, strict=False) for text in pair]
+    longer = english if len(english) > len(others) else others
+    return mixed + longer[len(mixed) // 2 :]
 
 
 def redis_calls(client) -> int:
@@ -314,8 +369,10 @@ def print_table(results: dict[Config, list[Result]], plan: Plan | None, args, po
                 f"{f_proc * 1000:.1f} + {f_pg * 1000:.1f} | "
                 f"{med('cpu_process') / f_proc:.2f}, {med('cpu_postgres') / f_pg:.2f} |"
             )
+        ideal = "offline | -" if args.local else f"{runs[0].ideal:.0f} | {med('ratio'):.2f}"
+        label = f"{config.label.split(' @')[0]} offline" if args.local else config.label
         print(
-            f"| {config.label} | {runs[0].items} | {med('rate'):.1f} | {runs[0].ideal:.0f} | {med('ratio'):.2f} | "
+            f"| {label} | {runs[0].items} | {med('rate'):.1f} | {ideal} | "
             f"{med('cpu_process') * 1000:.1f} + {med('cpu_postgres') * 1000:.1f} | {floor_cells} "
             f"{med('transactions'):.1f} | {med('redis_commands'):.1f} | "
             f"{med('rss_mb'):.0f} | {med('threads'):.0f} | {med('connections'):.0f} | {med('load'):.1f} |"
@@ -345,7 +402,10 @@ def main() -> int:
     parser.add_argument("--no-floor", action="store_true", help="skip the floor (bench/pipeline_floor.py)")
     parser.add_argument("--stagger", action="store_true", help="start the slots out of phase (add_entries)")
     parser.add_argument("--py-spy", default="", help="path to a py-spy binary: profile the measured window")
+    parser.add_argument("--local", action="store_true", help="the offline analyzer, no fake model (CPU per item)")
     args = parser.parse_args()
+    if args.local:
+        args.no_floor = True
     configs = [Config.parse(spec, args.latency) for spec in args.concurrency.split(",")]
     setup()
 
@@ -357,9 +417,14 @@ def main() -> int:
     from tests.fakes.openai_server import FakeOpenAIServer
 
     get_redis().flushdb()
-    server = FakeOpenAIServer(safety_model="fake-safety").start()
+    if args.local:
+        server = None
+        env = {key: value for key, value in os.environ.items() if not key.startswith(("LLM_", "SAFETY_LLM_"))}
+        env["LLM_PROVIDER"] = "local"
+    else:
+        server = FakeOpenAIServer(safety_model="fake-safety").start()
+        env = {**os.environ, **FakeLLM(server).env(), "LLM_TIMEOUT": "30"}
     plan = None if args.no_floor else capture_with_settings(server, FakeLLM(server))
-    env = {**os.environ, **FakeLLM(server).env(), "LLM_TIMEOUT": "30"}
     env["LOG_LEVEL"] = os.environ.get("BENCH_PIPELINE_LOG_LEVEL", "WARNING")
     agents = [agent_create(name=f"pipebench-{i}") for i in range(20)]
     probe = Probe(os.environ["DATABASE_URL"])
@@ -367,24 +432,28 @@ def main() -> int:
     try:
         for r in range(args.rounds):
             for config in configs:
-                server.latency = config.latency
+                if server is not None:
+                    server.latency = config.latency
                 tag = f"r{r}c{config.label}".replace(" ", "")
                 result = run_config(config, args, agents, tag, probe, env, server)
                 if plan is not None:
                     result.floor = floor_run(plan, config, result.items, agents, tag, server, probe)
                 results[config].append(result)
+                ratio = "" if args.local else f" = {result.ratio:.2f} of ideal"
+                outcomes = f"; outcomes {result.outcomes}" if result.outcomes else ""
                 print(
                     f"round {r + 1} C={config.label}: {result.items} items in {result.seconds:.1f} s, "
-                    f"{result.rate:.1f}/s = {result.ratio:.2f} of ideal; start-up {result.startup_cpu:.1f} CPU s "
-                    "(not counted)",
+                    f"{result.rate:.1f}/s{ratio}; start-up {result.startup_cpu:.1f} CPU s (not counted){outcomes}",
                     flush=True,
                 )
     finally:
-        server.stop()
+        if server is not None:
+            server.stop()
         get_redis().flushdb()
 
     print_table(results, plan, args, settings.PIPELINE_DB_POOL_MAX_SIZE)
-    print_timelines(results)
+    if not args.local:
+        print_timelines(results)
     return 0
 
 
