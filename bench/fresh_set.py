@@ -1,12 +1,13 @@
 """The fresh sets: broadcasts written apart from the analyzer. The first (safety_fresh.jsonl) was a test set until
 3 December, when its misses were read for the fourth safety pass, a development set since (docs/model-layer.md);
-the second (safety_fresh2.jsonl), the third (safety_fresh3.jsonl) and the fourth (safety_fresh4.jsonl) are test sets,
-never tuned on.
+the second (safety_fresh2.jsonl), the third (safety_fresh3.jsonl), the fourth (safety_fresh4.jsonl) and the fifth
+(safety_fresh5.jsonl) are test sets, never tuned on.
 
     .venv/bin/python -m bench.analyzer_quality --fresh    # bench/data/safety_fresh.jsonl, 240 (now a development set)
     .venv/bin/python -m bench.analyzer_quality --fresh2   # bench/data/safety_fresh2.jsonl, 270
     .venv/bin/python -m bench.analyzer_quality --fresh3   # bench/data/safety_fresh3.jsonl, 270
     .venv/bin/python -m bench.analyzer_quality --fresh4   # bench/data/safety_fresh4.jsonl, 270
+    .venv/bin/python -m bench.analyzer_quality --fresh5   # bench/data/safety_fresh5.jsonl, 270
 
 Each broadcast goes through the offline analyzer in the pipeline's order, with the function the review-queue bench
 uses (`bench.review_queue.outcome`: the safety gate, the extraction's discard verdict, the quality gate, then the
@@ -29,14 +30,22 @@ FRESH_SET = Path(__file__).resolve().parent / "data" / "safety_fresh.jsonl"
 FRESH_SET_2 = FRESH_SET.with_name("safety_fresh2.jsonl")
 FRESH_SET_3 = FRESH_SET.with_name("safety_fresh3.jsonl")
 FRESH_SET_4 = FRESH_SET.with_name("safety_fresh4.jsonl")
-# The sets by the name the bench's flag gives them (`--fresh`, `--fresh2`, `--fresh3`, `--fresh4`).
-FRESH_SETS = {"fresh": FRESH_SET, "fresh2": FRESH_SET_2, "fresh3": FRESH_SET_3, "fresh4": FRESH_SET_4}
+FRESH_SET_5 = FRESH_SET.with_name("safety_fresh5.jsonl")
+# The sets by the name the bench's flag gives them (`--fresh`, `--fresh2`, ... `--fresh5`).
+FRESH_SETS = {
+    "fresh": FRESH_SET,
+    "fresh2": FRESH_SET_2,
+    "fresh3": FRESH_SET_3,
+    "fresh4": FRESH_SET_4,
+    "fresh5": FRESH_SET_5,
+}
 # What each set's figures are: the first set's misses were read while tuning on 3 December.
 STANDING = {
     FRESH_SET: "written apart, a development set since 3 Dec",
     FRESH_SET_2: "written apart, a test set never tuned on",
     FRESH_SET_3: "written apart, a test set never tuned on",
     FRESH_SET_4: "written apart, a test set never tuned on",
+    FRESH_SET_5: "written apart, a test set never tuned on",
 }
 LANGS = ("en", "zh", "ja")
 UNSAFE_CATEGORIES = (
@@ -59,8 +68,8 @@ FIELDS = ("lang", "label", "category", "kind", "text")
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
-    """`--fresh`, `--fresh2`, `--fresh3` or `--fresh4` (one at most): the set to run, as `args.fresh_set` (a path,
-    or None)."""
+    """`--fresh`, `--fresh2`, `--fresh3`, `--fresh4` or `--fresh5` (one at most): the set to run, as
+    `args.fresh_set` (a path, or None)."""
     group = parser.add_mutually_exclusive_group()
     for name, path in FRESH_SETS.items():
         group.add_argument(f"--{name}", dest="fresh_set", action="store_const", const=path, help=f"{path.name} only")

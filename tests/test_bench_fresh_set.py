@@ -1,8 +1,8 @@
-"""The fresh test sets (bench/data/safety_fresh.jsonl, safety_fresh2.jsonl, safety_fresh3.jsonl, safety_fresh4.jsonl;
-docs/model-layer.md, "A fresh test set"): each parses, holds what bench/data/README.md says it holds, shares no text
+"""The fresh test sets (bench/data/safety_fresh.jsonl, safety_fresh2.jsonl ... safety_fresh5.jsonl; docs/model-layer.md,
+"A fresh test set"): each parses, holds what bench/data/README.md says it holds, shares no text
 with any labelled or training file (nor with another fresh set), and the bench's tables count right. No figure of
-the analyzer is asserted here: a set is judged by hand, with `analyzer_quality --fresh`, `--fresh2`, `--fresh3` or
-`--fresh4`."""
+the analyzer is asserted here: a set is judged by hand, with `analyzer_quality --fresh`, `--fresh2`, `--fresh3`,
+`--fresh4` or `--fresh5`."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from bench.fresh_set import (
     FRESH_SET_2,
     FRESH_SET_3,
     FRESH_SET_4,
+    FRESH_SET_5,
     FRESH_SETS,
     LANGS,
     UNSAFE_CATEGORIES,
@@ -36,6 +37,7 @@ DOCUMENTED = {
     FRESH_SET_2: ({"unsafe": (35, 35, 35), "edgy": (25, 25, 25), "spam": (15, 15, 15), "normal": (15, 15, 15)}, 3),
     FRESH_SET_3: ({"unsafe": (35, 35, 35), "edgy": (25, 25, 25), "spam": (15, 15, 15), "normal": (15, 15, 15)}, 3),
     FRESH_SET_4: ({"unsafe": (30, 30, 30), "edgy": (30, 30, 30), "spam": (15, 15, 15), "normal": (15, 15, 15)}, 2),
+    FRESH_SET_5: ({"unsafe": (30, 30, 30), "edgy": (30, 30, 30), "spam": (15, 15, 15), "normal": (15, 15, 15)}, 2),
 }
 SETS = pytest.mark.parametrize("path", sorted(FRESH_SETS.values()), ids=lambda path: path.name)
 
@@ -64,10 +66,13 @@ def test_the_flags_choose_a_set():
     assert parser.parse_args(["--fresh2"]).fresh_set == FRESH_SET_2 == ROOT / "bench/data/safety_fresh2.jsonl"
     assert parser.parse_args(["--fresh3"]).fresh_set == FRESH_SET_3 == ROOT / "bench/data/safety_fresh3.jsonl"
     assert parser.parse_args(["--fresh4"]).fresh_set == FRESH_SET_4 == ROOT / "bench/data/safety_fresh4.jsonl"
+    assert parser.parse_args(["--fresh5"]).fresh_set == FRESH_SET_5 == ROOT / "bench/data/safety_fresh5.jsonl"
     with pytest.raises(SystemExit):
         parser.parse_args(["--fresh2", "--fresh3"])
     with pytest.raises(SystemExit):
         parser.parse_args(["--fresh3", "--fresh4"])
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--fresh4", "--fresh5"])
 
 
 def _texts_elsewhere(fresh: Path) -> tuple[set[str], str]:
@@ -156,7 +161,13 @@ def test_the_section_prints_rates_held_counts_and_missed_stages(capsys, tmp_path
 
 @pytest.mark.parametrize(
     ("path", "standing"),
-    [(FRESH_SET, "development set"), (FRESH_SET_2, "test set"), (FRESH_SET_3, "test set"), (FRESH_SET_4, "test set")],
+    [
+        (FRESH_SET, "development set"),
+        (FRESH_SET_2, "test set"),
+        (FRESH_SET_3, "test set"),
+        (FRESH_SET_4, "test set"),
+        (FRESH_SET_5, "test set"),
+    ],
 )
 def test_the_heading_says_whether_the_figures_are_test_or_development_figures(capsys, path, standing):
     fresh_section(lambda text: ("published", ""), path)
