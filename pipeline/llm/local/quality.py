@@ -111,10 +111,12 @@ _MULTIPLIER = re.compile(
 _FEW_CHARACTERS = 3
 _MASH_LENGTH = 4
 _EXCLAMATION = re.compile(r"[!！]")
-# A scam named in a warning is not bait ("教老人识别刷单返利这些骗局", "beware of 'work from home' offers"): easy-money and
-# pump phrases do not count in a post with a warning word (quality_signals.scam_warning) that it does not deny ("not
-# a scam", 不是骗局, 詐欺じゃない), when the learned spam model does not read the post as bait either.
-_DENIED_BEFORE = regex.compile(r"(?:\b(?:not|no|never|isn'?t|zero)\s+(?:an?\s+)?|不是|没有|绝不|绝对不是|并非)$", regex.IGNORECASE)
+# A scam named in a warning is not bait ("小心'日赚500'的骗局", "beware of 'work from home' offers"): easy-money and
+# pump phrases do not count in a post with a warning word (quality_signals.scam_warning) that it does not deny
+# ("not a scam", 不是骗局, 詐欺じゃない), when the learned spam model does not read the post as bait either.
+_DENIED_BEFORE = regex.compile(
+    r"(?:\b(?:not|no|never|isn'?t|zero)\s+(?:an?\s+)?|不是|没有|绝不|绝对不是|并非)$", regex.IGNORECASE
+)
 _DENIED_AFTER = regex.compile(r"^(?:じゃな|ではな|でもな|ではありません|なし)")
 WARNED_BAIT = frozenset({"money_bait", "pump"})
 

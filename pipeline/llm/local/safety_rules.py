@@ -23,6 +23,8 @@ from pipeline.llm.local.normalise import fold
 SAFETY_LEXICON_PATH = Path(__file__).resolve().parent / "data" / "safety_lexicon.json"
 _INFLECTIONS = r"(?:s|es|ed|d|ing|er|ers)?"
 HARD_RULE = "minors"
+# Characters after an offered match in which a defusing word still speaks for it (杀猪盘识别: the spotting of one).
+OFFER_TAIL = 6
 
 
 @dataclass(frozen=True)
@@ -154,19 +156,19 @@ def _defused(text: str, spans: list[tuple[int, int]], window: int, category: Cat
 
 def _offered(text: str, spans: list[tuple[int, int]], category: Category) -> bool:
     """Whether a first-person offer ("I sell", "we're hiring", 本人出售, 売ります: the `offer` cues) stands right
-    before or after one of the spans, within the lexicon's `offer_gap` characters, with no defusing word that close
-    to it: the post offers the thing, and a defusing word further off ("News for the crew: I sell pipe bomb kits")
-    does not make it a report. A defusing word beside it still counts (我们提供杀猪盘识别培训: training to spot one)."""
+    before or after one of the spans, within the lexicon's `offer_gap` characters, with no defusing word between the
+    two or right after the match: the post offers the thing, and a defusing word elsewhere ("News for the crew: I
+    sell pipe bomb kits") does not make it a report. One in between or right after still counts ("I sell
+    courses on spotting mule ads", 本人提供杀猪盘识别培训)."""
     gap = int(safety_lexicon()["offer_gap"])
-    offers = _spans(_group("offer"), text)
     defusers = _defusers(text, category)
-    return any(
-        o_end >= start - gap
-        and o_start <= end + gap
-        and not any(d_end >= start - gap and d_start <= end + gap for d_start, d_end in defusers)
-        for start, end in spans
-        for o_start, o_end in offers
-    )
+    for start, end in spans:
+        for o_start, o_end in _spans(_group("offer"), text):
+            stretch = (min(o_start, start), max(o_end, end) + OFFER_TAIL)
+            beside = o_end >= start - gap and o_start <= end + gap
+            if beside and not any(d_end > stretch[0] and d_start < stretch[1] for d_start, d_end in defusers):
+                return True
+    return False
 
 
 def defused(folded: str) -> bool:
