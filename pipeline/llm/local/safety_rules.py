@@ -50,24 +50,29 @@ class RuleHit:
     kind: str
 
 
+_WORD_EDGE = r"(?<![\p{Latin}\p{N}])"
+
+
 def _term_pattern(term: str) -> str:
-    ascii_word = term[:1].isascii() and term[:1].isalnum()
+    """One term's pattern, without its left word edge (compile_terms puts one before all the words)."""
     if term.endswith("*"):
-        body = regex.escape(term[:-1]) + r"[\p{L}\p{N}]*"
-    elif term[-1:].isascii() and term[-1:].isalnum():
-        body = regex.escape(term) + _INFLECTIONS + r"(?![\p{Latin}\p{N}])"
-    else:
-        body = regex.escape(term)
-    # Word edges against Latin letters and digits only: "出租ddos" holds the word "ddos" (CJK has no spaces).
-    return (r"(?<![\p{Latin}\p{N}])" if ascii_word else "") + str(body)
+        return str(regex.escape(term[:-1])) + r"[\p{L}\p{N}]*"
+    if term[-1:].isascii() and term[-1:].isalnum():
+        return str(regex.escape(term)) + _INFLECTIONS + r"(?![\p{Latin}\p{N}])"
+    return str(regex.escape(term))
 
 
 def compile_terms(terms: list[str]) -> regex.Pattern[str]:
     """One matcher for a list of terms (English ones as words with inflections; CJK ones anywhere), each folded as
-    the text is (a term with a digit beside a letter, "16yo", "track1", "0day", reads as leetspeak there)."""
-    folded = {fold(term) for term in terms}
-    parts = [_term_pattern(term) for term in sorted(folded, key=len, reverse=True)]
-    return regex.compile("|".join(parts) or r"(?!x)x")
+    the text is (a term with a digit beside a letter, "16yo", "track1", "0day", reads as leetspeak there). Terms
+    that start with a Latin letter or a digit share one left word edge (against Latin letters and digits only:
+    "出租ddos" holds the word "ddos", CJK has no spaces), checked once per position rather than once per term; a
+    word and a CJK term never start with the same character, so the grouping changes no match."""
+    ordered = sorted({fold(term) for term in terms}, key=len, reverse=True)
+    words = [_term_pattern(term) for term in ordered if term[:1].isascii() and term[:1].isalnum()]
+    others = [_term_pattern(term) for term in ordered if not (term[:1].isascii() and term[:1].isalnum())]
+    groups = ([_WORD_EDGE + "(?:" + "|".join(words) + ")"] if words else []) + others
+    return regex.compile("|".join(groups) or r"(?!x)x")
 
 
 @functools.cache
@@ -177,8 +182,10 @@ def defused(folded: str) -> bool:
     text = without_benign(folded)
     if _defusers(text):
         return True
+    # The category's own words first: few texts have any, and the category's terms and phrases cost more to seek.
     return any(
         category.defusers is not None
+        and category.defusers.search(text) is not None
         and (category.terms.search(text) or category.phrases.search(text))
         and _defusers(text, category)
         for category in _categories()
