@@ -156,7 +156,12 @@ def test_the_section_prints_rates_held_counts_and_missed_stages(capsys, tmp_path
 
 @pytest.mark.parametrize(
     ("path", "standing"),
-    [(FRESH_SET, "development set"), (FRESH_SET_2, "test set"), (FRESH_SET_3, "test set"), (FRESH_SET_4, "test set")],
+    [
+        (FRESH_SET, "development set"),
+        (FRESH_SET_2, "development set"),
+        (FRESH_SET_3, "development set"),
+        (FRESH_SET_4, "test set"),
+    ],
 )
 def test_the_heading_says_whether_the_figures_are_test_or_development_figures(capsys, path, standing):
     fresh_section(lambda text: ("published", ""), path)
