@@ -4,8 +4,8 @@
     .venv/bin/python -m bench.analyzer_quality --section safety   # the safety check only
     .venv/bin/python -m bench.analyzer_quality --section content  # spam, quality, type, keywords
     .venv/bin/python -m bench.analyzer_quality --fresh            # the first fresh set only (now a development set)
-    .venv/bin/python -m bench.analyzer_quality --fresh2           # the second fresh set only (run it once, at the end)
-    .venv/bin/python -m bench.analyzer_quality --fresh3           # the third fresh set only (a test set, run it once)
+    .venv/bin/python -m bench.analyzer_quality --fresh2           # the second fresh set only (now a development set)
+    .venv/bin/python -m bench.analyzer_quality --fresh3           # the third fresh set only (now a development set)
     .venv/bin/python -m bench.analyzer_quality --fresh4           # the fourth fresh set only (a test set, run it once)
     .venv/bin/python -m bench.analyzer_quality --fresh5           # the fifth fresh set only (a test set, run it once)
 
@@ -18,11 +18,11 @@ content: bench/data/quality_*.jsonl (bench/analyzer_quality_content.py, which al
 spam blocked and normal passed by the gates, broadcast type per language, keyword precision/recall@5, the CPU
 of one extraction; tuning and held-out halves apart.
 
-fresh (only with --fresh, --fresh2, ... --fresh5, never part of the default run): bench/data/safety_fresh.jsonl
-(a test set until its misses were read on 3 December, a development set since), bench/data/safety_fresh2.jsonl,
-safety_fresh3.jsonl, safety_fresh4.jsonl or safety_fresh5.jsonl (test sets, never tuned on) (bench/fresh_set.py),
-written apart from the analyzer, through the pipeline's decisions (safety gate, extraction, quality gate, review
-hold): unsafe blocked, edgy passed, spam blocked, normal passed per language and category.
+fresh (only with --fresh, --fresh2, ... --fresh5, never part of the default run): bench/data/safety_fresh.jsonl,
+safety_fresh2.jsonl or safety_fresh3.jsonl (test sets until their misses were read on 3 December, development sets
+since), or safety_fresh4.jsonl or safety_fresh5.jsonl (test sets, never tuned on) (bench/fresh_set.py), written apart
+from the analyzer, through the pipeline's decisions (safety gate, extraction, quality gate, review hold): unsafe
+blocked, edgy passed, spam blocked, normal passed per language and category.
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
 """The fresh sets: broadcasts written apart from the analyzer. The first (safety_fresh.jsonl) was a test set until
 3 December, when its misses were read for the fourth safety pass, a development set since (docs/model-layer.md);
-the second (safety_fresh2.jsonl), the third (safety_fresh3.jsonl), the fourth (safety_fresh4.jsonl) and the fifth
-(safety_fresh5.jsonl) are test sets, never tuned on.
+the second (safety_fresh2.jsonl) and the third (safety_fresh3.jsonl), spent as test sets, became development sets on
+the evening of 3 December, when their misses were read for the safe side's pass; the fourth (safety_fresh4.jsonl)
+and the fifth (safety_fresh5.jsonl) are test sets, never tuned on.
 
     .venv/bin/python -m bench.analyzer_quality --fresh    # bench/data/safety_fresh.jsonl, 240 (now a development set)
-    .venv/bin/python -m bench.analyzer_quality --fresh2   # bench/data/safety_fresh2.jsonl, 270
-    .venv/bin/python -m bench.analyzer_quality --fresh3   # bench/data/safety_fresh3.jsonl, 270
+    .venv/bin/python -m bench.analyzer_quality --fresh2   # bench/data/safety_fresh2.jsonl, 270 (a development set)
+    .venv/bin/python -m bench.analyzer_quality --fresh3   # bench/data/safety_fresh3.jsonl, 270 (a development set)
     .venv/bin/python -m bench.analyzer_quality --fresh4   # bench/data/safety_fresh4.jsonl, 270
     .venv/bin/python -m bench.analyzer_quality --fresh5   # bench/data/safety_fresh5.jsonl, 270
 
@@ -39,11 +40,12 @@ FRESH_SETS = {
     "fresh4": FRESH_SET_4,
     "fresh5": FRESH_SET_5,
 }
-# What each set's figures are: the first set's misses were read while tuning on 3 December.
+# What each set's figures are: the first set's misses were read while tuning on 3 December, the second's and the
+# third's that evening.
 STANDING = {
     FRESH_SET: "written apart, a development set since 3 Dec",
-    FRESH_SET_2: "written apart, a test set never tuned on",
-    FRESH_SET_3: "written apart, a test set never tuned on",
+    FRESH_SET_2: "written apart, a development set since 3 Dec (evening)",
+    FRESH_SET_3: "written apart, a development set since 3 Dec (evening)",
     FRESH_SET_4: "written apart, a test set never tuned on",
     FRESH_SET_5: "written apart, a test set never tuned on",
 }

@@ -424,6 +424,10 @@ SAFETY_LOCAL_EMBEDDING_BLOCK_THRESHOLD = env_float(
 # "The blend clears reports and help"). Off: such texts are held whenever the n-gram estimate reaches
 # REVIEW_SAFETY_RISK, as before.
 SAFETY_LOCAL_BLEND_CLEARS_DEFUSED = env_bool("SAFETY_LOCAL_BLEND_CLEARS_DEFUSED", True)
+# A text with no defusing word whose blend of both learned estimates reaches this is not let off for want of a rule:
+# the n-gram estimate counts in full, up to just under the block threshold, so it is held for a moderator rather than
+# published (docs/model-layer.md, "The safe side on unseen text"). 1.0 turns it off.
+SAFETY_LOCAL_BLEND_CORROBORATES = env_float("SAFETY_LOCAL_BLEND_CORROBORATES", 0.8, minimum=0.0, maximum=1.0)
 # Per-prompt reasoning effort, e.g. "process_item=low,suggest_action=minimal"; wins over LLM_REASONING_EFFORT.
 LLM_REASONING_EFFORT_BY_PROMPT = dict(
     part.split("=", 1) for part in env_list("LLM_REASONING_EFFORT_BY_PROMPT", []) if "=" in part

@@ -163,8 +163,8 @@ def test_the_section_prints_rates_held_counts_and_missed_stages(capsys, tmp_path
     ("path", "standing"),
     [
         (FRESH_SET, "development set"),
-        (FRESH_SET_2, "test set"),
-        (FRESH_SET_3, "test set"),
+        (FRESH_SET_2, "development set"),
+        (FRESH_SET_3, "development set"),
         (FRESH_SET_4, "test set"),
         (FRESH_SET_5, "test set"),
     ],

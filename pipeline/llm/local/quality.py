@@ -111,6 +111,14 @@ _MULTIPLIER = re.compile(
 _FEW_CHARACTERS = 3
 _MASH_LENGTH = 4
 _EXCLAMATION = re.compile(r"[!！]")
+# A scam named in a warning is not bait ("小心'日赚500'的骗局", "beware of 'work from home' offers"): easy-money and
+# pump phrases do not count in a post with a warning word (quality_signals.scam_warning) that it does not deny
+# ("not a scam", 不是骗局, 詐欺じゃない), when the learned spam model does not read the post as bait either.
+_DENIED_BEFORE = regex.compile(
+    r"(?:\b(?:not|no|never|isn'?t|zero)\s+(?:an?\s+)?|不是|没有|绝不|绝对不是|并非)$", regex.IGNORECASE
+)
+_DENIED_AFTER = regex.compile(r"^(?:じゃな|ではな|でもな|ではありません|なし)")
+WARNED_BAIT = frozenset({"money_bait", "pump"})
 
 
 def effective_length(text: str) -> float:
@@ -162,7 +170,17 @@ def _mashed(text: str) -> bool:
     return len(characters) >= _MASH_LENGTH and len(set(characters)) <= _FEW_CHARACTERS
 
 
-def _bait(text: str, url: str) -> dict[str, float]:
+def _warns(text: str) -> bool:
+    """Whether the post warns about a scam: a scam_warning word it does not deny."""
+    return any(
+        not _DENIED_BEFORE.search(text[max(0, match.start() - 20) : match.start()])
+        and not _DENIED_AFTER.match(text[match.end() :])
+        for match in _matcher("scam_warning").finditer(text)
+    )
+
+
+def _bait(text: str, url: str, warns: bool = False) -> dict[str, float]:
+    """The bait and filler signals; `warns`: the post warns about the scams it names (WARNED_BAIT do not count)."""
     found: dict[str, float] = {}
     bare = _URL.sub(" ", text)
     letters = [char for char in bare if char.isalpha()]
@@ -182,15 +200,16 @@ def _bait(text: str, url: str) -> dict[str, float]:
         ("exclamations", len(_EXCLAMATION.findall(text)) >= 3),
         ("emoji_run", len(_EMOJI.findall(text)) >= 3),
     ):
-        if present:
+        if present and not (warns and name in WARNED_BAIT):
             found[name] = SIGNALS[name].weight
     return found
 
 
 def quality_signals(text: str, url: str = "", n_domains: int = 0) -> dict[str, float]:
     """Every signal found in the text, with the weight it adds (explains a score)."""
-    found = {**_specifics(text, n_domains), **_bait(text, url)}
     probability = spam_probability(text)
+    warns = probability < LEARNED_BAIT_THRESHOLD and _warns(text)
+    found = {**_specifics(text, n_domains), **_bait(text, url, warns)}
     if probability >= LEARNED_BAIT_THRESHOLD:
         # The model and the phrase lists often see the same bait ("DM me"): the model's reading brings the bait
         # named so far up to its own weight, never counting one phrase twice. Its weight grows from nothing at

@@ -88,6 +88,10 @@ RULE_RISK = {"hard_rule": 1.0, "pattern": 0.97, "phrase": 0.95, "combination": 0
 # category term at all, and in one that reports, prevents, researches or offers help (a defusing word): on the
 # tuning half's out-of-fold scores it cannot tell those from the real thing.
 UNSUPPORTED_LEARNED_RISK = 0.5
+# When the embedding blend corroborates the n-gram estimate (SAFETY_LOCAL_BLEND_CORROBORATES) on a text where the rules
+# saw no category word, the estimate counts in full, up to this share of the block threshold: held for a moderator,
+# never blocked on the learned layers alone. With a category word, the blend blocks.
+CORROBORATED_CEILING = 0.99
 
 
 def matched_flags(text: str, is_defused: bool | None = None) -> set[str]:
@@ -141,7 +145,21 @@ def _assess(text: str, content: str) -> tuple[float, list[str], bool]:
             # A report, warning or offer of help that only the n-gram estimate finds risky: the blend, which
             # also reads the sentence vector, speaks for both learned layers. The rules' own risk stays.
             risk = max(min(risk, combined), rule_risk)
+        elif _blend_corroborates(combined, is_defused) and hits_found:
+            # A category's word, no defusing word, and both learned layers agree: blocked on the blend.
+            risk = max(risk, combined)
+            flags += [] if flags else _learned_flags(hits_found, nearest)
+        elif _blend_corroborates(combined, is_defused):
+            # Both learned layers read harm in a text with no rule and no defusing word: the n-gram estimate counts
+            # in full, but without a rule it never blocks alone (a moderator decides).
+            risk = max(risk, min(ngram, CORROBORATED_CEILING * settings.SAFETY_LOCAL_BLOCK_THRESHOLD))
     return risk, flags, any(hit.kind == "hard_rule" for hit in hits_found)
+
+
+def _blend_corroborates(combined: float, is_defused: bool) -> bool:
+    """Whether the blend, on a text with no defusing word, reaches SAFETY_LOCAL_BLEND_CORROBORATES: then the n-gram
+    estimate is not halved for want of a rule."""
+    return not is_defused and combined >= settings.SAFETY_LOCAL_BLEND_CORROBORATES
 
 
 def _blend_clears(risk: float, rule_risk: float, is_defused: bool) -> bool:

@@ -2,8 +2,10 @@
 (pipeline.llm.local.normalise): a category's phrase alone, or one of its terms with a cue near it.
 
 A cue pairs with a term only when neither overlaps the other and no defusing word (news, prevention,
-research, ...) is in the same window; phrases and the hard rule (a minor with a sexual or grooming cue) are
-never defused.
+research, ...) is in the same window, neither one of the lexicon's words nor one of the category's own (a process
+for "kill", a licence for "rifle"); the hard rule (a minor with a sexual or grooming cue) is never defused, and
+neither is a match right next to a first-person offer ("I sell", 出售, 売ります): a defusing word elsewhere in the
+post does not turn an offer into a report.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from pipeline.llm.local.normalise import fold
 SAFETY_LEXICON_PATH = Path(__file__).resolve().parent / "data" / "safety_lexicon.json"
 _INFLECTIONS = r"(?:s|es|ed|d|ing|er|ers)?"
 HARD_RULE = "minors"
+# Characters after an offered match in which a defusing word still speaks for it (杀猪盘识别: the spotting of one).
+OFFER_TAIL = 6
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,9 @@ class Category:
     cues: tuple[str, ...]
     # Its terms are everyday words (kids, 高校生): alone they are no evidence, not even for the classifier.
     everyday_terms: bool
+    # Words that defuse this category's matches only, besides the lexicon's defusing words: the benign setting its
+    # words have (a process or a server for "kill", a licence or a hunting season for "rifle"). None: no such words.
+    defusers: regex.Pattern[str] | None
 
 
 @dataclass(frozen=True)
@@ -43,24 +50,29 @@ class RuleHit:
     kind: str
 
 
+_WORD_EDGE = r"(?<![\p{Latin}\p{N}])"
+
+
 def _term_pattern(term: str) -> str:
-    ascii_word = term[:1].isascii() and term[:1].isalnum()
+    """One term's pattern, without its left word edge (compile_terms puts one before all the words)."""
     if term.endswith("*"):
-        body = regex.escape(term[:-1]) + r"[\p{L}\p{N}]*"
-    elif term[-1:].isascii() and term[-1:].isalnum():
-        body = regex.escape(term) + _INFLECTIONS + r"(?![\p{Latin}\p{N}])"
-    else:
-        body = regex.escape(term)
-    # Word edges against Latin letters and digits only: "出租ddos" holds the word "ddos" (CJK has no spaces).
-    return (r"(?<![\p{Latin}\p{N}])" if ascii_word else "") + str(body)
+        return str(regex.escape(term[:-1])) + r"[\p{L}\p{N}]*"
+    if term[-1:].isascii() and term[-1:].isalnum():
+        return str(regex.escape(term)) + _INFLECTIONS + r"(?![\p{Latin}\p{N}])"
+    return str(regex.escape(term))
 
 
 def compile_terms(terms: list[str]) -> regex.Pattern[str]:
     """One matcher for a list of terms (English ones as words with inflections; CJK ones anywhere), each folded as
-    the text is (a term with a digit beside a letter, "16yo", "track1", "0day", reads as leetspeak there)."""
-    folded = {fold(term) for term in terms}
-    parts = [_term_pattern(term) for term in sorted(folded, key=len, reverse=True)]
-    return regex.compile("|".join(parts) or r"(?!x)x")
+    the text is (a term with a digit beside a letter, "16yo", "track1", "0day", reads as leetspeak there). Terms
+    that start with a Latin letter or a digit share one left word edge (against Latin letters and digits only:
+    "出租ddos" holds the word "ddos", CJK has no spaces), checked once per position rather than once per term; a
+    word and a CJK term never start with the same character, so the grouping changes no match."""
+    ordered = sorted({fold(term) for term in terms}, key=len, reverse=True)
+    words = [_term_pattern(term) for term in ordered if term[:1].isascii() and term[:1].isalnum()]
+    others = [_term_pattern(term) for term in ordered if not (term[:1].isascii() and term[:1].isalnum())]
+    groups = ([_WORD_EDGE + "(?:" + "|".join(words) + ")"] if words else []) + others
+    return regex.compile("|".join(groups) or r"(?!x)x")
 
 
 @functools.cache
@@ -79,6 +91,7 @@ def _categories() -> tuple[Category, ...]:
             compile_terms(spec["terms"]),
             tuple(spec["cues"]),
             bool(spec.get("everyday_terms", False)),
+            compile_terms(spec["defusers"]) if spec.get("defusers") else None,
         )
         for name, spec in safety_lexicon()["categories"].items()
     )
@@ -112,35 +125,71 @@ def without_benign(folded: str) -> str:
 
 
 # A defusing word that is refused is no defuser: "no hotlines", "don't send me to a crisis line", "不要心理咨询",
-# "相談窓口なし". An English refusal stands up to four words before the defuser, in the same clause; a Chinese or
-# Japanese one right before it (不要/别/不用/没有) or right after it (相談しない, なし).
+# "相談窓口なし", "licence not needed". An English refusal stands up to four words before the defuser, in the same
+# clause, or right after it ("not needed"); a Chinese or Japanese one right before it (不要/别/不用/没有) or right after
+# it (相談しない, なし).
 _REFUSED_BEFORE = regex.compile(
     r"(?:\b(?:no|not|without|never|skip|forget|don'?t|do not|won'?t)\s+(?:[\p{L}'-]+\s+){0,4}"
     r"|(?:不要|别|不用|不许|没有))$"
 )
-_REFUSED_AFTER = regex.compile(r"^(?:には|に|は)?(?:言わない|相談しない|行かない|なし|無し|不要)")
+_REFUSED_AFTER = regex.compile(
+    r"^(?:(?:には|に|は)?(?:言わない|相談しない|行かない|なし|無し|不要)"
+    r"|s?\s+(?:not (?:needed|required)|needed\?? no|unnecessary|optional))"
+)
 
 
-def _defusers(text: str) -> list[tuple[int, int]]:
-    """The defusing words' spans, without those the text refuses ("no hotlines, serious only")."""
+def _defusers(text: str, category: Category | None = None) -> list[tuple[int, int]]:
+    """The defusing words' spans (the lexicon's, and the category's own), without those the text refuses ("no
+    hotlines, serious only")."""
+    spans = _spans(_group("defusers"), text)
+    if category is not None and category.defusers is not None:
+        spans += _spans(category.defusers, text)
     return [
         (start, end)
-        for start, end in _spans(_group("defusers"), text)
+        for start, end in spans
         if not _REFUSED_BEFORE.search(text[max(0, start - 30) : start]) and not _REFUSED_AFTER.match(text[end:])
     ]
 
 
-def _defused(text: str, spans: list[tuple[int, int]], window: int) -> bool:
-    defusers = _defusers(text)
+def _defused(text: str, spans: list[tuple[int, int]], window: int, category: Category) -> bool:
+    defusers = _defusers(text, category)
     return all(
         any(abs(d_start - start) <= window or abs(d_end - end) <= window for d_start, d_end in defusers)
         for start, end in spans
     )
 
 
+def _offered(text: str, spans: list[tuple[int, int]], category: Category) -> bool:
+    """Whether a first-person offer ("I sell", "we're hiring", 本人出售, 売ります: the `offer` cues) stands right
+    before or after one of the spans, within the lexicon's `offer_gap` characters, with no defusing word between the
+    two or right after the match: the post offers the thing, and a defusing word elsewhere ("News for the crew: I
+    sell pipe bomb kits") does not make it a report. One in between or right after still counts ("I sell
+    courses on spotting mule ads", 本人提供杀猪盘识别培训)."""
+    gap = int(safety_lexicon()["offer_gap"])
+    defusers = _defusers(text, category)
+    for start, end in spans:
+        for o_start, o_end in _spans(_group("offer"), text):
+            stretch = (min(o_start, start), max(o_end, end) + OFFER_TAIL)
+            beside = o_end >= start - gap and o_start <= end + gap
+            if beside and not any(d_end > stretch[0] and d_start < stretch[1] for d_start, d_end in defusers):
+                return True
+    return False
+
+
 def defused(folded: str) -> bool:
-    """Whether the text says it reports, prevents, researches or supports (news, prevention, hotline, ...)."""
-    return bool(_defusers(without_benign(folded)))
+    """Whether the text says it reports, prevents, researches or supports (news, prevention, hotline, ...), or
+    names one of a category's words in that category's benign setting (kill and a process)."""
+    text = without_benign(folded)
+    if _defusers(text):
+        return True
+    # The category's own words first: few texts have any, and the category's terms and phrases cost more to seek.
+    return any(
+        category.defusers is not None
+        and category.defusers.search(text) is not None
+        and (category.terms.search(text) or category.phrases.search(text))
+        and _defusers(text, category)
+        for category in _categories()
+    )
 
 
 def rule_hits(folded: str) -> list[RuleHit]:
@@ -156,14 +205,16 @@ def rule_hits(folded: str) -> list[RuleHit]:
         if phrases:
             # A phrase next to a defusing word (a course on spotting mule ads, a report on a scam ring) is
             # evidence for the classifier, not a verdict.
-            kind = "term" if _defused(text, phrases, window) else "phrase"
+            # A first-person offer next to the phrase stands whatever else the post says.
+            defused_phrase = _defused(text, phrases, window, category) and not _offered(text, phrases, category)
+            kind = "term" if defused_phrase else "phrase"
             found.append(RuleHit(category.name, category.flag, kind))
             continue
         terms = _spans(category.terms, text)
         if not terms:
             continue
         paired = [span for cue in category.cues for span in _near(terms, _spans(_group(cue), text), window)]
-        if paired and not _defused(text, paired, window):
+        if paired and (not _defused(text, paired, window, category) or _offered(text, paired, category)):
             found.append(RuleHit(category.name, category.flag, "combination"))
         elif not category.everyday_terms:
             found.append(RuleHit(category.name, category.flag, "term"))

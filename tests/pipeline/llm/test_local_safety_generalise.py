@@ -362,12 +362,12 @@ def test_a_report_the_blend_reads_as_safe_is_not_held_on_the_ngram_estimate_alon
     assert local.safety_verdict(content=NEWS_OF_AN_ATTACK).risk >= settings.REVIEW_SAFETY_RISK
 
 
-def test_an_offer_behind_a_defusing_word_that_the_blend_reads_as_risky_is_still_held(settings):
-    """ "News" defuses the rules and halves the n-gram estimate, but the blend still reads the offer as risky: it
-    is held for a moderator, not published."""
+def test_an_offer_behind_a_defusing_word_is_blocked_not_held(settings):
+    """ "News" elsewhere in the post does not defuse a first-person offer ("I sell …") beside the phrase: blocked
+    (test_local_safety_benign.py has more)."""
     offer = "News for the crew: I sell pipe bomb kits with step by step instructions, DM me."
     verdict = local.safety_verdict(content=offer)
-    assert verdict.risk >= settings.REVIEW_SAFETY_RISK, verdict
+    assert not verdict.safe and verdict.risk >= settings.SAFETY_LOCAL_BLOCK_THRESHOLD, verdict
 
 
 def test_the_blend_only_lowers_a_defused_risk_between_the_rules_and_the_block_threshold(settings):
