@@ -134,7 +134,9 @@ def _assess(text: str, content: str) -> tuple[float, list[str], bool]:
     if settings.SAFETY_LOCAL_EMBEDDING_BLOCK_THRESHOLD < 1.0 and safety_embedding.readable(content or text):
         layer = safety_embedding.model()
         combined = layer.combined(ngram, layer.risk(content or text), is_defused)
-        if combined >= settings.SAFETY_LOCAL_EMBEDDING_BLOCK_THRESHOLD and combined > risk:
+        if combined > risk and (
+            combined >= settings.SAFETY_LOCAL_EMBEDDING_BLOCK_THRESHOLD or _corroborated(ngram, combined, is_defused)
+        ):
             risk = max(combined, settings.SAFETY_LOCAL_BLOCK_THRESHOLD)
             flags += [] if flags else _learned_flags(hits_found, nearest)
         elif _blend_clears(risk, rule_risk, is_defused):
@@ -142,6 +144,17 @@ def _assess(text: str, content: str) -> tuple[float, list[str], bool]:
             # also reads the sentence vector, speaks for both learned layers. The rules' own risk stays.
             risk = max(min(risk, combined), rule_risk)
     return risk, flags, any(hit.kind == "hard_rule" for hit in hits_found)
+
+
+def _corroborated(ngram: float, combined: float, is_defused: bool) -> bool:
+    """Whether both learned layers agree that a text with no defusing word is unsafe: the blend reaches
+    SAFETY_LOCAL_CORROBORATED_BLEND and the n-gram estimate SAFETY_LOCAL_CORROBORATED_NGRAM (harm said in everyday
+    words, which no rule names and neither layer is sure of alone)."""
+    return (
+        not is_defused
+        and combined >= settings.SAFETY_LOCAL_CORROBORATED_BLEND
+        and ngram >= settings.SAFETY_LOCAL_CORROBORATED_NGRAM
+    )
 
 
 def _blend_clears(risk: float, rule_risk: float, is_defused: bool) -> bool:
