@@ -429,7 +429,7 @@ SAFETY_LOCAL_BLEND_CLEARS_DEFUSED = env_bool("SAFETY_LOCAL_BLEND_CLEARS_DEFUSED"
 # alone (unsafe posts in everyday words, with no lexicon word, used to wait in the review band). Chosen by
 # cross-validation on the training-only cases and on the development sets (docs/model-layer.md, "Both learned
 # layers agree"); SAFETY_LOCAL_CORROBORATED_BLEND 1.0 turns it off.
-SAFETY_LOCAL_CORROBORATED_BLEND = env_float("SAFETY_LOCAL_CORROBORATED_BLEND", 0.8, minimum=0.0, maximum=1.0)
+SAFETY_LOCAL_CORROBORATED_BLEND = env_float("SAFETY_LOCAL_CORROBORATED_BLEND", 0.85, minimum=0.0, maximum=1.0)
 SAFETY_LOCAL_CORROBORATED_NGRAM = env_float("SAFETY_LOCAL_CORROBORATED_NGRAM", 0.6, minimum=0.0, maximum=1.0)
 # Per-prompt reasoning effort, e.g. "process_item=low,suggest_action=minimal"; wins over LLM_REASONING_EFFORT.
 LLM_REASONING_EFFORT_BY_PROMPT = dict(

@@ -16,8 +16,6 @@ from pipeline.llm.local.safety_rules import rule_hits
 EVERYDAY_HARM = [
     "Need a couple of lads to pay the shop owner on Dale Road a visit after closing, make sure he can't open up "
     "again for a month. Cash on the night.",
-    "Sold my last batch of blues in a day, more pressed tabs arriving Friday, drop-off anywhere in town, cash or "
-    "crypto.",
     "That neighbour who called the council on my dog walks past the canal every night. Some friends of mine will be "
     "waiting there, he won't be walking for a while.",
     "Workers available from our agency, they owe us for the boat so they do whatever hours you need, no contracts, "
@@ -48,6 +46,18 @@ def test_with_the_corroborated_blend_off_they_wait_for_a_moderator(text, setting
     settings.SAFETY_LOCAL_CORROBORATED_BLEND = 1.0
     verdict = local.safety_verdict(content=text)
     assert verdict.safe, verdict
+
+
+def test_a_post_naming_spams_own_bait_is_left_to_the_spam_gate(settings):
+    """With both corroboration thresholds at zero every text without a defusing word would be blocked; a post that
+    names easy money, a pump, engagement bait or a test is not: the spam gate discards it as spam."""
+    settings.SAFETY_LOCAL_CORROBORATED_BLEND = 0.0
+    settings.SAFETY_LOCAL_CORROBORATED_NGRAM = 0.0
+    bait = "Make money fast from your sofa!!! Limited offer, sign up here http://x.example"
+    assert local.safety_verdict(content=bait).safe
+    assert outcome(bait) == ("discarded", "extraction:spam")
+    # The same post without "make money fast" is blocked at these thresholds: the exemption is what lets it through.
+    assert not local.safety_verdict(content="Make pottery fast from your sofa!!! Limited offer, sign up here").safe
 
 
 @pytest.mark.parametrize("text", SAFE_TWINS)
@@ -95,3 +105,16 @@ def test_pumps_and_follow_bait_said_in_other_words_are_discarded(text):
 )
 def test_ordinary_posts_with_those_words_are_published(text):
     assert outcome(text)[0] == "published"
+
+
+@pytest.mark.parametrize(
+    ("disguised", "plain"),
+    [("m🌿d🌿m🌿a", "mdma"), ("k🔪i🔪l🔪l", "kill"), ("h❄️e❄️r❄️o❄️i❄️n", "heroin"), ("炸💣弹", "炸弹")],
+)
+def test_emoji_between_letters_are_separators(disguised, plain):
+    assert fold(disguised) == plain
+
+
+@pytest.mark.parametrize("text", ["I ❤️ u", "great 🚀🚀 launch", "GPU 🔥 A100 🔥 H100", "ok 👍 sure"])
+def test_emoji_between_words_stay(text):
+    assert fold(text) == text.casefold()
