@@ -428,6 +428,13 @@ SAFETY_LOCAL_BLEND_CLEARS_DEFUSED = env_bool("SAFETY_LOCAL_BLEND_CLEARS_DEFUSED"
 # the n-gram estimate counts in full, up to just under the block threshold, so it is held for a moderator rather than
 # published (docs/model-layer.md, "The safe side on unseen text"). 1.0 turns it off.
 SAFETY_LOCAL_BLEND_CORROBORATES = env_float("SAFETY_LOCAL_BLEND_CORROBORATES", 0.8, minimum=0.0, maximum=1.0)
+# A text with no defusing word is also blocked when the blend reaches SAFETY_LOCAL_CORROBORATED_BLEND and the n-gram
+# estimate alone SAFETY_LOCAL_CORROBORATED_NGRAM: both learned layers agree, though neither is sure enough to block
+# alone (unsafe posts in everyday words, with no lexicon word, used to wait in the review band). Chosen by
+# cross-validation on the training-only cases and on the development sets (docs/model-layer.md, "Both learned
+# layers agree"); SAFETY_LOCAL_CORROBORATED_BLEND 1.0 turns it off.
+SAFETY_LOCAL_CORROBORATED_BLEND = env_float("SAFETY_LOCAL_CORROBORATED_BLEND", 0.85, minimum=0.0, maximum=1.0)
+SAFETY_LOCAL_CORROBORATED_NGRAM = env_float("SAFETY_LOCAL_CORROBORATED_NGRAM", 0.6, minimum=0.0, maximum=1.0)
 # Per-prompt reasoning effort, e.g. "process_item=low,suggest_action=minimal"; wins over LLM_REASONING_EFFORT.
 LLM_REASONING_EFFORT_BY_PROMPT = dict(
     part.split("=", 1) for part in env_list("LLM_REASONING_EFFORT_BY_PROMPT", []) if "=" in part

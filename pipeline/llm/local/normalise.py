@@ -22,14 +22,16 @@ _LEET = str.maketrans(
 # A word that mixes letters with the digits and symbols leetspeak uses; "h100" or "gpt4" (one letter, or more
 # digits than letters) stays as it is.
 _LEET_WORD = regex.compile(r"(?<![\p{L}\p{N}])[\p{Latin}0-9@$!]*[0-9@$!][\p{Latin}0-9@$!]*(?![\p{L}\p{N}])")
-# Three or more single letters (or leet digits) split by spaces or punctuation: "b o m b", "k.i.l.l", "b-0-m-b".
+# What may split the letters of a word: spaces, punctuation, and emoji (with their variation selector), "c❄️o❄️k❄️e".
+_SEPARATOR = r"[ .\-_*·/|+\p{Extended_Pictographic}\ufe0f]"
+# Three or more single letters (or leet digits) split by separators: "b o m b", "k.i.l.l", "b-0-m-b".
 _SPACED = regex.compile(
-    r"(?<![\p{Latin}\p{N}])(?:[\p{Latin}0-9@$][ .\-_*·/|+]{1,3}){2,}[\p{Latin}0-9@$](?![\p{Latin}\p{N}])"
+    rf"(?<![\p{{Latin}}\p{{N}}])(?:[\p{{Latin}}0-9@$]{_SEPARATOR}{{1,3}}){{2,}}[\p{{Latin}}0-9@$](?![\p{{Latin}}\p{{N}}])"
 )
-_SPACED_SEPARATORS = regex.compile(r"[ .\-_*·/|+]")
+_SPACED_SEPARATORS = regex.compile(_SEPARATOR)
 _CJK = r"[\p{Han}\p{Hiragana}\p{Katakana}ー]"
-# Spaces or punctuation dropped between two CJK characters ("炸 弹", "爆.弾"); that text has no spaces anyway.
-_CJK_GAP = regex.compile(rf"(?<={_CJK})[ .\-_*·/|+]{{1,3}}(?={_CJK})")
+# Separators dropped between two CJK characters ("炸 弹", "爆.弾", "炸💣弹"); that text has no spaces anyway.
+_CJK_GAP = regex.compile(rf"(?<={_CJK}){_SEPARATOR}{{1,3}}(?={_CJK})")
 _INVISIBLE = regex.compile(r"[\p{Cf}\u115f\u1160\u3164\uffa0]")
 # Accents on Latin, Greek and Cyrillic letters only: the kana's voicing marks are letters' meaning.
 _ACCENT = regex.compile(r"(?<=[\p{Latin}\p{Greek}\p{Cyrillic}]\p{Mn}*)\p{Mn}")

@@ -205,6 +205,17 @@ def _bait(text: str, url: str, warns: bool = False) -> dict[str, float]:
     return found
 
 
+# Bait of spam's own kinds: easy money, pumps, engagement bait, test posts. The safety check leaves a post that
+# names one of them to the spam gate rather than blocking it on its learned layers' agreement alone
+# (safety.py, SAFETY_LOCAL_CORROBORATED_BLEND): they read such bait as an offer of harm.
+SPAM_KINDS = ("money_bait", "pump", "engagement_bait", "test_post")
+
+
+def names_spam_bait(text: str) -> bool:
+    """Whether the post names bait of spam's own kinds (SPAM_KINDS) by the phrase lists, the learned model aside."""
+    return any(_found(name, text) for name in SPAM_KINDS) or bool(_MULTIPLIER.search(text))
+
+
 def quality_signals(text: str, url: str = "", n_domains: int = 0) -> dict[str, float]:
     """Every signal found in the text, with the weight it adds (explains a score)."""
     probability = spam_probability(text)

@@ -18,6 +18,7 @@ from django.conf import settings
 from pipeline.llm.local import safety_embedding
 from pipeline.llm.local.lexicon import hits, lexicon
 from pipeline.llm.local.normalise import fold
+from pipeline.llm.local.quality import names_spam_bait
 from pipeline.llm.local.safety_classifier import classifier
 from pipeline.llm.local.safety_rules import RuleHit, defused, rule_hits, safety_lexicon
 from pipeline.llm.schemas import SAFETY_FLAGS, SafetyFlag, SafetyVerdict
@@ -138,7 +139,10 @@ def _assess(text: str, content: str) -> tuple[float, list[str], bool]:
     if settings.SAFETY_LOCAL_EMBEDDING_BLOCK_THRESHOLD < 1.0 and safety_embedding.readable(content or text):
         layer = safety_embedding.model()
         combined = layer.combined(ngram, layer.risk(content or text), is_defused)
-        if combined >= settings.SAFETY_LOCAL_EMBEDDING_BLOCK_THRESHOLD and combined > risk:
+        if combined > risk and (
+            combined >= settings.SAFETY_LOCAL_EMBEDDING_BLOCK_THRESHOLD
+            or (_corroborated(ngram, combined, is_defused) and not names_spam_bait(text))
+        ):
             risk = max(combined, settings.SAFETY_LOCAL_BLOCK_THRESHOLD)
             flags += [] if flags else _learned_flags(hits_found, nearest)
         elif _blend_clears(risk, rule_risk, is_defused):
@@ -160,6 +164,18 @@ def _blend_corroborates(combined: float, is_defused: bool) -> bool:
     """Whether the blend, on a text with no defusing word, reaches SAFETY_LOCAL_BLEND_CORROBORATES: then the n-gram
     estimate is not halved for want of a rule."""
     return not is_defused and combined >= settings.SAFETY_LOCAL_BLEND_CORROBORATES
+
+
+def _corroborated(ngram: float, combined: float, is_defused: bool) -> bool:
+    """Whether both learned layers agree that a text with no defusing word is unsafe: the blend reaches
+    SAFETY_LOCAL_CORROBORATED_BLEND and the n-gram estimate SAFETY_LOCAL_CORROBORATED_NGRAM (harm said in everyday
+    words, which no rule names and neither layer is sure of alone). A post that names spam's own bait is left to
+    the spam gate (quality.names_spam_bait)."""
+    return (
+        not is_defused
+        and combined >= settings.SAFETY_LOCAL_CORROBORATED_BLEND
+        and ngram >= settings.SAFETY_LOCAL_CORROBORATED_NGRAM
+    )
 
 
 def _blend_clears(risk: float, rule_risk: float, is_defused: bool) -> bool:

@@ -13,7 +13,8 @@ import pytest
 from bench.safety_set import EXTRA_TRAINING, PROBE_SET, load_cases, training_lines
 from pipeline.llm import local
 from pipeline.llm.local.normalise import fold
-from pipeline.llm.local.safety_classifier import features
+from pipeline.llm.local.safety import UNSUPPORTED_LEARNED_RISK
+from pipeline.llm.local.safety_classifier import classifier, features
 from pipeline.llm.local.safety_rules import defused, rule_hits
 
 # (blocked, its edgy twin that passes): the same subject, once offered and once reported, prevented or researched.
@@ -359,7 +360,11 @@ def test_a_report_the_blend_reads_as_safe_is_not_held_on_the_ngram_estimate_alon
     verdict = local.safety_verdict(content=NEWS_OF_AN_ATTACK)
     assert verdict.safe and verdict.risk < settings.REVIEW_SAFETY_RISK, verdict
     settings.SAFETY_LOCAL_BLEND_CLEARS_DEFUSED = False
-    assert local.safety_verdict(content=NEWS_OF_AN_ATTACK).risk >= settings.REVIEW_SAFETY_RISK
+    # Off, the risk is the n-gram estimate, halved for want of a rule: what the blend replaced.
+    ngram = classifier().risk(NEWS_OF_AN_ATTACK)[0]
+    off = local.safety_verdict(content=NEWS_OF_AN_ATTACK)
+    assert off.risk == pytest.approx(ngram * UNSUPPORTED_LEARNED_RISK, abs=1e-3)
+    assert off.risk > verdict.risk + 0.1
 
 
 def test_an_offer_behind_a_defusing_word_is_blocked_not_held(settings):
