@@ -12,7 +12,7 @@ graph per type, or both), one INSERT per item in its own transaction, as the pip
 backend's CPU is read from /proc/<pid>/schedstat around the inserts and around each query. Then each query asks
 the nearest items through the indexes, at the ef_search the application sets, and is compared with an exact
 search (numpy). A query over all types walks the main graph or, without one, each type's graph merged by
-distance (items.graphs, what the application does now); a query for one type walks its graph or, without
+distance (the one-graph-per-item design, docs/performance.md); a query for one type walks its graph or, without
 per-type graphs, the main graph filtered, at ef_search divided by the type's share (the over-fetch that
 keeps about as many of the type, at most pgvector's 1000). Recall@10 (ef_search 40, the default: the similarity
 search, a search's first page) and recall@50 / recall@80 (ef_search 100: the feed's per-walk depth,
@@ -24,7 +24,7 @@ split by the SHA-256 of their text (first byte even: tuning, odd: held out) and 
         [--configs 16/48:16/32,-:16/32,16/48:-] [--item-queries 200]
 
 A configuration is MAIN_M/MAIN_EFC:TYPE_M/TYPE_EFC, either side `-` for no such graph: 16/48:16/32 is the
-previous release's two graphs per item, -:16/32 the one graph per item it has now. Scratch database
+application's two graphs per item, -:16/32 one graph per item (measured, not taken). Scratch database
 `eigenflux_hnsw_recall` (dropped and recreated, dropped at the end).
 """
 
@@ -184,7 +184,7 @@ def build(conn, config: Config, vectors: np.ndarray, kinds: list[str]) -> float:
 def _walk(config: Config, kind: str | None, shares: dict[str, float], ef: int) -> tuple[str, int]:
     """The SQL of one nearest-neighbour query (parameters: the vector, the limit) as the application asks it with
     `config`'s graphs, and the ef_search it runs at. All types: the main graph, or without one every per-type
-    graph's walk merged by distance (items.graphs). One type: its graph, or without per-type graphs a filtered
+    graph's walk merged by distance. One type: its graph, or without per-type graphs a filtered
     walk of the main graph at ef_search / the type's share (the over-fetch factor; at most pgvector's 1000)."""
     if kind is None and config.main is None:
         walks = " UNION ALL ".join(

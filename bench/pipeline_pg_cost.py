@@ -2,11 +2,11 @@
 every item of the last bench/pipeline_throughput.py run (database `eigenflux_pipebench`, left behind by it), in
 transactions that are rolled back, with the backend's CPU time read from /proc around each batch.
 
-Statements: the similarity search (HNSW walk: the graph over all items where the database still has one, else
-each type's graph, as items.selectors sends it), writing the embedding (HNSW insert), writing the embedding
-checkpoint (a column no index covers), computing the search vector alone (to_tsvector of keywords, summary and
-content), writing it (the same plus the GIN index entries), a checkpoint write of a small column (the plain cost
-of an update of the row). First it prints how many of the
+Statements: the similarity search (HNSW walk: the graph over all items; on a database without it, each type's
+graph walked and merged, as the one-graph-per-item design measured in docs/performance.md sent it), writing the
+embedding (HNSW insert), writing the embedding checkpoint (a column no index covers), computing the search vector
+alone (to_tsvector of keywords, summary and content), writing it (the same plus the GIN index entries), a
+checkpoint write of a small column (the plain cost of an update of the row). First it prints how many of the
 run's updates of an item's row were HOT (pg_stat_user_tables).
 
     flock /tmp/eigenflux-bench.lock .venv/bin/python bench/pipeline_pg_cost.py [--items 300]
@@ -30,8 +30,9 @@ TYPES = ("supply", "demand", "info", "alert")
 
 
 def similarity_search(main_graph: bool) -> tuple[str, Callable[[tuple], list]]:
-    """The similarity search as items.selectors.most_similar sends it: one walk of the graph over all items (the
-    previous release), or each type's graph walked and the nearest of the four kept (items.graphs)."""
+    """The similarity search as items.selectors.most_similar sends it (one walk of the graph over all items), or,
+    on a database without that graph, each type's graph walked and the nearest of the four kept (the
+    one-graph-per-item design measured in docs/performance.md)."""
     walk = (
         "SELECT raw_id, (embedding <=> %b) AS d FROM items_processeditem WHERE {kind}status = 'completed' "
         "AND embedding IS NOT NULL AND raw_id <> %s ORDER BY d LIMIT 1"

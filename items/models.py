@@ -133,17 +133,20 @@ class PublicReason(models.TextChoices):
     DUPLICATE = "duplicate", "duplicate"
 
 
-# The item table's HNSW graphs: one per broadcast type (partial indexes), and none over all items. A completed
-# item always has a type (the extraction's schema requires one), so it enters exactly one graph: the HNSW
-# insert is most of PostgreSQL's CPU per enriched item, and a second graph over all items doubled it. A query
-# over every type (the similarity search before the item's type is known, an unfiltered search, a feed walk
-# without a type) walks the four graphs, each for its own nearest k, and keeps the k nearest of the union
-# (items.graphs); a query for one type walks that type's graph, where pgvector 0.6 (which filters after its
-# walk) has nothing to filter away. bench/hnsw_recall.py measured the build parameters on the corpus embedded
-# with the local model (docs/performance.md, "One HNSW graph per item"): m 16, ef_construction 32 (each graph
-# holds about a quarter of the items); m 12 lost about a point of recall@10. Changing them needs a migration
-# that rebuilds the indexes.
+# Build parameters of the item table's HNSW graphs (the main one and one per broadcast type). Every item that
+# completes is inserted into two of them, which is most of PostgreSQL's CPU per enriched item; an insert's cost
+# grows with ef_construction (the candidates it weighs to choose its neighbours), while m (the neighbours each
+# element keeps) sets how well a search can walk the graph. bench/hnsw_recall.py measured both on the corpus
+# embedded with the local model (docs/performance.md, "HNSW build parameters"): ef_construction 48 for the main
+# graph and 32 for the per-type graphs (each holds about a quarter of the items) cost at most 0.5 points of
+# recall@10/@50/@80 against 64; m stays 16 (m 12 lost about a point of the per-type graphs' recall@10).
+# Changing them needs a migration that rebuilds the indexes. One graph per item was measured and not taken
+# (docs/performance.md, "One HNSW graph per item"): without the main graph, every query over all types (the
+# enrichment's similarity search among them) walks the four per-type graphs, which at 12,000 items costs more
+# than the insert it saves; without the per-type graphs, a walk for one type over-fetches from the main graph
+# at about ten times a per-type walk's cost.
 ITEM_HNSW_M = 16
+ITEM_HNSW_EF_CONSTRUCTION = 48
 ITEM_TYPE_HNSW_EF_CONSTRUCTION = 32
 
 
@@ -238,9 +241,15 @@ class ProcessedItem(models.Model):
             GinIndex(fields=["search_vector"], name="processed_search", fastupdate=False),
             # Domain filters (feed, search): an exact semantic search over a filtered set starts from here.
             GinIndex(fields=["domains"], name="processed_domains", fastupdate=False),
-            # One HNSW graph per broadcast type and none over all items (ITEM_HNSW_M above says why): a search
-            # filtered by type walks a graph holding only that type, so the filter cannot leave the walk's
-            # candidates short (pgvector 0.6 filters after it); one over all types walks the four (items.graphs).
+            HnswIndex(
+                name="processed_embedding_hnsw",
+                fields=["embedding"],
+                m=ITEM_HNSW_M,
+                ef_construction=ITEM_HNSW_EF_CONSTRUCTION,
+                opclasses=["vector_cosine_ops"],
+            ),
+            # One HNSW graph per broadcast type: a semantic search filtered by type walks a graph holding only
+            # that type, so the filter cannot leave the walk's candidates short (pgvector 0.6 filters after it).
             *(
                 HnswIndex(
                     name=f"processed_hnsw_{broadcast_type}",

@@ -36,13 +36,13 @@ from typing import TypeVar
 from django.conf import settings
 from django.contrib.postgres.search import SearchRank
 from django.db import close_old_connections, connection, connections, transaction
-from django.db.models import BigIntegerField, ExpressionWrapper, F, QuerySet, Subquery, Value
+from django.db.models import BigIntegerField, ExpressionWrapper, F, Subquery, Value
 from pgvector.django import CosineDistance
 from prometheus_client import Counter
 
 from eigenflux.base import tracing
 from eigenflux.base.dbpool import connection_to_spare
-from items import graphs, ports, textsearch
+from items import ports, textsearch
 from items.models import ProcessedItem
 from items.ports import QueryEmbedder, QueryVector, SemanticSearchUnavailable
 from items.selectors import visible_items, with_raw
@@ -344,21 +344,11 @@ def _nearest(
     *,
     min_similarity: float | None = None,
 ) -> list[tuple[int, float]]:
-    """The `depth` nearest visible items: one type's graph when a type is asked, else every type's graph walked
-    for its own `depth` nearest and the union's nearest kept (items.graphs: there is no graph over all items).
-    With `min_similarity` (the exact scan, no graph walked) one query over all types."""
-
-    def walk(kind: str | None) -> QuerySet:
-        distance = CosineDistance("embedding", embedding)
-        queryset = visible_items(kind, domain).filter(embedding__isnull=False).annotate(distance=distance)
-        if min_similarity is not None:
-            queryset = queryset.filter(distance__lte=1.0 - min_similarity)
-        return queryset.order_by("distance").values_list("pk", "distance")[:depth]
-
-    if broadcast_type or min_similarity is not None:
-        rows = walk(broadcast_type)
-    else:
-        rows = graphs.each_graph_queryset(walk, distance="distance", depth=depth)
+    distance = CosineDistance("embedding", embedding)
+    queryset = visible_items(broadcast_type, domain).filter(embedding__isnull=False).annotate(distance=distance)
+    if min_similarity is not None:
+        queryset = queryset.filter(distance__lte=1.0 - min_similarity)
+    rows = queryset.order_by("distance").values_list("pk", "distance")[:depth]
     return [(pk, 1.0 - float(distance)) for pk, distance in rows]
 
 

@@ -12,7 +12,6 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from eigenflux.base.sqlrows import BinaryVector, server_bound_cursor
-from items import graphs
 from items.models import (
     VERDICT_TAKEN_DOWN,
     Agent,
@@ -112,23 +111,18 @@ def exact_duplicate_of(item: ProcessedItem) -> RawItem | None:
 
 
 def most_similar(*, embedding, exclude_id: int) -> SimilarHit | None:
-    """The completed item nearest by cosine, of any type, or None when there is none: the nearest of each type's
-    HNSW graph (there is no graph over all items: items.graphs), the nearest of those four."""
+    """The completed item nearest by cosine (pgvector HNSW), or None when there is none."""
     global _SIMILAR_SQL
     if _SIMILAR_SQL is None:
         table = ProcessedItem._meta.db_table
-
-        def walk(kind_condition: str) -> str:
-            return (
-                'SELECT "raw_id", "author_id", "group_id", "created_at", ("embedding" <=> %(vector)s) AS "distance" '  # noqa: S608
-                f'FROM "{table}" WHERE {kind_condition} AND "status" = \'{ItemStatus.COMPLETED.value}\' '
-                'AND "embedding" IS NOT NULL AND "raw_id" <> %(exclude)s ORDER BY "distance" ASC LIMIT 1'
-            )
-
-        columns = '"raw_id", "author_id", "group_id", "created_at", "distance"'
-        _SIMILAR_SQL = graphs.each_graph_sql(walk, columns=columns, distance='"distance"', limit="1")
+        _SIMILAR_SQL = (
+            f'SELECT "raw_id", "author_id", "group_id", "created_at", ("embedding" <=> %s) AS "distance" '  # noqa: S608
+            f'FROM "{table}" WHERE "status" = \'{ItemStatus.COMPLETED.value}\' AND "embedding" IS NOT NULL '
+            'AND "raw_id" <> %s '
+            'ORDER BY "distance" ASC LIMIT 1'
+        )
     with server_bound_cursor() as cursor:
-        cursor.execute(_SIMILAR_SQL, {"vector": BinaryVector(embedding), "exclude": exclude_id})
+        cursor.execute(_SIMILAR_SQL, [BinaryVector(embedding), exclude_id])
         row = cursor.fetchone()
     if row is None:
         return None

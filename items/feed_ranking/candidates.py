@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 
-from items import graphs
 from items.feed_ranking.signals import SEEKS_SIDE, ReaderContext
 from items.models import BroadcastType, ItemStats, ItemStatus, ProcessedItem
 from items.search import semantic_candidates
@@ -72,33 +71,16 @@ SOURCE_COLUMNS = "p.raw_id, COALESCE(p.group_id, p.raw_id) AS g, p.author_id, p.
 SOURCE_COLUMNS += "p.broadcast_type, p.domains"
 
 
-# SOURCE_COLUMNS' names, for a sub-select over a sub-select's rows.
-SOURCE_NAMES = "raw_id, g, author_id, status, expire_time, broadcast_type, domains"
-
-
-def _walk_sql(kind: str | None, number: int) -> str:
-    """Walk `number`: its type's graph, or every type's graph (items.graphs: none holds all items), each walked for
-    its own nearest and the nearest of the union kept."""
-
-    def walk(kind_condition: str) -> str:
-        return (
-            f"SELECT {SOURCE_COLUMNS}, p.embedding <=> %(walk_{number})s::vector AS d FROM {ITEMS} p "  # noqa: S608
-            f"WHERE p.embedding IS NOT NULL AND {kind_condition} AND {VISIBLE_SQL} ORDER BY d LIMIT %(nearest)s"
-        )
-
-    if kind:
-        return f"(SELECT {SOURCE_NAMES} FROM ({walk(graphs.type_condition(kind, 'p.broadcast_type'))}) AS w)"  # noqa: S608
-    merged = graphs.each_graph_sql(
-        walk, columns=SOURCE_NAMES, distance="d", limit="%(nearest)s", kind_column="p.broadcast_type"
-    )
-    return f"({merged})"
-
-
 def _nearest_sql(walks: list, params: dict[str, Any]) -> list[str]:
     parts: list[str] = []
     texts: dict[int, str] = {}  # the seeks vector walks three graphs: written once
     for number, (kind, vector) in enumerate(walks):
-        parts.append(_walk_sql(kind, number))
+        kind_sql = f"AND p.broadcast_type = %(walk_kind_{number})s " if kind else ""
+        parts.append(
+            f"(SELECT {SOURCE_COLUMNS} FROM {ITEMS} p WHERE p.embedding IS NOT NULL {kind_sql}AND {VISIBLE_SQL} "  # noqa: S608
+            f"ORDER BY p.embedding <=> %(walk_{number})s::vector LIMIT %(nearest)s)"
+        )
+        params[f"walk_kind_{number}"] = kind
         if id(vector) not in texts:
             texts[id(vector)] = vector_text(vector)
         params[f"walk_{number}"] = texts[id(vector)]

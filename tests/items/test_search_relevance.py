@@ -211,21 +211,19 @@ def test_filtered_semantic_search_returns_every_matching_item(local):
         near.append(
             make_completed_item(author, f"GPU rental offer number {n}", embedding=vector, broadcast_type="info")
         )
-    texts = [f"Renting GPUs, slot {n}" for n in range(5)]
-    vectors = embed(texts).value
-    # In the same graph as the 300 (info) but of another domain; and as many of another type.
-    pairs = list(zip(texts, vectors, strict=True))
-    wanted = [make_completed_item(author, text, embedding=v, broadcast_type="info") for text, v in pairs]
-    typed = [make_completed_item(author, text, embedding=v, broadcast_type="supply") for text, v in pairs]
+    wanted = [
+        make_completed_item(author, f"Renting GPUs, slot {n}", embedding=embed([f"Renting GPUs, slot {n}"]).value[0])
+        for n in range(5)
+    ]
     for entry in wanted:
-        ProcessedItem.objects.filter(pk=entry.pk).update(domains=["legal"])
+        ProcessedItem.objects.filter(pk=entry.pk).update(broadcast_type="supply", domains=["legal"])
     with connection.cursor() as cursor:
         # On a table this small the planner would sort the filtered rows; on a large network it walks the HNSW
         # index. No sorting leaves it only the index (the exact fallback turns index scans off altogether).
         cursor.execute("SET enable_sort = off")
     try:
-        # The setup does starve a plain walk of the graphs: pgvector's default ef_search hands out 40
-        # candidates per graph, and a domain filter is applied after them (the info graph's 40 are the 300).
+        # The setup does starve a plain index scan of the whole graph: pgvector's default ef_search hands out
+        # 40 candidates, and a domain filter is applied after them.
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute("SET LOCAL hnsw.ef_search = 40")
             plain = _nearest(base, None, "legal", 20)
@@ -238,7 +236,7 @@ def test_filtered_semantic_search_returns_every_matching_item(local):
             )
             plan = "\n".join(row[0] for row in cursor.fetchall())
         assert len(plain) < len(wanted)
-        assert sorted(pk for pk, _ in by_type) == sorted(entry.pk for entry in typed)
+        assert sorted(pk for pk, _ in by_type) == sorted(entry.pk for entry in wanted)
         assert "processed_hnsw_supply" in plan, plan
         query = "GPU rental by the hour in Frankfurt"
         by_domain = ids(search(client, query, "semantic", domain="legal", limit=20))
@@ -247,7 +245,7 @@ def test_filtered_semantic_search_returns_every_matching_item(local):
         with connection.cursor() as cursor:
             cursor.execute("RESET enable_sort")
     assert sorted(by_domain) == sorted(entry.pk for entry in wanted)
-    assert sorted(by_type) == sorted(entry.pk for entry in typed)
+    assert sorted(by_type) == sorted(entry.pk for entry in wanted)
 
 
 def test_the_migration_reindexes_existing_items(local):
