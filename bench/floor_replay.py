@@ -41,8 +41,14 @@ def _dumps(obj: Any) -> str:
     return json.dumps(obj, default=_json_default)
 
 
+# The broadcast type of the captured item (the fake model's default extraction, tests/fakes/openai_server.py).
+CAPTURED_TYPE = "supply"
+
+
 class _Item:
-    def __init__(self, plan: Plan, item_id: int, message_id: str, content: str, content_hash: str, shift) -> None:
+    def __init__(
+        self, plan: Plan, item_id: int, message_id: str, content: str, content_hash: str, shift, kind: str | None = None
+    ) -> None:
         self.plan = plan
         self.map_str = {
             plan.token: f"{message_id}@floor",
@@ -50,6 +56,8 @@ class _Item:
             plan.content_hash: content_hash,
             f"{CAPTURE_MESSAGE_ID}@%": f"{message_id}@%",
         }
+        if kind is not None:  # this item's type instead of the captured one (wherever the plan has it)
+            self.map_str[CAPTURED_TYPE] = kind
         self.item_id = item_id
         self.shift = shift
         self.vector: Any = None

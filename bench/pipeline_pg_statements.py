@@ -12,7 +12,12 @@ graphs, then the main graph, then the GIN indexes), show what the completion (th
 vector into the graphs and writes the search vector) spends on each. Dropping any of them is a product
 decision (type-filtered semantic queries, semantic search, full-text search use them); this only measures.
 
-    flock /tmp/eigenflux-bench.lock .venv/bin/python bench/pipeline_pg_statements.py [--items 300]
+    flock /tmp/eigenflux-bench.lock .venv/bin/python bench/pipeline_pg_statements.py [--items 300] [--spread-types]
+
+With --spread-types each replayed item gets a broadcast type drawn with a network's shares (the captured item's
+type replaced wherever the plan has it), so the per-type graphs hold about a quarter of the items each, as in a
+network; without it every item has the captured item's type, one per-type graph holds them all and the others
+stay empty (the similarity search's walks of the empty graphs then cost next to nothing).
 
 Scratch database `eigenflux_pgstmt` (dropped and recreated), Redis db 7 (flushed).
 """
@@ -108,9 +113,30 @@ class Replay:
                 self.step(k, item)
 
 
+# A network's type shares (as bench/feed_network.py), for --spread-types.
+TYPE_SHARES = (("supply", 0.35), ("demand", 0.25), ("info", 0.3), ("alert", 0.1))
+SPREAD = False  # set by --spread-types
+
+
+def _type_of(item_id: int) -> str | None:
+    """The item's broadcast type with --spread-types (drawn from its id with the network's shares), else None:
+    the captured item's, so that every item lands in one per-type graph."""
+    if not SPREAD:
+        return None
+    point = (item_id * 2654435761 % 2**32) / 2**32
+    for kind, share in TYPE_SHARES:
+        point -= share
+        if point < 0:
+            return kind
+    return TYPE_SHARES[-1][0]
+
+
 def items_for(plan: Plan, rows: list[tuple[int, str, str]]) -> list[_Item]:
     shift = datetime.now().astimezone() - plan.captured_at
-    return [_Item(plan, item_id, f"{1800000000000 + item_id}-0", content, h, shift) for item_id, content, h in rows]
+    return [
+        _Item(plan, item_id, f"{1800000000000 + item_id}-0", content, h, shift, kind=_type_of(item_id))
+        for item_id, content, h in rows
+    ]
 
 
 def index_saving(conn, plan: Plan, fresh_rows, base_url: str) -> list[tuple[str, float]]:
@@ -129,6 +155,7 @@ def index_saving(conn, plan: Plan, fresh_rows, base_url: str) -> list[tuple[str,
         ("and without the main HNSW graph", main_graph),
         (f"and without the {len(gin)} GIN indexes ({', '.join(gin)})", gin),
     ]
+    steps = [step for k, step in enumerate(steps) if k == 0 or step[1]]  # no main graph: no step for it
     results = []
     for k, (what, dropped) in enumerate(steps):
         for name in dropped:
@@ -144,7 +171,15 @@ def index_saving(conn, plan: Plan, fresh_rows, base_url: str) -> list[tuple[str,
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--items", type=int, default=300, help="items measured (and as many enriched first)")
+    parser.add_argument(
+        "--spread-types",
+        action="store_true",
+        help="give the items the network's mix of broadcast types (default: every item the captured one's type, "
+        "so one per-type graph holds them all)",
+    )
     args = parser.parse_args()
+    global SPREAD
+    SPREAD = args.spread_types
     scratch_environment(DB, REDIS_DB)
     import psycopg
     from pgvector.psycopg import register_vector
@@ -176,7 +211,8 @@ def main() -> int:
 
 def print_tables(replay: Replay, n: int, saving: list[tuple[str, float]]) -> None:
     total = sum(replay.cpu.values()) / n / 1e6
-    print(f"\nPostgreSQL CPU per enriched item by statement, {n} items, load {os.getloadavg()[0]:.1f}")
+    mix = "the network's mix of types" if SPREAD else "all of one type"
+    print(f"\nPostgreSQL CPU per enriched item by statement, {n} items ({mix}), load {os.getloadavg()[0]:.1f}")
     print("| step, statement | runs/item | CPU ms/item | share |")
     print("|---|---|---|---|")
     for key, ns in sorted(replay.cpu.items()):

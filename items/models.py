@@ -140,7 +140,11 @@ class PublicReason(models.TextChoices):
 # embedded with the local model (docs/performance.md, "HNSW build parameters"): ef_construction 48 for the main
 # graph and 32 for the per-type graphs (each holds about a quarter of the items) cost at most 0.5 points of
 # recall@10/@50/@80 against 64; m stays 16 (m 12 lost about a point of the per-type graphs' recall@10).
-# Changing them needs a migration that rebuilds the indexes.
+# Changing them needs a migration that rebuilds the indexes. One graph per item was measured and not taken
+# (docs/performance.md, "One HNSW graph per item"): without the main graph, every query over all types (the
+# enrichment's similarity search among them) walks the four per-type graphs, which at 12,000 items costs more
+# than the insert it saves; without the per-type graphs, a walk for one type over-fetches from the main graph
+# at about ten times a per-type walk's cost.
 ITEM_HNSW_M = 16
 ITEM_HNSW_EF_CONSTRUCTION = 48
 ITEM_TYPE_HNSW_EF_CONSTRUCTION = 32
