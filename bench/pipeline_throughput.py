@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import statistics
 import subprocess
 import sys
 import time
@@ -42,13 +41,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from bench.pipeline_floor import FloorResult, Plan, capture_with_settings, floor_items, run_floor  # noqa: E402
-from bench.pipeline_timeline import HEADER, Timeline, add_entries, row, timeline  # noqa: E402
+from bench.pipeline_local import local_batches, outcomes  # noqa: E402
+from bench.pipeline_report import CALLS_PER_ITEM, print_table, print_timelines  # noqa: E402
+from bench.pipeline_timeline import Timeline, add_entries, timeline  # noqa: E402
 from bench.pyspy import spy_start, spy_stop  # noqa: E402
 from bench.scratch import scratch_environment  # noqa: E402
 
 DB = "eigenflux_pipebench"
 REDIS_DB = 6
-CALLS_PER_ITEM = 4  # embedding, safety, extraction, suggestion
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -181,17 +181,14 @@ def run_config(config: Config, args, agents: list, tag: str, probe: Probe, env: 
 
     client = get_redis()
     warmup: tuple[list[int], list[dict]] = ([], [])
+    wanted = max(args.min_items, args.items_per_slot * config.in_flight)
     if args.local:
-        # Every run judges the same broadcasts from a clean slate, so that none is a duplicate of the last run's.
-        probe.conn.execute("TRUNCATE items_rawitem, items_outboxevent CASCADE")
-        client.flushdb()
-        texts = local_texts()
-        warmup = publish(len(WARMUP), agents, tag, [texts[k] for k in WARMUP])
-        texts = [text for k, text in enumerate(texts) if k not in WARMUP]
-        n = min(len(texts), max(args.min_items, args.items_per_slot * config.in_flight))
-        ids, envelopes = publish(n, agents, tag, texts)
+        warmup, (ids, envelopes) = local_batches(
+            probe.conn, client, lambda texts: publish(len(texts), agents, tag, texts), wanted
+        )
+        n = len(ids)
     else:
-        n = max(args.min_items, args.items_per_slot * config.in_flight)
+        n = wanted
         ids, envelopes = publish(n, agents, tag)
     assert len(envelopes) == n, (len(envelopes), n)
     procs = []
@@ -204,12 +201,7 @@ def run_config(config: Config, args, agents: list, tag: str, probe: Probe, env: 
     try:
         result = measure(config, args, probe, client, procs, (ids, envelopes), warmup)
         if server is None:
-            result.outcomes = dict(
-                probe.query(
-                    "SELECT status, count(*) FROM items_processeditem WHERE raw_id = ANY(%s) GROUP BY 1 ORDER BY 1",
-                    [ids],
-                )
-            )
+            result.outcomes = outcomes(probe.conn, ids)
             return result
         start, end = result.wall
         requests = server.requests[first_request:]
@@ -309,25 +301,6 @@ def measure(config: Config, args, probe: Probe, client, procs, batch, warmup) ->
     )
 
 
-# The warm-up's broadcasts, by index in the search corpus: three in English and three in Chinese or Japanese, so
-# that every model and dictionary of the offline analyzer is loaded (and its classifiers trained) before the window.
-WARMUP = (0, 1, 2, 3, 4, 5)
-
-
-def local_texts() -> list[str]:
-    """The search corpus's broadcasts, English ones and the others interleaved so that any prefix mixes them, and
-    the WARMUP indexes holding three of each."""
-    import json
-
-    corpus = ROOT / "bench" / "data" / "search_corpus.jsonl"
-    texts = [json.loads(line)["content"] for line in corpus.read_text(encoding="utf-8").splitlines() if line]
-    english = [text for text in texts if text.isascii()]
-    others = [text for text in texts if not text.isascii()]
-    mixed = [text for pair in zip(english, others, strict=False) for text in pair]
-    longer = english if len(english) > len(others) else others
-    return mixed + longer[len(mixed) // 2 :]
-
-
 def redis_calls(client) -> int:
     """Commands Redis has run so far (all clients; the bench sends none while a run is measured)."""
     return sum(int(stats["calls"]) for stats in client.info("commandstats").values())
@@ -339,56 +312,16 @@ def floor_run(plan: Plan, config: Config, n: int, agents: list, tag: str, server
     return run_floor(plan, items, envelopes, concurrency=config.in_flight, base_url=server.url, probe=probe)
 
 
-def print_table(results: dict[Config, list[Result]], plan: Plan | None, args, pool: int) -> None:
-    print(
-        f"\nEnrichment throughput, fake model latency per call as in C ({CALLS_PER_ITEM} calls per "
-        f"item), median of {args.rounds}; pool max {pool} connections per process"
-    )
-    if plan is not None:
-        print(
-            f"Per item (the handler's own, captured): {plan.transactions} transactions, {plan.statements} SQL "
-            f"statements, {plan.requests} HTTP requests; the floor replays exactly these (bench/pipeline_floor.py)"
-        )
-    header = (
-        "| C | items | items/s | ideal | ratio | CPU ms/item (proc + PG) | floor CPU ms/item (proc + PG) "
-        "| x floor (proc, PG) | xact/item | Redis cmds/item | peak RSS MB | threads | DB conns | load |"
-    )
-    print(header)
-    print("|---" * (header.count("|") - 1) + "|")
-    for config, runs in results.items():
+def model_environment(local: bool):
+    """The fake model server (None with --local) and the pipeline processes' environment."""
+    from tests.fakes.fixtures import FakeLLM
+    from tests.fakes.openai_server import FakeOpenAIServer
 
-        def med(attr: str, runs=runs) -> float:
-            return statistics.median(getattr(run, attr) for run in runs)
-
-        floors = [run.floor for run in runs if run.floor is not None]
-        floor_cells = "| |"
-        if floors:
-            f_proc = statistics.median(f.cpu_process for f in floors)
-            f_pg = statistics.median(f.cpu_postgres for f in floors)
-            floor_cells = (
-                f"{f_proc * 1000:.1f} + {f_pg * 1000:.1f} | "
-                f"{med('cpu_process') / f_proc:.2f}, {med('cpu_postgres') / f_pg:.2f} |"
-            )
-        ideal = "offline | -" if args.local else f"{runs[0].ideal:.0f} | {med('ratio'):.2f}"
-        label = f"{config.label.split(' @')[0]} offline" if args.local else config.label
-        print(
-            f"| {label} | {runs[0].items} | {med('rate'):.1f} | {ideal} | "
-            f"{med('cpu_process') * 1000:.1f} + {med('cpu_postgres') * 1000:.1f} | {floor_cells} "
-            f"{med('transactions'):.1f} | {med('redis_commands'):.1f} | "
-            f"{med('rss_mb'):.0f} | {med('threads'):.0f} | {med('connections'):.0f} | {med('load'):.1f} |"
-        )
-
-
-def print_timelines(results: dict[Config, list[Result]]) -> None:
-    """Where the slot time went, per run (bench/pipeline_timeline.py); the whole run's ratio beside the
-    steady state's, never instead of it."""
-    print("\nWhere the slot time went, per run (bench/pipeline_timeline.py)")
-    print(HEADER)
-    print("|---" * (HEADER.count("|") - 1) + "|")
-    for config, runs in results.items():
-        for k, run in enumerate(runs):
-            if run.timeline is not None:
-                print(row(f"{config.label} #{k + 1}", run.ratio, run.ideal, run.timeline))
+    if local:
+        env = {key: value for key, value in os.environ.items() if not key.startswith(("LLM_", "SAFETY_LLM_"))}
+        return None, {**env, "LLM_PROVIDER": "local"}
+    server = FakeOpenAIServer(safety_model="fake-safety").start()
+    return server, {**os.environ, **FakeLLM(server).env(), "LLM_TIMEOUT": "30"}
 
 
 def main() -> int:
@@ -414,16 +347,9 @@ def main() -> int:
     from eigenflux.base.redis import get_redis
     from items.services.agents import agent_create
     from tests.fakes.fixtures import FakeLLM
-    from tests.fakes.openai_server import FakeOpenAIServer
 
     get_redis().flushdb()
-    if args.local:
-        server = None
-        env = {key: value for key, value in os.environ.items() if not key.startswith(("LLM_", "SAFETY_LLM_"))}
-        env["LLM_PROVIDER"] = "local"
-    else:
-        server = FakeOpenAIServer(safety_model="fake-safety").start()
-        env = {**os.environ, **FakeLLM(server).env(), "LLM_TIMEOUT": "30"}
+    server, env = model_environment(args.local)
     plan = None if args.no_floor else capture_with_settings(server, FakeLLM(server))
     env["LOG_LEVEL"] = os.environ.get("BENCH_PIPELINE_LOG_LEVEL", "WARNING")
     agents = [agent_create(name=f"pipebench-{i}") for i in range(20)]

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def load_bench():
-    spec = importlib.util.spec_from_file_location("bench_pipeline_throughput", ROOT / "bench/pipeline_throughput.py")
+    spec = importlib.util.spec_from_file_location("bench_pipeline_local", ROOT / "bench/pipeline_local.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
