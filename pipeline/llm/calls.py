@@ -209,11 +209,24 @@ def _back_off(*, prompt: str, attempt: int, error: _Transient, cancel: threading
 _JSON_BODY: Any = {"headers": {"content-type": "application/json"}}
 
 
-async def _post(client: openai.AsyncOpenAI, path: str, body: bytes) -> dict[str, Any]:
-    """POST a JSON body built by us through the SDK's lowest public layer (`client.post`: its auth, timeout,
-    error mapping and transport, but no parameter transform) and return the reply's JSON object as it came
-    (`cast_to=object`: no response model is built); ValueError when the body is no JSON object."""
-    data = await client.post(path, cast_to=object, content=body, options=_JSON_BODY)
+@functools.lru_cache(maxsize=64)
+def endpoint(client: openai.AsyncOpenAI, path: str) -> str:
+    """The absolute URL of `path` under the client's base URL, joined once per client and path as the SDK would
+    (its base URL always ends with a slash). Passed to `client.post` as it is, it spares the SDK joining and
+    parsing the two again on every request (`_prepare_url`). A base URL with a query string is left to the
+    SDK: the path is returned for it to join."""
+    base = client.base_url
+    if base.query:
+        return path
+    return str(base.join(path.lstrip("/")))
+
+
+async def _post(client: openai.AsyncOpenAI, url: str, body: bytes) -> dict[str, Any]:
+    """POST a JSON body built by us to `url` (absolute: `endpoint`) through the SDK's lowest public layer
+    (`client.post`: its auth, timeout, error mapping and transport, but no parameter transform) and return the
+    reply's JSON object as it came (`cast_to=object`: no response model is built); ValueError when the body is
+    no JSON object."""
+    data = await client.post(url, cast_to=object, content=body, options=_JSON_BODY)
     if not isinstance(data, dict):
         raise ValueError(f"expected a JSON object, got {type(data).__name__}")
     return data
@@ -294,14 +307,17 @@ def _sender(config: ClientConfig, rendered: RenderedPrompt) -> Callable[[], Awai
     client = openai_client(config)
     body = request_body(config, rendered)
     if config.api == "chat":
+        chat_url = endpoint(client, "/chat/completions")
 
         async def send_chat() -> Reply:
-            return _chat_reply(await _post(client, "/chat/completions", body))
+            return _chat_reply(await _post(client, chat_url, body))
 
         return send_chat
 
+    url = endpoint(client, "/responses")
+
     async def send_responses() -> Reply:
-        return _responses_reply(await _post(client, "/responses", body))
+        return _responses_reply(await _post(client, url, body))
 
     return send_responses
 
@@ -366,9 +382,10 @@ def embed_remote(
     if settings.EMBEDDING_SEND_DIMENSIONS:
         fields["dimensions"] = dimensions
     body = json.dumps(fields).encode()
+    url = endpoint(client, "/embeddings")
 
     async def send() -> Reply:
-        data = await _post(client, "/embeddings", body)
+        data = await _post(client, url, body)
         rows = [row for row in data.get("data") or [] if isinstance(row, dict)]
         ordered = sorted(rows, key=lambda row: row["index"] if isinstance(row.get("index"), int) else 0)
         return Reply(
