@@ -8,9 +8,9 @@ import json
 import openai
 import pytest
 
-from pipeline.llm.calls import _request_prefix, endpoint, request_body
 from pipeline.llm.clients import ClientConfig
 from pipeline.llm.prompts import RenderedPrompt
+from pipeline.llm.wire import _request_prefix, endpoint, request_body
 
 
 def config(**overrides) -> ClientConfig:
