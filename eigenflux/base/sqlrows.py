@@ -32,6 +32,7 @@ from uuid import UUID
 import numpy as np
 import psycopg
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models.fields import AutoFieldMixin
 from psycopg.adapt import Dumper
 from psycopg.pq import Format
@@ -107,13 +108,13 @@ def server_bound_cursor() -> Iterator[Any]:
         yield cursor
 
 
-def _db() -> Any:
+def _db() -> BaseDatabaseWrapper:
     """This thread's default database wrapper, looked up once per statement: `django.db.connection` is a proxy
     that looks it up again (a context-local read) on every attribute, and a field's preparation reads several."""
     return connections[DEFAULT_DB_ALIAS]
 
 
-def _prep(field: models.Field, value: Any, db: Any) -> Any:
+def _prep(field: models.Field, value: Any, db: BaseDatabaseWrapper) -> Any:
     if isinstance(value, models.Model):
         value = value.pk
     if value is not None and type(field).__name__ == VECTOR_FIELD:
@@ -219,7 +220,7 @@ def _json_text(model: type[models.Model], fields: tuple[models.Field, ...], rows
 
 
 def _row_values(
-    fields: tuple[models.Field, ...], row: Mapping[str, Any], db: Any
+    fields: tuple[models.Field, ...], row: Mapping[str, Any], db: BaseDatabaseWrapper
 ) -> Iterator[tuple[models.Field, Any]]:
     for field in fields:
         if field.name in row:
