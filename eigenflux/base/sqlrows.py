@@ -114,7 +114,15 @@ def _db() -> BaseDatabaseWrapper:
     return connections[DEFAULT_DB_ALIAS]
 
 
+# Fields whose preparation returns a value of this exact type as it is (to_python and get_prep_value pass a str
+# through; integers are not among them: PostgreSQL's operations wrap them in psycopg's sized types). A third of
+# the values an enriched item writes.
+_VERBATIM: dict[type[models.Field], type] = {models.CharField: str, models.TextField: str}
+
+
 def _prep(field: models.Field, value: Any, db: BaseDatabaseWrapper) -> Any:
+    if type(value) is _VERBATIM.get(type(field)):
+        return value
     if isinstance(value, models.Model):
         value = value.pk
     if value is not None and type(field).__name__ == VECTOR_FIELD:
