@@ -7,9 +7,10 @@ import math
 
 import pytest
 from django.db import DataError, connection
+from django.db.models import TextField
 from django.test.utils import CaptureQueriesContext
 
-from eigenflux.base.sqlrows import BinaryVector, insert_rows, server_bound_cursor, update_where
+from eigenflux.base.sqlrows import _VERBATIM, BinaryVector, _prep, insert_rows, server_bound_cursor, update_where
 from items.models import ItemStatus, ModerationDecision, ProcessedItem
 from items.selectors import most_similar
 from tests.factories import make_completed_item, make_item
@@ -211,3 +212,25 @@ def test_a_json_fields_own_encoder_is_kept_in_a_json_row():
     key = uuid.uuid4()
     assert _json_value(Jsonb({"a": [1]})) == {"a": [1]}
     assert _json_value(Jsonb({"k": key}, dumps=functools.partial(json.dumps, cls=DjangoJSONEncoder))) == {"k": str(key)}
+
+
+@pytest.mark.parametrize("field_class", list(_VERBATIM))
+@pytest.mark.parametrize("value", ["text", "", 7, True, None, 2.5])
+def test_a_verbatim_value_is_what_the_fields_own_preparation_returns(field_class, value):
+    field = field_class(null=True)
+    expected = field.get_db_prep_save(value, connection)
+    prepared = _prep(field, value, connection)
+    assert prepared == expected
+    assert type(prepared) is type(expected)
+
+
+def test_a_str_for_a_text_column_skips_the_fields_preparation():
+    field = TextField()
+
+    def refuse(value, connection):
+        raise AssertionError("prepared again")
+
+    field.get_db_prep_save = refuse  # type: ignore[method-assign]
+    assert _prep(field, "as it is", connection) == "as it is"
+    with pytest.raises(AssertionError, match="prepared again"):
+        _prep(field, 7, connection)

@@ -98,10 +98,11 @@ def release_connection() -> None:
     """Give this thread's database connection back (to the pool; closed when unpooled) before a long wait
     such as a model call, so the wait does not pin a connection. Inside a transaction it is kept: the
     transaction needs it. The next query takes a connection again."""
-    from django.db import connection
+    from django.db import DEFAULT_DB_ALIAS, connections
 
-    if connection.connection is not None and not connection.in_atomic_block:
-        connection.close()
+    wrapper = connections[DEFAULT_DB_ALIAS]  # once: `django.db.connection` looks it up again per attribute
+    if wrapper.connection is not None and not wrapper.in_atomic_block:
+        wrapper.close()
 
 
 def pool_exhausted(exc: BaseException | None) -> bool:

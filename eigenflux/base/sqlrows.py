@@ -31,7 +31,8 @@ from uuid import UUID
 
 import numpy as np
 import psycopg
-from django.db import connection, models
+from django.db import DEFAULT_DB_ALIAS, connection, connections, models
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models.fields import AutoFieldMixin
 from psycopg.adapt import Dumper
 from psycopg.pq import Format
@@ -95,23 +96,38 @@ def _with_vectors(conn: psycopg.Connection[Any]) -> None:
 @contextmanager
 def server_bound_cursor() -> Iterator[Any]:
     """A cursor binding parameters on the server (and so taking BinaryVector), wrapped as Django's own."""
-    connection.close_if_health_check_failed()
-    connection.ensure_connection()
-    with connection.wrap_database_errors:
-        _with_vectors(connection.connection)  # before the cursor: it copies the connection's adapters
-        raw = psycopg.Cursor(connection.connection)
+    db = _db()
+    db.close_if_health_check_failed()
+    db.ensure_connection()
+    with db.wrap_database_errors:
+        _with_vectors(db.connection)  # before the cursor: it copies the connection's adapters
+        raw = psycopg.Cursor(db.connection)
         # Django's own (private) wrapping of a driver cursor, which django-stubs does not declare.
-        cursor = connection._prepare_cursor(raw)  # type: ignore[attr-defined]
+        cursor = db._prepare_cursor(raw)  # type: ignore[attr-defined]
     with cursor:
         yield cursor
 
 
-def _prep(field: models.Field, value: Any) -> Any:
+def _db() -> BaseDatabaseWrapper:
+    """This thread's default database wrapper, looked up once per statement: `django.db.connection` is a proxy
+    that looks it up again (a context-local read) on every attribute, and a field's preparation reads several."""
+    return connections[DEFAULT_DB_ALIAS]
+
+
+# Fields whose preparation returns a value of this exact type as it is (to_python and get_prep_value pass a str
+# through; integers are not among them: PostgreSQL's operations wrap them in psycopg's sized types). A third of
+# the values an enriched item writes.
+_VERBATIM: dict[type[models.Field], type] = {models.CharField: str, models.TextField: str}
+
+
+def _prep(field: models.Field, value: Any, db: BaseDatabaseWrapper) -> Any:
+    if type(value) is _VERBATIM.get(type(field)):
+        return value
     if isinstance(value, models.Model):
         value = value.pk
     if value is not None and type(field).__name__ == VECTOR_FIELD:
         return BinaryVector(value)
-    return field.get_db_prep_save(value, connection)
+    return field.get_db_prep_save(value, db)
 
 
 def _qn(name: str) -> str:
@@ -211,7 +227,9 @@ def _json_text(model: type[models.Model], fields: tuple[models.Field, ...], rows
     return sql
 
 
-def _row_values(fields: tuple[models.Field, ...], row: Mapping[str, Any]) -> Iterator[tuple[models.Field, Any]]:
+def _row_values(
+    fields: tuple[models.Field, ...], row: Mapping[str, Any], db: BaseDatabaseWrapper
+) -> Iterator[tuple[models.Field, Any]]:
     for field in fields:
         if field.name in row:
             value = row[field.name]
@@ -219,7 +237,7 @@ def _row_values(fields: tuple[models.Field, ...], row: Mapping[str, Any]) -> Ite
             value = row[field.attname]
         else:
             value = field.get_default()
-        yield field, _prep(field, value)
+        yield field, _prep(field, value, db)
 
 
 def _insert_sql(rows: Rows, *, as_json: bool, casts: bool = False) -> tuple[str, list[Any]]:
@@ -227,12 +245,13 @@ def _insert_sql(rows: Rows, *, as_json: bool, casts: bool = False) -> tuple[str,
     for a VALUES list read by a SELECT, where PostgreSQL cannot take the types from the target columns), or
     `as_json` the rows as one jsonb parameter."""
     fields = _insert_fields(rows.model)
+    db = _db()
     if as_json:
         documents = [
-            {field.column: _json_value(value) for field, value in _row_values(fields, row)} for row in rows.rows
+            {field.column: _json_value(value) for field, value in _row_values(fields, row, db)} for row in rows.rows
         ]
         return _json_text(rows.model, fields, rows), [Jsonb(documents, dumps=_rows_json)]
-    params = [value for row in rows.rows for _, value in _row_values(fields, row)]
+    params = [value for row in rows.rows for _, value in _row_values(fields, row, db)]
     return _values_text(rows.model, fields, len(rows.rows), rows, casts), params
 
 
@@ -272,10 +291,11 @@ def _update_sql(
         sets += [f"{_column(fields[name])} = {expression}" for name, (expression, _) in expressions.items()]
         conditions = " AND ".join(f"{_column(fields[name])} = %s" for name in where)
         sql = _SQL[key] = f"UPDATE {_qn(model._meta.db_table)} SET {', '.join(sets)} WHERE {conditions}"  # noqa: S608
-    params = [_prep(fields[name], value) for name, value in values.items()]
+    db = _db()
+    params = [_prep(fields[name], value, db) for name, value in values.items()]
     for _, expression_params in expressions.values():
         params.extend(expression_params)
-    params += [_prep(fields[name], value) for name, value in where.items()]
+    params += [_prep(fields[name], value, db) for name, value in where.items()]
     return sql, params
 
 
@@ -341,9 +361,10 @@ def model_from_row(model: type[models.Model], values: Sequence[Any]) -> Any:
     through its field's converters as the ORM's compiler would (a vector parsed, JSON decoded): a read without
     a QuerySet, for a statement on the hot path."""
     names, readers = _readers(model)
+    db = _db()
     row = []
     for (column, converters), value in zip(readers, values, strict=False):
         for convert in converters:
-            value = convert(value, column, connection)
+            value = convert(value, column, db)
         row.append(value)
-    return model.from_db(connection.alias, names, row)
+    return model.from_db(db.alias, names, row)

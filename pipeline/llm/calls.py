@@ -12,7 +12,6 @@ ModelOutputInvalid and the pipeline retries the message later.
 from __future__ import annotations
 
 import base64
-import functools
 import json
 import logging
 import random
@@ -36,6 +35,7 @@ from pipeline.llm.errors import CallCancelled, ModelOutputInvalid, ModelRequestR
 from pipeline.llm.jsonparse import JSONExtractionError, extract_json_object
 from pipeline.llm.prompts import RenderedPrompt
 from pipeline.llm.tracing import model_call_span
+from pipeline.llm.wire import endpoint, post_json, request_body
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -206,52 +206,6 @@ def _back_off(*, prompt: str, attempt: int, error: _Transient, cancel: threading
         raise CallCancelled(f"{prompt}: cancelled during backoff") from None
 
 
-_JSON_BODY: Any = {"headers": {"content-type": "application/json"}}
-
-
-async def _post(client: openai.AsyncOpenAI, path: str, body: bytes) -> dict[str, Any]:
-    """POST a JSON body built by us through the SDK's lowest public layer (`client.post`: its auth, timeout,
-    error mapping and transport, but no parameter transform) and return the reply's JSON object as it came
-    (`cast_to=object`: no response model is built); ValueError when the body is no JSON object."""
-    data = await client.post(path, cast_to=object, content=body, options=_JSON_BODY)
-    if not isinstance(data, dict):
-        raise ValueError(f"expected a JSON object, got {type(data).__name__}")
-    return data
-
-
-@functools.lru_cache(maxsize=256)
-def _request_prefix(config: ClientConfig, prompt: str) -> str:
-    """A prompt's request body without its texts, serialised once: the JSON object, open at the end so the
-    call appends its instructions and input."""
-    del prompt  # part of the cache key only: the same settings may differ per prompt (reasoning effort)
-    if config.api == "chat":
-        fields: dict[str, Any] = {"model": config.model, config.chat_limit_param: config.max_output_tokens}
-        if config.reasoning_effort:
-            fields["reasoning_effort"] = config.reasoning_effort
-        if config.json_mode:
-            fields["response_format"] = {"type": "json_object"}
-    else:
-        fields = {"model": config.model, "store": False, "max_output_tokens": config.max_output_tokens}
-        if config.reasoning_effort:
-            fields["reasoning"] = {"effort": config.reasoning_effort}
-        if config.json_mode:
-            fields["text"] = {"format": {"type": "json_object"}}
-    return json.dumps(fields)[:-1]
-
-
-def request_body(config: ClientConfig, rendered: RenderedPrompt) -> bytes:
-    """The HTTP body of one completion: the prompt's cached prefix plus this call's texts."""
-    prefix = _request_prefix(config, rendered.name)
-    if config.api == "chat":
-        messages = [
-            {"role": "system", "content": rendered.instructions},
-            {"role": "user", "content": rendered.input},
-        ]
-        return f'{prefix}, "messages": {json.dumps(messages)}}}'.encode()
-    texts = f'"instructions": {json.dumps(rendered.instructions)}, "input": {json.dumps(rendered.input)}'
-    return f"{prefix}, {texts}}}".encode()
-
-
 def _count(usage: dict[str, Any], key: str, details: str = "") -> int:
     value = (usage.get(details) or {}).get(key) if details else usage.get(key)
     return value if isinstance(value, int) and value > 0 else 0
@@ -294,14 +248,17 @@ def _sender(config: ClientConfig, rendered: RenderedPrompt) -> Callable[[], Awai
     client = openai_client(config)
     body = request_body(config, rendered)
     if config.api == "chat":
+        chat_url = endpoint(client, "/chat/completions")
 
         async def send_chat() -> Reply:
-            return _chat_reply(await _post(client, "/chat/completions", body))
+            return _chat_reply(await post_json(client, chat_url, body))
 
         return send_chat
 
+    url = endpoint(client, "/responses")
+
     async def send_responses() -> Reply:
-        return _responses_reply(await _post(client, "/responses", body))
+        return _responses_reply(await post_json(client, url, body))
 
     return send_responses
 
@@ -366,9 +323,10 @@ def embed_remote(
     if settings.EMBEDDING_SEND_DIMENSIONS:
         fields["dimensions"] = dimensions
     body = json.dumps(fields).encode()
+    url = endpoint(client, "/embeddings")
 
     async def send() -> Reply:
-        data = await _post(client, "/embeddings", body)
+        data = await post_json(client, url, body)
         rows = [row for row in data.get("data") or [] if isinstance(row, dict)]
         ordered = sorted(rows, key=lambda row: row["index"] if isinstance(row.get("index"), int) else 0)
         return Reply(

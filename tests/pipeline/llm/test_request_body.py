@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 
-from pipeline.llm.calls import _request_prefix, request_body
+import openai
+import pytest
+
 from pipeline.llm.clients import ClientConfig
 from pipeline.llm.prompts import RenderedPrompt
+from pipeline.llm.wire import _request_prefix, endpoint, request_body
 
 
 def config(**overrides) -> ClientConfig:
@@ -61,3 +64,17 @@ def test_the_constant_part_is_serialised_once_per_settings_and_prompt():
     request_body(config(model="other"), RENDERED)
     info = _request_prefix.cache_info()
     assert (info.misses, info.hits) == (2, 2)
+
+
+@pytest.mark.parametrize(
+    "base_url", ["http://x/v1", "http://x/v1/", "https://x:8443/openai/v1", "http://x", "http://x/a%20b/v1"]
+)
+@pytest.mark.parametrize("path", ["/responses", "/chat/completions", "/embeddings"])
+def test_the_endpoint_is_the_url_the_sdk_would_join(base_url, path):
+    client = openai.AsyncOpenAI(base_url=base_url, api_key="k")
+    assert endpoint(client, path) == str(client._prepare_url(path))
+
+
+def test_a_base_url_with_a_query_is_left_to_the_sdk():
+    client = openai.AsyncOpenAI(base_url="http://x/v1?api-version=1", api_key="k")
+    assert endpoint(client, "/responses") == "/responses"
