@@ -149,14 +149,15 @@ def _assess(text: str, content: str) -> tuple[float, list[str], bool]:
             # A report, warning or offer of help that only the n-gram estimate finds risky: the blend, which
             # also reads the sentence vector, speaks for both learned layers. The rules' own risk stays.
             risk = max(min(risk, combined), rule_risk)
-        elif _blend_corroborates(combined, is_defused) and hits_found:
-            # A category's word, no defusing word, and both learned layers agree: blocked on the blend.
-            risk = max(risk, combined)
-            flags += [] if flags else _learned_flags(hits_found, nearest)
         elif _blend_corroborates(combined, is_defused):
-            # Both learned layers read harm in a text with no rule and no defusing word: the n-gram estimate counts
-            # in full, but without a rule it never blocks alone (a moderator decides).
-            risk = max(risk, min(ngram, CORROBORATED_CEILING * settings.SAFETY_LOCAL_BLOCK_THRESHOLD))
+            if hits_found:
+                # A category's word, no defusing word, and both learned layers agree: blocked on the blend.
+                risk = max(risk, combined)
+                flags += [] if flags else _learned_flags(hits_found, nearest)
+            else:
+                # Both learned layers read harm in a text with no rule and no defusing word: the n-gram estimate
+                # counts in full, but without a rule it never blocks alone (a moderator decides).
+                risk = max(risk, min(ngram, CORROBORATED_CEILING * settings.SAFETY_LOCAL_BLOCK_THRESHOLD))
     return risk, flags, any(hit.kind == "hard_rule" for hit in hits_found)
 
 

@@ -138,12 +138,8 @@ _REFUSED_AFTER = regex.compile(
 )
 
 
-def _defusers(text: str, category: Category | None = None) -> list[tuple[int, int]]:
-    """The defusing words' spans (the lexicon's, and the category's own), without those the text refuses ("no
-    hotlines, serious only")."""
-    spans = _spans(_group("defusers"), text)
-    if category is not None and category.defusers is not None:
-        spans += _spans(category.defusers, text)
+def _unrefused(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The defusing words' spans without those the text refuses ("no hotlines, serious only")."""
     return [
         (start, end)
         for start, end in spans
@@ -151,24 +147,31 @@ def _defusers(text: str, category: Category | None = None) -> list[tuple[int, in
     ]
 
 
-def _defused(text: str, spans: list[tuple[int, int]], window: int, category: Category) -> bool:
-    defusers = _defusers(text, category)
+def _defusers(text: str, category: Category | None = None) -> list[tuple[int, int]]:
+    """The defusing words' spans (the lexicon's, and the category's own), without those the text refuses."""
+    spans = _spans(_group("defusers"), text)
+    if category is not None and category.defusers is not None:
+        spans += _spans(category.defusers, text)
+    return _unrefused(text, spans)
+
+
+def _defused(spans: list[tuple[int, int]], window: int, defusers: list[tuple[int, int]]) -> bool:
     return all(
         any(abs(d_start - start) <= window or abs(d_end - end) <= window for d_start, d_end in defusers)
         for start, end in spans
     )
 
 
-def _offered(text: str, spans: list[tuple[int, int]], category: Category) -> bool:
+def _offered(text: str, spans: list[tuple[int, int]], defusers: list[tuple[int, int]]) -> bool:
     """Whether a first-person offer ("I sell", "we're hiring", 本人出售, 売ります: the `offer` cues) stands right
     before or after one of the spans, within the lexicon's `offer_gap` characters, with no defusing word between the
     two or right after the match: the post offers the thing, and a defusing word elsewhere ("News for the crew: I
     sell pipe bomb kits") does not make it a report. One in between or right after still counts ("I sell
     courses on spotting mule ads", 本人提供杀猪盘识别培训)."""
     gap = int(safety_lexicon()["offer_gap"])
-    defusers = _defusers(text, category)
+    offers = _spans(_group("offer"), text)
     for start, end in spans:
-        for o_start, o_end in _spans(_group("offer"), text):
+        for o_start, o_end in offers:
             stretch = (min(o_start, start), max(o_end, end) + OFFER_TAIL)
             beside = o_end >= start - gap and o_start <= end + gap
             if beside and not any(d_end > stretch[0] and d_start < stretch[1] for d_start, d_end in defusers):
@@ -187,7 +190,7 @@ def defused(folded: str) -> bool:
         category.defusers is not None
         and category.defusers.search(text) is not None
         and (category.terms.search(text) or category.phrases.search(text))
-        and _defusers(text, category)
+        and _unrefused(text, _spans(category.defusers, text))
         for category in _categories()
     )
 
@@ -206,7 +209,8 @@ def rule_hits(folded: str) -> list[RuleHit]:
             # A phrase next to a defusing word (a course on spotting mule ads, a report on a scam ring) is
             # evidence for the classifier, not a verdict.
             # A first-person offer next to the phrase stands whatever else the post says.
-            defused_phrase = _defused(text, phrases, window, category) and not _offered(text, phrases, category)
+            defusers = _defusers(text, category)
+            defused_phrase = _defused(phrases, window, defusers) and not _offered(text, phrases, defusers)
             kind = "term" if defused_phrase else "phrase"
             found.append(RuleHit(category.name, category.flag, kind))
             continue
@@ -214,7 +218,8 @@ def rule_hits(folded: str) -> list[RuleHit]:
         if not terms:
             continue
         paired = [span for cue in category.cues for span in _near(terms, _spans(_group(cue), text), window)]
-        if paired and (not _defused(text, paired, window, category) or _offered(text, paired, category)):
+        defusers = _defusers(text, category) if paired else []
+        if paired and (not _defused(paired, window, defusers) or _offered(text, paired, defusers)):
             found.append(RuleHit(category.name, category.flag, "combination"))
         elif not category.everyday_terms:
             found.append(RuleHit(category.name, category.flag, "term"))
