@@ -62,15 +62,36 @@ def test_the_engineering_setting_does_not_defuse_another_category():
     assert not local.safety_verdict(content=offer).safe
 
 
-@pytest.mark.parametrize(
-    "text",
-    [
+# Edgy posts in their setting, by kind: legal hunting and shooting, help for people whose address was exposed,
+# news and incident reports.
+IN_THEIR_SETTING = [
+    pytest.param(
         "Pheasant season opens next week: licensed hunters only, shotguns cased until you reach the field.",
-        "公认靶场周日有小口径步枪体验课，持枪证教练带领，全程实名登记。",
-        "猟期に入りました。狩猟免許を携帯し、ライフルは射撃場以外で弾を込めないでください。",
-    ],
-)
-def test_legal_firearms_and_hunting_pass(text, settings):
+        id="hunting",
+    ),
+    pytest.param("公认靶场周日有小口径步枪体验课，持枪证教练带领，全程实名登记。", id="hunting"),
+    pytest.param("猟期に入りました。狩猟免許を携帯し、ライフルは射撃場以外で弾を込めないでください。", id="hunting"),
+    pytest.param(
+        "Got doxxed by a gaming clan? Our volunteers file removal requests with the people-finder sites for free.",
+        id="privacy",
+    ),
+    pytest.param("防开盒小组：帮被曝光住址的网友向平台投诉下架，还教大家检查自己的隐私设置。", id="privacy"),
+    pytest.param("被人开盒后电话被打爆怎么办？我们志愿团队帮你整理证据、向平台投诉下架，律师免费咨询。", id="privacy"),
+    pytest.param("住所を晒された配信者さんへ。削除依頼の出し方と開示請求の流れを弁護士が説明します。", id="privacy"),
+    pytest.param(
+        "Postmortem of Tuesday's outage: a ransomware infection on one build agent, IOC list shared with our peers.",
+        id="news",
+    ),
+    pytest.param(
+        "Three people were injured when a homemade device went off at a bus depot; police are investigating.", id="news"
+    ),
+    pytest.param("某县一座化工厂昨晚爆炸，目前3人受伤，事故原因正在调查中。", id="news"),
+    pytest.param("倉庫で爆発、2人軽傷。原因はガス漏れと消防が発表。", id="news"),
+]
+
+
+@pytest.mark.parametrize("text", IN_THEIR_SETTING)
+def test_edgy_posts_in_their_setting_pass(text, settings):
     assert _published(text, settings)
 
 
@@ -78,32 +99,6 @@ def test_a_refused_licence_does_not_defuse():
     """ "licence not needed", "no permit": the refusal of a defusing word is none."""
     assert not defused(fold("Two pistols, serials filed, licence not needed, cash at the lot behind the mall."))
     assert not local.safety_verdict(content="Rifles with no permit, no background check, shoot whoever you want.").safe
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        "Got doxxed by a gaming clan? Our volunteers file removal requests with the people-finder sites for free.",
-        "防开盒小组：帮被曝光住址的网友向平台投诉下架，还教大家检查自己的隐私设置。",
-        "被人开盒后电话被打爆怎么办？我们志愿团队帮你整理证据、向平台投诉下架，律师免费咨询。",
-        "住所を晒された配信者さんへ。削除依頼の出し方と開示請求の流れを弁護士が説明します。",
-    ],
-)
-def test_help_for_people_whose_address_was_exposed_passes(text, settings):
-    assert _published(text, settings)
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        "Postmortem of Tuesday's outage: a ransomware infection on one build agent, IOC list shared with our peers.",
-        "Three people were injured when a homemade device went off at a bus depot; police are investigating.",
-        "某县一座化工厂昨晚爆炸，目前3人受伤，事故原因正在调查中。",
-        "倉庫で爆発、2人軽傷。原因はガス漏れと消防が発表。",
-    ],
-)
-def test_news_and_incident_reports_pass(text, settings):
-    assert _published(text, settings)
 
 
 def test_a_scam_named_in_a_warning_is_not_easy_money_bait():
