@@ -248,10 +248,10 @@ def _sender(config: ClientConfig, rendered: RenderedPrompt) -> Callable[[], Awai
     client = openai_client(config)
     body = request_body(config, rendered)
     if config.api == "chat":
-        chat_url = endpoint(client, "/chat/completions")
+        url = endpoint(client, "/chat/completions")
 
         async def send_chat() -> Reply:
-            return _chat_reply(await post_json(client, chat_url, body))
+            return _chat_reply(await post_json(client, url, body))
 
         return send_chat
 

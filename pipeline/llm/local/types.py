@@ -10,7 +10,6 @@ import regex
 from pipeline.llm.local.lexicon import hits
 from pipeline.llm.local.type_classifier import TYPES, type_probabilities
 
-TYPE_ORDER = TYPES
 TYPE_WEIGHT = {"alert": 1.5, "demand": 1.2, "supply": 1.0, "info": 0.4}
 QUESTION_WEIGHT = 0.6
 # The model's say: at 2.0 a confident reading outweighs one cue. Chosen by five-fold cross-validation on the
@@ -31,7 +30,7 @@ _QUESTION = regex.compile(r"[?？]|(?:吗|か)[。]?\s*$|教えてください|�
 
 
 def type_scores(text: str) -> dict[str, float]:
-    scores = {kind: len(hits("type_cues", text, kind)) * TYPE_WEIGHT[kind] for kind in TYPE_ORDER}
+    scores = {kind: len(hits("type_cues", text, kind)) * TYPE_WEIGHT[kind] for kind in TYPES}
     scores["demand"] += len(_DEMAND.findall(text)) * TYPE_WEIGHT["demand"]
     scores["alert"] += len(_ALERT.findall(text)) * TYPE_WEIGHT["alert"]
     if _QUESTION.search(text):
@@ -46,4 +45,4 @@ def broadcast_type(text: str) -> str:
     best = max(scores.values())
     if best <= TYPE_WEIGHT["info"]:
         return "info"
-    return next(kind for kind in TYPE_ORDER if scores[kind] == best)
+    return next(kind for kind in TYPES if scores[kind] == best)
