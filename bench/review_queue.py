@@ -26,7 +26,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "eigenflux.settings")
-os.environ.setdefault("LOG_LEVEL", "WARNING")
+if __name__ == "__main__":
+    # Only when run: imported (by the tests, by bench/fresh_set.py) it must not change its importer's environment,
+    # which the tests hand on to the processes they start (a LOG_LEVEL here silenced their INFO lines).
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
 
 import django  # noqa: E402
 

@@ -39,3 +39,30 @@ def test_a_moved_module_is_reported(tmp_path, monkeypatch):
     script.write_text("from eigenflux.moved_away import get_redis\nfrom eigenflux.base.redis import get_redis\n")
     monkeypatch.setattr("tests.test_bench_imports.ROOT", tmp_path)
     assert missing_imports(script) == ["bench_x.py:1: eigenflux.moved_away"]
+
+
+# The bench modules the tests import. Importing one must leave the environment alone: the tests hand os.environ on
+# to the pipeline processes they start, and a LOG_LEVEL set by an import silenced those processes' INFO lines (the
+# slow tier's log, shutdown and outage tests failed whenever a module importing bench.review_queue was collected).
+IMPORTED_BY_TESTS = ("bench.review_queue", "bench.fresh_set", "bench.safety_set", "bench.pipeline_local")
+
+
+@pytest.mark.slow
+def test_importing_a_bench_module_leaves_the_environment_alone():
+    import json
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import json, os, sys\n"
+        "before = dict(os.environ)\n"
+        f"for name in {IMPORTED_BY_TESTS!r}:\n"
+        "    __import__(name)\n"
+        "changed = sorted(k for k in set(before) | set(os.environ) if before.get(k) != os.environ.get(k))\n"
+        "print(json.dumps(changed))\n"
+    )
+    env = {key: value for key, value in os.environ.items() if key != "LOG_LEVEL"}
+    env["DJANGO_SETTINGS_MODULE"] = "eigenflux.settings"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
