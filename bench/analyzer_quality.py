@@ -3,6 +3,7 @@
     .venv/bin/python -m bench.analyzer_quality                    # every section
     .venv/bin/python -m bench.analyzer_quality --section safety   # the safety check only
     .venv/bin/python -m bench.analyzer_quality --section content  # spam, quality, type, keywords
+    .venv/bin/python -m bench.analyzer_quality --tuning-only      # every section, the held-out halves left out
     .venv/bin/python -m bench.analyzer_quality --fresh            # the first fresh set only (now a development set)
     .venv/bin/python -m bench.analyzer_quality --fresh2           # the second fresh set only (now a development set)
     .venv/bin/python -m bench.analyzer_quality --fresh3           # the third fresh set only (now a development set)
@@ -111,12 +112,12 @@ def _cpu_per_item(cases: list[dict[str, Any]], rounds: int = 5) -> float:
     return (time.process_time() - start) / (rounds * len(cases)) * 1e6
 
 
-def safety_section() -> None:
+def safety_section(halves: tuple[str, ...] = ("tuning", "heldout")) -> None:
     start = time.process_time()
     classifier.cache_clear()
     classifier()
     print(f"== safety: classifier trained in {(time.process_time() - start) * 1000:.0f} ms CPU")
-    for name in ("tuning", "heldout"):
+    for name in halves:
         cases = half(name)
         judged = _judge(cases)
         print(f"\n-- {name} half ({len(cases)} cases)")
@@ -153,6 +154,11 @@ SECTIONS: dict[str, Callable[[], None]] = {"safety": safety_section, "content": 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--section", choices=sorted(SECTIONS), action="append", help="run only this section")
+    parser.add_argument(
+        "--tuning-only",
+        action="store_true",
+        help="leave the held-out halves out (while working: every look at them is a little tuning on them)",
+    )
     fresh_set.add_flags(parser)
     args = parser.parse_args()
     if args.fresh_set:
@@ -160,6 +166,11 @@ def main() -> None:
 
         fresh_set.fresh_section(outcome, args.fresh_set)
         return
+    if args.tuning_only:
+        from bench import analyzer_quality_content as content
+
+        content.REPORTED = ("tuning",)
+        SECTIONS["safety"] = lambda: safety_section(("tuning",))
     for name in args.section or sorted(SECTIONS):
         SECTIONS[name]()
 
