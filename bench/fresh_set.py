@@ -1,13 +1,14 @@
 """The fresh sets: broadcasts written apart from the analyzer. The first (safety_fresh.jsonl) was a test set until
 3 December, when its misses were read for the fourth safety pass, a development set since (docs/model-layer.md);
 the second (safety_fresh2.jsonl) and the third (safety_fresh3.jsonl), spent as test sets, became development sets on
-the evening of 3 December, when their misses were read for the safe side's pass; the fourth (safety_fresh4.jsonl)
-and the fifth (safety_fresh5.jsonl) are test sets, never tuned on.
+the evening of 3 December, when their misses were read for the safe side's pass; the fourth (safety_fresh4.jsonl),
+run as a test set twice on 3 December, became a development set on 4 December; the fifth (safety_fresh5.jsonl) is
+a test set, never tuned on.
 
     .venv/bin/python -m bench.analyzer_quality --fresh    # bench/data/safety_fresh.jsonl, 240 (now a development set)
     .venv/bin/python -m bench.analyzer_quality --fresh2   # bench/data/safety_fresh2.jsonl, 270 (a development set)
     .venv/bin/python -m bench.analyzer_quality --fresh3   # bench/data/safety_fresh3.jsonl, 270 (a development set)
-    .venv/bin/python -m bench.analyzer_quality --fresh4   # bench/data/safety_fresh4.jsonl, 270
+    .venv/bin/python -m bench.analyzer_quality --fresh4   # bench/data/safety_fresh4.jsonl, 270 (a development set)
     .venv/bin/python -m bench.analyzer_quality --fresh5   # bench/data/safety_fresh5.jsonl, 270
 
 Each broadcast goes through the offline analyzer in the pipeline's order, with the function the review-queue bench
@@ -46,7 +47,7 @@ STANDING = {
     FRESH_SET: "written apart, a development set since 3 Dec",
     FRESH_SET_2: "written apart, a development set since 3 Dec (evening)",
     FRESH_SET_3: "written apart, a development set since 3 Dec (evening)",
-    FRESH_SET_4: "written apart, a test set never tuned on",
+    FRESH_SET_4: "written apart, a development set since 4 Dec",
     FRESH_SET_5: "written apart, a test set never tuned on",
 }
 LANGS = ("en", "zh", "ja")

@@ -165,7 +165,7 @@ def test_the_section_prints_rates_held_counts_and_missed_stages(capsys, tmp_path
         (FRESH_SET, "development set"),
         (FRESH_SET_2, "development set"),
         (FRESH_SET_3, "development set"),
-        (FRESH_SET_4, "test set"),
+        (FRESH_SET_4, "development set"),
         (FRESH_SET_5, "test set"),
     ],
 )
