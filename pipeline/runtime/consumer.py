@@ -42,6 +42,10 @@ class Consumer:
     start_id: ClassVar[str] = "0"
     dead_letter_stream: ClassVar[bool] = True
 
+    def warm_up(self) -> None:
+        """Loads what handle() would load on its first call (models, dictionaries): called once when the consumer
+        starts, before it reads its first entry, so no entry pays for it while its lease runs. Default: nothing."""
+
     def handle(self, event: Event) -> None:
         # Never reached for a registered consumer: @register refuses a class that does not override this.
         raise TypeError(f"{type(self).__qualname__} does not implement handle(event)")

@@ -129,6 +129,7 @@ class ConsumerRunner:
 
     def start(self) -> None:
         self.ensure_group()
+        self._warm_up()
         log.info("consumer %s on %s/%s (concurrency %s)", self.name, self.stream, self.group, self.concurrency)
         self.loops.start("reader", lambda: self.reader.loop(lambda: self.loops.tick("reader")))
         self.loops.start("acker", self.acker.loop)
@@ -137,6 +138,14 @@ class ConsumerRunner:
             name = f"worker-{i}"
             self._worker_names.append(name)
             self.loops.start(name, lambda name=name: self._work_loop(name), watched=False)  # type: ignore[misc]
+
+    def _warm_up(self) -> None:
+        """The consumer's warm-up, before any of its loops reads or reclaims an entry; a failure is logged and the
+        consumer starts anyway (its first entries then load what they need)."""
+        try:
+            self.consumer.warm_up()
+        except Exception:
+            log.exception("%s: warm-up failed; starting without it", self.name)
 
     def _work_loop(self, name: str) -> None:
         self.handling.work_loop(name, lambda: self.loops.tick(name))
