@@ -190,7 +190,12 @@ def trained(name: str, model_type: type[M], train: Callable[[], M], *, module: s
     path = folder / f"{name}-{key[:KEY_CHARS]}.npz"
     cached = _read(path, key, model_type)
     if cached is not None:
+        log.info("model cache: read the %s model from %s", name, path)
         return cached
+    started = time.process_time()
     model = train()
+    log.info(
+        "model cache: trained the %s model (%.2f s CPU), keeping it in %s", name, time.process_time() - started, path
+    )
     _write(folder, name, path, key, model)
     return model
