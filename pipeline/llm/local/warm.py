@@ -4,6 +4,7 @@ Everything the analyzer loads on first use — the learned models (trained, or r
 compiled safety lexicon, MiniLM, the CJK glossary, jieba's and janome's dictionaries, the language profiles — is
 loaded here, by running each task on a few posts in English, Chinese and Japanese: a consumer calls this before it
 claims its first entry (pipeline.runtime.Consumer.warm_up), so no item pays for the loading while its lease runs.
+Consumers warming up at once in one process wait for one warm-up.
 A step that fails is logged and skipped: the first item that needs it then fails or loads it, as without warm-up.
 """
 

@@ -1,4 +1,4 @@
-"""`run_pipeline` with the local analyzer warms it up before its item consumer claims anything, and its learned
+"""`run_pipeline` with the local analyzer warms it up before its item consumer reads, and its learned
 models are trained once and then read from LOCAL_MODEL_CACHE_DIR by the next process (docs/model-layer.md,
 "Trained once, kept on disk")."""
 
@@ -13,7 +13,7 @@ from tests.pipeline.runtime.fixtures import pipeline_env, run_pipeline  # noqa: 
 pytestmark = pytest.mark.slow
 
 WARMED = "local analyzer warmed up in"
-STARTED = "on stream:item:publish/cg:item:publish"
+READING = "s; reading now"  # the runner's line once its consumer's warm-up is over
 TEXTS = ("Looking for a Django developer in Berlin, remote is fine.", "上海静安区共享办公工位出租，每月两千元起。")
 
 
@@ -34,9 +34,9 @@ def test_the_pipeline_warms_up_before_it_claims_and_the_next_process_reads_the_m
         outputs.append(process.output())
     assert {row.status for row in ProcessedItem.objects.all()} == {ItemStatus.COMPLETED}
     for output in outputs:
-        # Warmed up before the consumer's loops started: before it could read or reclaim an entry.
-        assert WARMED in output and STARTED in output, output[-4000:]
-        assert output.index(WARMED) < output.index(STARTED)
+        # The consumer's reader and keeper start turning once the warm-up is over.
+        assert WARMED in output and READING in output, output[-4000:]
+        assert output.index(WARMED) < output.index(READING)
     first, second = outputs
     assert {path.name.split("-")[0] for path in cache.glob("*.npz")} == {"safety", "spam", "type"}
     for name in ("safety", "spam", "type"):
