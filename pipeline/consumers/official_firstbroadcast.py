@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from items.events import ITEM_PUBLISHED, STREAM_ITEM_PUBLISH
 from items.models import Message, MessageKind, RawItem
+from pipeline import llm
 from pipeline.official import official_message_send
 from pipeline.runtime import Consumer, DeadLetterNow, Event, NothingToDo, register
 
@@ -21,6 +22,9 @@ class OfficialFirstBroadcastConsumer(Consumer):
     stream = STREAM_ITEM_PUBLISH
     group = "cg:official:firstbroadcast"
     event_types = frozenset({ITEM_PUBLISHED})
+
+    def warm_up(self) -> None:
+        llm.warm_up()  # the local analyzer's models, before the first entry (pipeline.llm.local.warm)
 
     def handle(self, event: Event) -> None:
         if not settings.OFFICIAL_FIRST_BROADCAST_ENABLED:

@@ -64,6 +64,9 @@ class ProfileUpdateConsumer(Consumer):
     group = "cg:profile:update"
     event_types = frozenset({PROFILE_UPDATED})
 
+    def warm_up(self) -> None:
+        llm.warm_up()  # the local analyzer's models, before the first entry (pipeline.llm.local.warm)
+
     def handle(self, event: Event) -> None:
         agent = agent_of(event)
         if not (agent.bio or agent.offers or agent.seeks):

@@ -12,6 +12,7 @@ from pipeline.llm.tasks import (
     official_reply,
     safety_check,
     suggest_action,
+    warm_up,
 )
 
 __all__ = [
@@ -33,4 +34,5 @@ __all__ = [
     "official_reply",
     "safety_check",
     "suggest_action",
+    "warm_up",
 ]

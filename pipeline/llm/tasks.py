@@ -172,6 +172,13 @@ def official_reply(
     return _OFFICIAL_REPLY.ask(None, cancel, kind=kind, agent_name=agent_name, content=content)
 
 
+def warm_up() -> None:
+    """Loads what the local analyzer loads on first use, once per process (pipeline.llm.local.warm), so that no
+    item pays for it; nothing to load for a model server."""
+    if provider() == "local":
+        local.warm_up()
+
+
 def embed(
     texts: list[str], *, item_id: int | None = None, cancel: threading.Event | None = None
 ) -> ModelAnswer[list[list[float]]]:

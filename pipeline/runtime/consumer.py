@@ -42,6 +42,11 @@ class Consumer:
     start_id: ClassVar[str] = "0"
     dead_letter_stream: ClassVar[bool] = True
 
+    def warm_up(self) -> None:
+        """Loads what handle() would load on its first call (models, dictionaries): run once when the consumer starts,
+        in a thread of its own; the consumer reads and reclaims no entry until it is over, so no entry pays for it
+        while its lease runs. Default: nothing."""
+
     def handle(self, event: Event) -> None:
         # Never reached for a registered consumer: @register refuses a class that does not override this.
         raise TypeError(f"{type(self).__qualname__} does not implement handle(event)")

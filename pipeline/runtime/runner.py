@@ -13,6 +13,9 @@ exactly-once effects. `ConsumerRunner` wires the parts, each owning one concern,
 - pipeline.runtime.membership: the Redis client, scripts, consumer name and breakers they all share.
 - pipeline.runtime.wiring: the bundle of shared parts handed to the reader, the handlers and the keeper.
 
+A consumer that warms up (Consumer.warm_up) does so in a thread of its own; its reader and keeper, which claim
+entries, start turning when it is over.
+
 Each thread is a guarded loop (pipeline.runtime.loops): an exception is logged, counted and survived; a thread
 that dies anyway is reported by dead_loops(), and the supervisor stops the process.
 """
@@ -24,6 +27,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
@@ -130,13 +134,51 @@ class ConsumerRunner:
     def start(self) -> None:
         self.ensure_group()
         log.info("consumer %s on %s/%s (concurrency %s)", self.name, self.stream, self.group, self.concurrency)
-        self.loops.start("reader", lambda: self.reader.loop(lambda: self.loops.tick("reader")))
+        warmed = self._start_warm_up()
+        self.loops.start(
+            "reader", self._after(warmed, "reader", lambda: self.reader.loop(lambda: self.loops.tick("reader")))
+        )
         self.loops.start("acker", self.acker.loop)
-        self.loops.start("keeper", self._keep_loop)
+        self.loops.start("keeper", self._after(warmed, "keeper", self._keep_loop))
         for i in range(self.concurrency):
             name = f"worker-{i}"
             self._worker_names.append(name)
             self.loops.start(name, lambda name=name: self._work_loop(name), watched=False)  # type: ignore[misc]
+
+    def _start_warm_up(self) -> threading.Event:
+        """The consumer's warm-up (Consumer.warm_up), in a thread of its own so that the process's other consumers
+        and services start meanwhile; the event is set when it is over. A failure is logged and the consumer
+        starts anyway (its first entries then load what they need)."""
+        warmed = threading.Event()
+        if type(self.consumer).warm_up is Consumer.warm_up:
+            warmed.set()
+            return warmed
+
+        def warm_up() -> None:
+            started = time.monotonic()
+            try:
+                self.consumer.warm_up()
+                log.info("%s: warmed up in %.1f s; reading now", self.name, time.monotonic() - started)
+            except Exception:
+                log.exception("%s: warm-up failed; reading without it", self.name)
+            finally:
+                warmed.set()
+
+        threading.Thread(target=warm_up, name=f"{self.name}-warm-up", daemon=True).start()
+        return warmed
+
+    def _after(self, warmed: threading.Event, name: str, body: Callable[[], None]) -> Callable[[], None]:
+        """`body` once the warm-up is over (ticking meanwhile, so the loop does not look stalled); nothing if the
+        runner stops first. The reader and the keeper wait: they are what claims entries."""
+
+        def run() -> None:
+            while not warmed.wait(0.2):
+                if self._stopping.is_set():
+                    return
+                self.loops.tick(name)
+            body()
+
+        return run
 
     def _work_loop(self, name: str) -> None:
         self.handling.work_loop(name, lambda: self.loops.tick(name))

@@ -15,6 +15,8 @@ network. What it does, task by task:
 - suggest_action / official_reply: fixed templates filled with non-overlapping keywords (never with copied
   text, never the agent's own name).
 - extract_keywords: the seeks' and offers' keywords, then the bio's; country codes from the lexicon.
+- warm_up: loads all of the above before a consumer takes work (warm.py); the learned models are kept on disk
+  once trained (model_cache.py).
 - embedding: all-MiniLM-L6-v2 run in numpy (LOCAL_EMBEDDING=minilm, the default), or signed feature hashing
   of words and character trigrams (LOCAL_EMBEDDING=hashing).
 """
@@ -23,5 +25,6 @@ from pipeline.llm.local.embedding import embed_texts
 from pipeline.llm.local.extraction import extract
 from pipeline.llm.local.replies import official_reply, profile_keywords, suggestion
 from pipeline.llm.local.safety import safety_verdict
+from pipeline.llm.local.warm import warm_up
 
-__all__ = ["embed_texts", "extract", "official_reply", "profile_keywords", "safety_verdict", "suggestion"]
+__all__ = ["embed_texts", "extract", "official_reply", "profile_keywords", "safety_verdict", "suggestion", "warm_up"]

@@ -2,9 +2,9 @@
 character n-grams, in numpy.
 
 The quality signals (pipeline.llm.local.quality) name bait by its phrases ("DM me", "details later", 稳赚);
-a phrase list misses the many other ways of saying the same nothing. This model reads the whole post: trained
-once per process, on first use, from data/spam_train.jsonl (the tuning half of the labelled spam set, the
-training-only spam and ordinary posts of bench/data/spam_train_extra.jsonl, and the search corpus's ordinary
+a phrase list misses the many other ways of saying the same nothing. This model reads the whole post: trained on
+first use (then kept on disk, model_cache.py), from data/spam_train.jsonl (the tuning half of the labelled spam set,
+the training-only spam and ordinary posts of bench/data/spam_train_extra.jsonl, and the search corpus's ordinary
 broadcasts; written by `python -m bench.content_sets --write-train`), class-balanced and calibrated on 4-fold
 out-of-fold scores, so its probability means what it says on a post it has not seen. Its verdict is one signal
 among the others (`learned_bait`), so a post with specifics still passes.
@@ -12,7 +12,6 @@ among the others (`learned_bait`), so a post with specifics still passes.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,8 +19,9 @@ from pathlib import Path
 import numpy as np
 
 from eigenflux.base.longlived import loaded_once
+from pipeline.llm.local import model_cache
 from pipeline.llm.local.ngram_fit import calibrated_fit, design
-from pipeline.llm.local.safety_classifier import features
+from pipeline.llm.local.safety_classifier import feature_data, features, read_cases
 
 TRAINING_PATH = Path(__file__).resolve().parent / "data" / "spam_train.jsonl"
 
@@ -47,9 +47,14 @@ def train(cases: list[dict[str, str]]) -> SpamClassifier:
 
 @loaded_once("training the learned spam model")
 def classifier() -> SpamClassifier:
-    """The process's model, trained from the shipped training file on first use."""
-    lines = TRAINING_PATH.read_text(encoding="utf-8").splitlines()
-    return train([json.loads(line) for line in lines if line.strip()])
+    """The process's model, trained from the shipped training file on first use, or read from the model cache."""
+    return model_cache.trained(
+        "spam",
+        SpamClassifier,
+        lambda: train(read_cases(TRAINING_PATH)),
+        module=__name__,
+        data=(TRAINING_PATH, *feature_data()),
+    )
 
 
 def spam_probability(text: str) -> float:

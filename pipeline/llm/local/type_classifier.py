@@ -4,22 +4,22 @@ hashed character n-grams, in numpy.
 The cue words (pipeline.llm.local.types) name a type by its phrases ("looking for", 出租, 譲ります); a post
 that says it another way ("we're short a backend dev", 闲置一台, 使わなくなった…を譲ります) has no cue and
 was read as info. This model reads the whole post and adds its probabilities to the cue scores. It is
-trained once per process, on first use, from data/types_train.jsonl (written by
+trained on first use (then kept on disk, model_cache.py) from data/types_train.jsonl (written by
 `python -m bench.content_sets --write-train`: the search corpus's typed broadcasts, the tuning half of the labelled
 type set, and the training-only cases of bench/data/types_train_extra.jsonl).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from eigenflux.base.longlived import loaded_once
+from pipeline.llm.local import model_cache
 from pipeline.llm.local.ngram_fit import DIMENSIONS, design, fit
-from pipeline.llm.local.safety_classifier import features
+from pipeline.llm.local.safety_classifier import feature_data, features, read_cases
 
 TRAINING_PATH = Path(__file__).resolve().parent / "data" / "types_train.jsonl"
 TYPES = ("alert", "demand", "supply", "info")  # the more urgent first: types.py breaks ties in this order
@@ -53,9 +53,14 @@ def train(cases: list[dict[str, str]]) -> TypeClassifier:
 
 @loaded_once("training the learned type model")
 def classifier() -> TypeClassifier:
-    """The process's model, trained from the shipped training file on first use."""
-    lines = TRAINING_PATH.read_text(encoding="utf-8").splitlines()
-    return train([json.loads(line) for line in lines if line.strip()])
+    """The process's model, trained from the shipped training file on first use, or read from the model cache."""
+    return model_cache.trained(
+        "type",
+        TypeClassifier,
+        lambda: train(read_cases(TRAINING_PATH)),
+        module=__name__,
+        data=(TRAINING_PATH, *feature_data()),
+    )
 
 
 def type_probabilities(text: str) -> dict[str, float]:
