@@ -77,6 +77,9 @@ MAX_TECH_TERMS = 2
 # specifics (docs/model-layer.md#quality-signals).
 LEARNED_BAIT_THRESHOLD = 0.6
 LEARNED_BAIT_SURE = 0.9
+# From this probability, with bait a phrase list names as well, the model's weight adds to the named bait's
+# instead of topping it up (docs/model-layer.md, "A sixth pass, the safe side and spam").
+LEARNED_BAIT_AGREES = 0.85
 
 _CJK_CHAR = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}]")
 _URL = re.compile(r"https?://\S+", re.IGNORECASE)
@@ -228,6 +231,10 @@ def quality_signals(text: str, url: str = "", n_domains: int = 0) -> dict[str, f
         share = min(1.0, (probability - LEARNED_BAIT_THRESHOLD) / (LEARNED_BAIT_SURE - LEARNED_BAIT_THRESHOLD))
         named = sum(weight for name, weight in found.items() if name in BAIT)
         top_up = share * SIGNALS["learned_bait"].weight - named
+        if named < 0 and probability >= LEARNED_BAIT_AGREES:
+            # The model is sure and a phrase list names bait too: two readings agree, and the model's weight adds
+            # in full ("F4F, follow me and I follow back" with a figure and a handle in it is still bait).
+            top_up = SIGNALS["learned_bait"].weight
         if top_up < 0:
             found["learned_bait"] = round(top_up, 2)
     return found

@@ -12,7 +12,7 @@ from bench.content_sets import SPAM_FILE as TRAINING_FILE
 from bench.content_sets import lines, spam_cases
 from pipeline.llm import local
 from pipeline.llm.local import spam_classifier
-from pipeline.llm.local.quality import LEARNED_BAIT_THRESHOLD, quality_signals
+from pipeline.llm.local.quality import LEARNED_BAIT_AGREES, LEARNED_BAIT_THRESHOLD, SIGNALS, quality_signals
 
 THRESHOLD = 0.2  # settings.QUALITY_THRESHOLD's default
 
@@ -34,6 +34,16 @@ ORDINARY = [
     "明日の勉強会の資料を共有します、Kubernetesのネットワーク入門、全40ページ。",
 ]
 
+# Follow and engagement bait that a phrase list names and the model is sure of, padded with a figure, a handle or a
+# day: the two readings agree, so the model's weight adds to the phrase's and the post is discarded.
+AGREED_BAIT = [
+    "F4F 🙌 follow me and I follow back within the hour, 200 new friends this week, drop your handle",
+    "Follow train 🚂 drop your @ below, follow everyone who comments, I follow back 100%",
+    "Like this if you agree, share it if you agree twice, comment YES and see what happens next 🔥",
+    "相互フォロー大歓迎！フォローしてくれた方は全員フォロバします、3日以内に必ず🙌",
+    "互粉互粉！关注我必回关，今天已经回关300人了，评论区留言就行",
+]
+
 
 def gated(text: str) -> bool:
     result = local.extract(content=text)
@@ -47,6 +57,14 @@ def test_bait_no_phrase_names_is_read_by_the_model_and_discarded(text):
     assert gated(text)
     # The phrase lists alone would not discard it: without the model's signal the post keeps its score.
     assert sum(weight for name, weight in signals.items() if name != "learned_bait") > -0.25
+
+
+@pytest.mark.parametrize("text", AGREED_BAIT)
+def test_bait_named_and_read_by_the_model_adds_both_weights(text):
+    assert spam_classifier.spam_probability(text) >= LEARNED_BAIT_AGREES
+    signals = quality_signals(text)
+    assert signals["learned_bait"] == SIGNALS["learned_bait"].weight
+    assert gated(text)
 
 
 @pytest.mark.parametrize("text", ORDINARY)
@@ -69,7 +87,7 @@ def test_the_model_is_calibrated_and_deterministic():
 def test_the_shipped_training_file_is_current_and_holds_no_held_out_case():
     assert TRAINING_FILE.read_text(encoding="utf-8") == lines(spam_cases())
     trained = {json.loads(line)["text"] for line in lines(spam_cases()).splitlines()}
-    assert not trained & set(UNNAMED_BAIT + ORDINARY)
+    assert not trained & set(UNNAMED_BAIT + ORDINARY + AGREED_BAIT)
     from bench.content_sets import SPAM_SET, load_cases
     from bench.safety_set import split_of
 
