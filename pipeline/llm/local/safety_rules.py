@@ -134,7 +134,24 @@ _REFUSED_BEFORE = regex.compile(
 )
 _REFUSED_AFTER = regex.compile(
     r"^(?:(?:には|に|は)?(?:言わない|相談しない|行かない|なし|無し|不要)"
-    r"|s?\s+(?:not (?:needed|required)|needed\?? no|unnecessary|optional))"
+    r"|s?\s+(?:not (?:needed|required)|needed\?? no|unnecessary|optional)"
+    # Evasion, not defence: "avoid detection", "avoid the cops", 防止跑路 (keeping victims from running),
+    # ウイルス対策ソフトに検知されない / 対策ソフト回避 (antivirus that does not see it).
+    r"|\s+(?:detection|the cops|cops|the police|police|customs|getting caught|being caught)"
+    r"|(?:跑路|逃跑|报警|举报)"
+    r"|(?:ソフト)?(?:に|を)?(?:検知|検出)?(?:されない|されず|回避|すり抜け|に引っかからない))"
+)
+# A detection or defence word that the post sets out to get past is no defuser either: "must pass Defender",
+# "bypasses detection", "evades EDR protection", ポリ対策 (measures against the police), 税関対策.
+_EVADED_BEFORE = regex.compile(
+    r"(?:\b(?:avoid\w*|bypass\w*|evad\w*|pass|passes|beats?|dodg\w*|undetected by|gets? past|slips? past|fool\w*)"
+    r"\s+(?:[\p{L}'-]+\s+){0,2}|(?:ポリ|サツ|警察|税関|マトリ))$"
+)
+_DETECTION = regex.compile(r"^(?:defen[cds]\w*|detect\w*|protect\w*|security team|検知|検出|対策|防御)")
+# Posing as the defender: "calling as their 'bank security team'", 冒充 ... 反诈中心.
+_POSING_BEFORE = regex.compile(
+    r"(?:\b(?:as their|posing as|pose as|pretend(?:ing)? to be|impersonat\w*)\s+['\"‘“]?(?:[\p{L}'-]+\s+){0,2}"
+    r"|(?:冒充|假扮|装作|を装って|のふりをして))['\"‘“]?$"
 )
 
 
@@ -143,8 +160,19 @@ def _unrefused(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]
     return [
         (start, end)
         for start, end in spans
-        if not _REFUSED_BEFORE.search(text[max(0, start - 30) : start]) and not _REFUSED_AFTER.match(text[end:])
+        if not _REFUSED_BEFORE.search(text[max(0, start - 30) : start])
+        and not _REFUSED_AFTER.match(text[end:])
+        and not _evaded(text, start)
     ]
+
+
+def _evaded(text: str, start: int) -> bool:
+    """Whether the detection or defence word at `start` is one the post gets past or poses as ("must pass Defender",
+    ポリ対策, "calling as their bank security team")."""
+    before = text[max(0, start - 30) : start]
+    return bool(_POSING_BEFORE.search(before)) or (
+        bool(_DETECTION.match(text[start:])) and bool(_EVADED_BEFORE.search(before))
+    )
 
 
 def _defusers(text: str, category: Category | None = None) -> list[tuple[int, int]]:
