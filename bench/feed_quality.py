@@ -54,18 +54,16 @@ import django  # noqa: E402
 django.setup()
 
 from django.conf import settings  # noqa: E402
-from django.db import connection  # noqa: E402
 from django.test import Client  # noqa: E402
 
 from bench.corpus_publish import publish_wave  # noqa: E402
-from eigenflux.base.redis import get_redis  # noqa: E402
+from bench.scratch import scratch_test_db  # noqa: E402
 from items.models import ProcessedItem  # noqa: E402
 from items.services.agents import agent_create, agent_token_create  # noqa: E402
 from pipeline.consumers.item_publish import ItemPublishConsumer  # noqa: E402
 from pipeline.consumers.profile_update import ProfileUpdateConsumer  # noqa: E402
 from pipeline.runtime.supervisor import Supervisor  # noqa: E402
 from pipeline.services import pipeline_services  # noqa: E402
-from tests.conftest import redis_url_with_db  # noqa: E402
 
 
 def load_jsonl(name: str) -> list[dict]:
@@ -237,15 +235,8 @@ def report(results: dict, readers: list[dict]) -> None:
 def main() -> None:
     readers = load_jsonl("feed_readers.jsonl")
     docs = {doc["id"]: doc for doc in broadcasts()}
-    url = redis_url_with_db(settings.REDIS_URL, int(os.environ.get("BENCH_REDIS_DB", "12")))
-    settings.REDIS_URL = url
-    settings.RATE_LIMIT_PUBLISH_PER_MINUTE = 0
     settings.RATE_LIMIT_READ_PER_MINUTE = 0
-    redis = get_redis(url)
-    redis.flushdb()
-    connection.settings_dict["TEST"]["NAME"] = SCRATCH_DB
-    old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False, serialize=False)
-    try:
+    with scratch_test_db(SCRATCH_DB, 12):
         clients = create_readers(readers)
         item_to_doc = publish(list(docs.values()))
         if ARGS.explain:
@@ -253,9 +244,6 @@ def main() -> None:
         if ARGS.sweep:
             sweep(readers, clients, docs, item_to_doc)
         results = measure(readers, clients, docs, item_to_doc)
-    finally:
-        connection.creation.destroy_test_db(old_name, verbosity=0)
-        redis.flushdb()
     report(results, readers)
     if ARGS.json:
         ARGS.json.write_text(json.dumps(results, indent=2, ensure_ascii=False))

@@ -91,27 +91,13 @@ def main() -> None:
     import django
 
     django.setup()
-    from django.conf import settings
-    from django.db import connection
-
     from bench import fresh_set
-    from eigenflux.base.redis import get_redis
-    from tests.conftest import redis_url_with_db
+    from bench.scratch import scratch_test_db
 
     cases = fresh_set.load_fresh(args.fresh_set)
     texts = [case["text"] for case in cases]
-    url = redis_url_with_db(settings.REDIS_URL, int(os.environ.get("BENCH_REDIS_DB", "12")))
-    settings.REDIS_URL = url
-    settings.RATE_LIMIT_PUBLISH_PER_MINUTE = 0
-    redis = get_redis(url)
-    redis.flushdb()
-    connection.settings_dict["TEST"]["NAME"] = SCRATCH_DB
-    old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False, serialize=False)
-    try:
+    with scratch_test_db(SCRATCH_DB, 12):
         decided = pipeline_decisions(texts)
-    finally:
-        connection.creation.destroy_test_db(old_name, verbosity=0)
-        redis.flushdb()
     print(f"Through the pipeline (publish API, relay, cg:item:publish, offline analyzer): {args.fresh_set.name}")
     fresh_set.fresh_section(lambda text: decided.get(text, ("missing", "")), args.fresh_set)
     agreement(texts, decided)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,3 +51,28 @@ def scratch_environment(db: str, redis_db: int, **extra: str) -> dict[str, str]:
 
     django.setup()
     return dict(os.environ)
+
+
+@contextmanager
+def scratch_test_db(name: str, default_redis_db: int) -> Iterator[None]:
+    """In a process where Django is set up: a test database `name` (created with migrations, dropped on the way out)
+    and Redis db BENCH_REDIS_DB (default `default_redis_db`), flushed before and after; publishing is not rate
+    limited meanwhile."""
+    from django.conf import settings
+    from django.db import connection
+
+    from eigenflux.base.redis import get_redis
+    from tests.conftest import redis_url_with_db
+
+    url = redis_url_with_db(settings.REDIS_URL, int(os.environ.get("BENCH_REDIS_DB", str(default_redis_db))))
+    settings.REDIS_URL = url
+    settings.RATE_LIMIT_PUBLISH_PER_MINUTE = 0
+    redis = get_redis(url)
+    redis.flushdb()
+    connection.settings_dict["TEST"]["NAME"] = name
+    old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False, serialize=False)
+    try:
+        yield
+    finally:
+        connection.creation.destroy_test_db(old_name, verbosity=0)
+        redis.flushdb()
