@@ -14,8 +14,10 @@ from __future__ import annotations
 import json
 import math
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import regex
@@ -27,6 +29,7 @@ from pipeline.llm.local.normalise import fold
 from pipeline.llm.local.safety_rules import without_benign
 
 TRAINING_PATH = Path(__file__).resolve().parent / "data" / "safety_train.jsonl"
+M = TypeVar("M")
 
 
 def feature_data() -> tuple[Path, ...]:
@@ -122,13 +125,17 @@ def read_cases(path: Path) -> list[dict[str, str]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
+def trained_on(
+    name: str, model_type: type[M], train: Callable[[list[dict[str, str]]], M], path: Path, module: str
+) -> M:
+    """A model over these features, `train` fitted on the cases of the JSON-lines file at `path`, or read from the
+    model cache when one was kept for the same file, feature data and source (`module`, the model's module)."""
+    return model_cache.trained(
+        name, model_type, lambda: train(read_cases(path)), module=module, data=(path, *feature_data())
+    )
+
+
 @loaded_once("training the learned safety model")
 def classifier() -> SafetyClassifier:
     """The process's model, trained from the shipped tuning half on first use, or read from the model cache."""
-    return model_cache.trained(
-        "safety",
-        SafetyClassifier,
-        lambda: train(read_cases(TRAINING_PATH)),
-        module=__name__,
-        data=(TRAINING_PATH, *feature_data()),
-    )
+    return trained_on("safety", SafetyClassifier, train, TRAINING_PATH, __name__)

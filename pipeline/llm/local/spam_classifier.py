@@ -19,9 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from eigenflux.base.longlived import loaded_once
-from pipeline.llm.local import model_cache
 from pipeline.llm.local.ngram_fit import calibrated_fit, design
-from pipeline.llm.local.safety_classifier import feature_data, features, read_cases
+from pipeline.llm.local.safety_classifier import features, trained_on
 
 TRAINING_PATH = Path(__file__).resolve().parent / "data" / "spam_train.jsonl"
 
@@ -48,13 +47,7 @@ def train(cases: list[dict[str, str]]) -> SpamClassifier:
 @loaded_once("training the learned spam model")
 def classifier() -> SpamClassifier:
     """The process's model, trained from the shipped training file on first use, or read from the model cache."""
-    return model_cache.trained(
-        "spam",
-        SpamClassifier,
-        lambda: train(read_cases(TRAINING_PATH)),
-        module=__name__,
-        data=(TRAINING_PATH, *feature_data()),
-    )
+    return trained_on("spam", SpamClassifier, train, TRAINING_PATH, __name__)
 
 
 def spam_probability(text: str) -> float:

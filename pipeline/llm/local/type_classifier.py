@@ -17,9 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from eigenflux.base.longlived import loaded_once
-from pipeline.llm.local import model_cache
 from pipeline.llm.local.ngram_fit import DIMENSIONS, design, fit
-from pipeline.llm.local.safety_classifier import feature_data, features, read_cases
+from pipeline.llm.local.safety_classifier import features, trained_on
 
 TRAINING_PATH = Path(__file__).resolve().parent / "data" / "types_train.jsonl"
 TYPES = ("alert", "demand", "supply", "info")  # the more urgent first: types.py breaks ties in this order
@@ -54,13 +53,7 @@ def train(cases: list[dict[str, str]]) -> TypeClassifier:
 @loaded_once("training the learned type model")
 def classifier() -> TypeClassifier:
     """The process's model, trained from the shipped training file on first use, or read from the model cache."""
-    return model_cache.trained(
-        "type",
-        TypeClassifier,
-        lambda: train(read_cases(TRAINING_PATH)),
-        module=__name__,
-        data=(TRAINING_PATH, *feature_data()),
-    )
+    return trained_on("type", TypeClassifier, train, TRAINING_PATH, __name__)
 
 
 def type_probabilities(text: str) -> dict[str, float]:

@@ -56,7 +56,7 @@ class Kept:
         return sorted(self.folder.glob(f"{self.name}-*.npz"))
 
     def fresh(self):
-        return self.real_train(self.module.read_cases(self.training))
+        return self.real_train(safety_classifier.read_cases(self.training))
 
 
 @pytest.fixture(params=sorted(MODULES))
