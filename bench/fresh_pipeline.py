@@ -7,7 +7,7 @@ a near-twin may end as a duplicate. Disagreements are printed as counts only.
 
 Uses a scratch database on the embedded (or DATABASE_URL) PostgreSQL, dropped at the end, and a dedicated Redis db
 (BENCH_REDIS_DB, default 12) that it flushes before and after. A set given as --fresh4 (etc.) is the same set the
-analyzer bench reads; the test set (--fresh5) is spent by running it here as much as there.
+analyzer bench reads; a test set (--fresh5, --fresh6) is spent by running it here as much as there.
 
     flock /tmp/eigenflux-bench.lock .venv/bin/python bench/fresh_pipeline.py --fresh4
 """
@@ -32,7 +32,7 @@ def parse_args() -> argparse.Namespace:
     fresh_set.add_flags(parser)
     args = parser.parse_args()
     if args.fresh_set is None:
-        parser.error("name a set: --fresh, --fresh2, --fresh3, --fresh4 or --fresh5")
+        parser.error("name a set: --fresh, --fresh2, --fresh3, --fresh4, --fresh5 or --fresh6")
     return args
 
 

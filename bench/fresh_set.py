@@ -2,14 +2,15 @@
 3 December, when its misses were read for the fourth safety pass, a development set since (docs/model-layer.md);
 the second (safety_fresh2.jsonl) and the third (safety_fresh3.jsonl), spent as test sets, became development sets on
 the evening of 3 December, when their misses were read for the safe side's pass; the fourth (safety_fresh4.jsonl),
-run as a test set twice on 3 December, became a development set on 4 December; the fifth (safety_fresh5.jsonl) is
-a test set, never tuned on.
+run as a test set twice on 3 December, became a development set on 4 December; the fifth (safety_fresh5.jsonl) and
+the sixth (safety_fresh6.jsonl) are test sets, never tuned on.
 
     .venv/bin/python -m bench.analyzer_quality --fresh    # bench/data/safety_fresh.jsonl, 240 (now a development set)
     .venv/bin/python -m bench.analyzer_quality --fresh2   # bench/data/safety_fresh2.jsonl, 270 (a development set)
     .venv/bin/python -m bench.analyzer_quality --fresh3   # bench/data/safety_fresh3.jsonl, 270 (a development set)
     .venv/bin/python -m bench.analyzer_quality --fresh4   # bench/data/safety_fresh4.jsonl, 270 (a development set)
     .venv/bin/python -m bench.analyzer_quality --fresh5   # bench/data/safety_fresh5.jsonl, 270
+    .venv/bin/python -m bench.analyzer_quality --fresh6   # bench/data/safety_fresh6.jsonl, 270
 
 Each broadcast goes through the offline analyzer in the pipeline's order, with the function the review-queue bench
 uses (`bench.review_queue.outcome`: the safety gate, the extraction's discard verdict, the quality gate, then the
@@ -33,13 +34,15 @@ FRESH_SET_2 = FRESH_SET.with_name("safety_fresh2.jsonl")
 FRESH_SET_3 = FRESH_SET.with_name("safety_fresh3.jsonl")
 FRESH_SET_4 = FRESH_SET.with_name("safety_fresh4.jsonl")
 FRESH_SET_5 = FRESH_SET.with_name("safety_fresh5.jsonl")
-# The sets by the name the bench's flag gives them (`--fresh`, `--fresh2`, ... `--fresh5`).
+FRESH_SET_6 = FRESH_SET.with_name("safety_fresh6.jsonl")
+# The sets by the name the bench's flag gives them (`--fresh`, `--fresh2`, ... `--fresh6`).
 FRESH_SETS = {
     "fresh": FRESH_SET,
     "fresh2": FRESH_SET_2,
     "fresh3": FRESH_SET_3,
     "fresh4": FRESH_SET_4,
     "fresh5": FRESH_SET_5,
+    "fresh6": FRESH_SET_6,
 }
 # What each set's figures are: the first set's misses were read while tuning on 3 December, the second's and the
 # third's that evening.
@@ -49,6 +52,7 @@ STANDING = {
     FRESH_SET_3: "written apart, a development set since 3 Dec (evening)",
     FRESH_SET_4: "written apart, a development set since 4 Dec",
     FRESH_SET_5: "written apart, a test set never tuned on",
+    FRESH_SET_6: "written apart, a test set never tuned on",
 }
 LANGS = ("en", "zh", "ja")
 UNSAFE_CATEGORIES = (
@@ -71,7 +75,7 @@ FIELDS = ("lang", "label", "category", "kind", "text")
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
-    """`--fresh`, `--fresh2`, `--fresh3`, `--fresh4` or `--fresh5` (one at most): the set to run, as
+    """`--fresh`, `--fresh2`, `--fresh3`, `--fresh4`, `--fresh5` or `--fresh6` (one at most): the set to run, as
     `args.fresh_set` (a path, or None)."""
     group = parser.add_mutually_exclusive_group()
     for name, path in FRESH_SETS.items():

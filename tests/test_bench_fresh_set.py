@@ -1,8 +1,8 @@
-"""The fresh test sets (bench/data/safety_fresh.jsonl, safety_fresh2.jsonl ... safety_fresh5.jsonl; docs/model-layer.md,
+"""The fresh test sets (bench/data/safety_fresh.jsonl, safety_fresh2.jsonl ... safety_fresh6.jsonl; docs/model-layer.md,
 "A fresh test set"): each parses, holds what bench/data/README.md says it holds, shares no text
 with any labelled or training file (nor with another fresh set), and the bench's tables count right. No figure of
 the analyzer is asserted here: a set is judged by hand, with `analyzer_quality --fresh`, `--fresh2`, `--fresh3`,
-`--fresh4` or `--fresh5`."""
+`--fresh4`, `--fresh5` or `--fresh6`."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from bench.fresh_set import (
     FRESH_SET_3,
     FRESH_SET_4,
     FRESH_SET_5,
+    FRESH_SET_6,
     FRESH_SETS,
     LANGS,
     UNSAFE_CATEGORIES,
@@ -38,6 +39,7 @@ DOCUMENTED = {
     FRESH_SET_3: ({"unsafe": (35, 35, 35), "edgy": (25, 25, 25), "spam": (15, 15, 15), "normal": (15, 15, 15)}, 3),
     FRESH_SET_4: ({"unsafe": (30, 30, 30), "edgy": (30, 30, 30), "spam": (15, 15, 15), "normal": (15, 15, 15)}, 2),
     FRESH_SET_5: ({"unsafe": (30, 30, 30), "edgy": (30, 30, 30), "spam": (15, 15, 15), "normal": (15, 15, 15)}, 2),
+    FRESH_SET_6: ({"unsafe": (30, 30, 30), "edgy": (30, 30, 30), "spam": (15, 15, 15), "normal": (15, 15, 15)}, 2),
 }
 SETS = pytest.mark.parametrize("path", sorted(FRESH_SETS.values()), ids=lambda path: path.name)
 
@@ -67,12 +69,15 @@ def test_the_flags_choose_a_set():
     assert parser.parse_args(["--fresh3"]).fresh_set == FRESH_SET_3 == ROOT / "bench/data/safety_fresh3.jsonl"
     assert parser.parse_args(["--fresh4"]).fresh_set == FRESH_SET_4 == ROOT / "bench/data/safety_fresh4.jsonl"
     assert parser.parse_args(["--fresh5"]).fresh_set == FRESH_SET_5 == ROOT / "bench/data/safety_fresh5.jsonl"
+    assert parser.parse_args(["--fresh6"]).fresh_set == FRESH_SET_6 == ROOT / "bench/data/safety_fresh6.jsonl"
     with pytest.raises(SystemExit):
         parser.parse_args(["--fresh2", "--fresh3"])
     with pytest.raises(SystemExit):
         parser.parse_args(["--fresh3", "--fresh4"])
     with pytest.raises(SystemExit):
         parser.parse_args(["--fresh4", "--fresh5"])
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--fresh5", "--fresh6"])
 
 
 def _texts_elsewhere(fresh: Path) -> tuple[set[str], str]:
@@ -167,6 +172,7 @@ def test_the_section_prints_rates_held_counts_and_missed_stages(capsys, tmp_path
         (FRESH_SET_3, "development set"),
         (FRESH_SET_4, "development set"),
         (FRESH_SET_5, "test set"),
+        (FRESH_SET_6, "test set"),
     ],
 )
 def test_the_heading_says_whether_the_figures_are_test_or_development_figures(capsys, path, standing):
