@@ -18,8 +18,8 @@ CHOSEN = np.ones(len(TARGET), dtype=bool)
 
 
 def _share(weights: np.ndarray, group: str, label: float) -> float:
-    in_class = TARGET == label
-    return float(weights[in_class & (GROUPS == group)].sum() / weights[in_class].sum())
+    in_class = label == TARGET
+    return float(weights[in_class & (group == GROUPS)].sum() / weights[in_class].sum())
 
 
 def test_each_class_weighs_one_half():
@@ -58,6 +58,8 @@ ORDINARY = [
     "找人帮忙装修刷墙，两个房间，按天结算工钱。",
     "同城跑腿送文件，下午要送到，价格按距离算，扫码付。",
     "ドラムセットを売ります。ほとんど使っていません。受け取り時に現金で。",
+    # The sixth pass's known miss (docs/model-layer.md), discarded on the blend alone before.
+    "車を売ります。現金一括でお願いします。",
 ]
 
 
