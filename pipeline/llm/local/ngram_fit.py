@@ -50,19 +50,21 @@ def design(texts: Sequence[str], features: Features) -> Design:
 
 
 def fit(
-    data: tuple[np.ndarray, np.ndarray, np.ndarray], target: np.ndarray, rows: np.ndarray
+    data: tuple[np.ndarray, np.ndarray, np.ndarray],
+    target: np.ndarray,
+    rows: np.ndarray,
+    groups: np.ndarray | None = None,
 ) -> tuple[np.ndarray, float]:
     """Logistic regression on the given rows of the (row, column, value) data, by full-batch gradient descent
-    with class-balanced weights; returns the weight of every column and the bias."""
+    with class-balanced weights (balanced within each group too, when `groups` is given: balanced_weights);
+    returns the weight of every column and the bias."""
     row_of, col_of, value = data
     count, columns = len(target), int(col_of.max()) + 1
     keep = np.isin(row_of, rows)
     row_of, col_of, value = row_of[keep], col_of[keep], value[keep]
     chosen = np.zeros(count, dtype=bool)
     chosen[rows] = True
-    positives = max(float(target[chosen].sum()), 1.0)
-    negatives = max(float(chosen.sum()) - positives, 1.0)
-    sample_weight = chosen * np.where(target == 1.0, 0.5 / positives, 0.5 / negatives)
+    sample_weight = balanced_weights(target, chosen, groups)
     weights, bias = np.zeros(columns), 0.0
     for _ in range(EPOCHS):
         score = np.bincount(row_of, weights=value * weights[col_of], minlength=count) + bias
@@ -70,6 +72,29 @@ def fit(
         weights -= STEP * (np.bincount(col_of, weights=value * error[row_of], minlength=columns) + L2 * weights)
         bias -= STEP * float(error.sum())
     return weights, bias
+
+
+def balanced_weights(target: np.ndarray, chosen: np.ndarray, groups: np.ndarray | None = None) -> np.ndarray:
+    """Each chosen row's weight: each class sums to one half. With `groups` (a language per row), a group's rows
+    of either class weigh in proportion to the group's share of all chosen rows, so that neither class borrows a
+    language's features: with global balancing alone, ordinary Chinese and Japanese posts added to the training
+    file thinned the ordinary English posts' weight and English commerce read as unsafe (docs/model-layer.md,
+    "A seventh pass")."""
+    if groups is None:
+        positives = max(float(target[chosen].sum()), 1.0)
+        negatives = max(float(chosen.sum()) - positives, 1.0)
+        return chosen * np.where(target == 1.0, 0.5 / positives, 0.5 / negatives)
+    weight = np.zeros(len(target))
+    for label in (0.0, 1.0):
+        in_class = chosen & (target == label)
+        for group in np.unique(groups[chosen]):
+            rows = in_class & (groups == group)
+            if rows.any():
+                weight[rows] = float((chosen & (groups == group)).sum()) / float(rows.sum())
+        total = float(weight[in_class].sum())
+        if total:
+            weight[in_class] *= 0.5 / total
+    return weight
 
 
 def platt(scores: np.ndarray, target: np.ndarray) -> tuple[float, float]:
@@ -82,18 +107,19 @@ def platt(scores: np.ndarray, target: np.ndarray) -> tuple[float, float]:
     return slope, intercept
 
 
-def calibrated_fit(rows: Design, target: np.ndarray) -> tuple[np.ndarray, float]:
+def calibrated_fit(rows: Design, target: np.ndarray, groups: np.ndarray | None = None) -> tuple[np.ndarray, float]:
     """The model fitted on every row, its scores calibrated on out-of-fold predictions: the weight of every
-    hashed feature (DIMENSIONS) and the bias, already scaled so that sigmoid(score) is the probability."""
+    hashed feature (DIMENSIONS) and the bias, already scaled so that sigmoid(score) is the probability. `groups`:
+    see `fit`."""
     row_of, local_col, value = rows.data
     everything = np.arange(rows.rows)
     out_of_fold = np.zeros(rows.rows)
     for fold_index in range(FOLDS):
         held = np.arange(fold_index, rows.rows, FOLDS)
-        weights, bias = fit(rows.data, target, np.setdiff1d(everything, held))
+        weights, bias = fit(rows.data, target, np.setdiff1d(everything, held), groups)
         keep = np.isin(row_of, held)
         scores = np.bincount(row_of[keep], weights=value[keep] * weights[local_col[keep]], minlength=rows.rows)
         out_of_fold[held] = scores[held] + bias
     slope, intercept = platt(out_of_fold, target)
-    weights, bias = fit(rows.data, target, everything)
+    weights, bias = fit(rows.data, target, everything, groups)
     return rows.full(slope * weights), slope * bias + intercept

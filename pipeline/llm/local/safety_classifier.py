@@ -105,7 +105,9 @@ def train(cases: list[dict[str, str]]) -> SafetyClassifier:
     text it has not seen."""
     rows = design([case["text"] for case in cases], features)
     target = np.array([case["label"] == "unsafe" for case in cases], dtype=np.float64)
-    weights, bias = calibrated_fit(rows, target)
+    # Classes balanced within each language (ngram_fit.balanced_weights).
+    languages = np.array([case.get("lang", "") for case in cases])
+    weights, bias = calibrated_fit(rows, target, languages)
     return SafetyClassifier(weights, bias, *_centroids(cases, rows.cols, rows.vals))
 
 
