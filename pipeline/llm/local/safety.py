@@ -131,7 +131,7 @@ def _assess(text: str, content: str) -> tuple[float, list[str], bool]:
     ngram, nearest = classifier().risk(text)
     learned = ngram * (UNSUPPORTED_LEARNED_RISK if is_defused or not hits_found else 1.0)
     if learned >= settings.SAFETY_LOCAL_BLOCK_THRESHOLD and not flags:
-        flags += _learned_flags(hits_found, nearest)
+        flags += _learned_flags(hits_found, nearest, text)
     risk = max(risk, learned)
     # The embedding layer (safety_embedding.py) only adds blocks: below its threshold it leaves the risk alone,
     # so what it is unsure of does not fill the review queue. It reads the content, whose vector the pipeline
@@ -144,7 +144,7 @@ def _assess(text: str, content: str) -> tuple[float, list[str], bool]:
             or (_corroborated(ngram, combined, is_defused) and not names_spam_bait(text))
         ):
             risk = max(combined, settings.SAFETY_LOCAL_BLOCK_THRESHOLD)
-            flags += [] if flags else _learned_flags(hits_found, nearest)
+            flags += [] if flags else _learned_flags(hits_found, nearest, text)
         elif _blend_clears(risk, rule_risk, is_defused):
             # A report, warning or offer of help that only the n-gram estimate finds risky: the blend, which
             # also reads the sentence vector, speaks for both learned layers. The rules' own risk stays.
@@ -153,7 +153,7 @@ def _assess(text: str, content: str) -> tuple[float, list[str], bool]:
             if hits_found:
                 # A category's word, no defusing word, and both learned layers agree: blocked on the blend.
                 risk = max(risk, combined)
-                flags += [] if flags else _learned_flags(hits_found, nearest)
+                flags += [] if flags else _learned_flags(hits_found, nearest, text)
             else:
                 # Both learned layers read harm in a text with no rule and no defusing word: the n-gram estimate
                 # counts in full, but without a rule it never blocks alone (a moderator decides).
@@ -189,9 +189,13 @@ def _blend_clears(risk: float, rule_risk: float, is_defused: bool) -> bool:
     )
 
 
-def _learned_flags(hits_found: list[RuleHit], nearest: str) -> list[str]:
+def _learned_flags(hits_found: list[RuleHit], nearest: str, text: str) -> list[str]:
     """A learned block's flags: the bare terms seen, then the nearest category's. When a rule fired, its flag
-    stands instead (the classifier's confidence does not make a self-harm phrase a threat)."""
+    stands instead (the classifier's confidence does not make a self-harm phrase a threat). A post with no
+    category word that names spam's own bait is a scam's, whatever category the learned layers find nearest
+    ("make money fast, click here" reads as near an attack offer): its flag is fraud, not malware."""
+    if not hits_found and names_spam_bait(text):
+        return ["fraud"]
     categories = safety_lexicon()["categories"]
     return [hit.flag for hit in hits_found if hit.kind == "term"] + [
         categories[nearest]["flag"] if nearest in categories else "fraud"
