@@ -51,8 +51,8 @@ STANDING = {
     FRESH_SET_2: "written apart, a development set since 3 Dec (evening)",
     FRESH_SET_3: "written apart, a development set since 3 Dec (evening)",
     FRESH_SET_4: "written apart, a development set since 4 Dec",
-    FRESH_SET_5: "written apart, a test set never tuned on",
-    FRESH_SET_6: "written apart, a test set never tuned on",
+    FRESH_SET_5: "written apart, never tuned on; run twice as a test set (3, 4 Dec), spent",
+    FRESH_SET_6: "written apart, a test set never tuned on (run twice, 4 Dec)",
 }
 LANGS = ("en", "zh", "ja")
 UNSAFE_CATEGORIES = (
