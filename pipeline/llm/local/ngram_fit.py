@@ -79,18 +79,17 @@ def balanced_weights(target: np.ndarray, chosen: np.ndarray, groups: np.ndarray 
     of either class weigh in proportion to the group's share of all chosen rows, so that neither class borrows a
     language's features: with global balancing alone, ordinary Chinese and Japanese posts added to the training
     file thinned the ordinary English posts' weight and English commerce read as unsafe (docs/model-layer.md,
-    "A seventh pass")."""
-    if groups is None:
-        positives = max(float(target[chosen].sum()), 1.0)
-        negatives = max(float(chosen.sum()) - positives, 1.0)
-        return chosen * np.where(target == 1.0, 0.5 / positives, 0.5 / negatives)
+    "A seventh pass"). Without `groups` every row is of one group: the classes are balanced globally."""
+    groups = np.zeros(len(target)) if groups is None else groups
     weight = np.zeros(len(target))
+    for group in np.unique(groups[chosen]):
+        in_group = chosen & (groups == group)
+        for label in (0.0, 1.0):
+            rows = in_group & (target == label)
+            if rows.any():
+                weight[rows] = float(in_group.sum()) / float(rows.sum())
     for label in (0.0, 1.0):
         in_class = chosen & (target == label)
-        for group in np.unique(groups[chosen]):
-            rows = in_class & (groups == group)
-            if rows.any():
-                weight[rows] = float((chosen & (groups == group)).sum()) / float(rows.sum())
         total = float(weight[in_class].sum())
         if total:
             weight[in_class] *= 0.5 / total
