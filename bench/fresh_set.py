@@ -2,8 +2,8 @@
 3 December, when its misses were read for the fourth safety pass, a development set since (docs/model-layer.md);
 the second (safety_fresh2.jsonl) and the third (safety_fresh3.jsonl), spent as test sets, became development sets on
 the evening of 3 December, when their misses were read for the safe side's pass; the fourth (safety_fresh4.jsonl),
-run as a test set twice on 3 December, became a development set on 4 December; the fifth (safety_fresh5.jsonl) and
-the sixth (safety_fresh6.jsonl) are test sets, never tuned on.
+run as a test set twice on 3 December, became a development set on 4 December; the fifth (safety_fresh5.jsonl), never
+tuned on, was spent as a test set by its second run on 4 December; the sixth (safety_fresh6.jsonl) is a test set.
 
     .venv/bin/python -m bench.analyzer_quality --fresh    # bench/data/safety_fresh.jsonl, 240 (now a development set)
     .venv/bin/python -m bench.analyzer_quality --fresh2   # bench/data/safety_fresh2.jsonl, 270 (a development set)
