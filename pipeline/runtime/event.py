@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,11 +50,18 @@ class Lease:
     """This process's ownership of one pending entry, kept alive by the runtime's heartbeats.
 
     `cancelled` is set when ownership is lost (or on hard shutdown): pass it to long calls so they stop.
+
+    `trust_seconds`: how long a proof of ownership holds without asking Redis again (`confirm`). Redis hands an
+    entry to another consumer only once it has been idle for a whole lease (XAUTOCLAIM's min-idle), and every
+    proof (the read or reclaim that delivered it, a heartbeat, a redelivery) reset that idle time; the runner
+    trusts a proof for half a lease, counted from when its command was sent. 0: always ask.
     """
 
-    def __init__(self, verify: Callable[[], bool] | None = None):
+    def __init__(self, verify: Callable[[], bool] | None = None, *, trust_seconds: float = 0.0):
         self.lost = False
         self._verify = verify
+        self._trust_seconds = trust_seconds
+        self._trusted_until = 0.0  # time.monotonic() until which the last proof holds
 
     @property
     def cancelled(self) -> threading.Event:
@@ -68,15 +76,27 @@ class Lease:
         self.lost = True
         self.cancelled.set()
 
+    def confirm(self, sent_at: float) -> None:
+        """Redis proved this consumer owned the entry by a command sent at `sent_at` (time.monotonic())."""
+        self._trusted_until = max(self._trusted_until, sent_at + self._trust_seconds)
+
     def check(self) -> None:
         """Raise LeaseLost unless this process still owns the entry; call right before committing.
 
-        Besides the heartbeat's verdict this asks Redis once more, so a steal since the last beat counts.
+        Besides the heartbeat's verdict this asks Redis once more (XPENDING), unless a proof of ownership is
+        younger than `trust_seconds`: within it no consumer that follows the protocol can have taken the entry.
         """
-        if not self.cancelled.is_set() and self._verify is not None and not self._verify():
-            self.lose()
+        if not self.cancelled.is_set() and self._verify is not None and not self._trusted():
+            sent_at = time.monotonic()
+            if self._verify():
+                self.confirm(sent_at)
+            else:
+                self.lose()
         if self.cancelled.is_set():
             raise LeaseLost("lease lost" if self.lost else "shutting down")
+
+    def _trusted(self) -> bool:
+        return self._trust_seconds > 0 and time.monotonic() < self._trusted_until
 
 
 @dataclass

@@ -38,8 +38,9 @@ HEARTBEAT_BATCH = 500
 RECLAIM_AGAIN_SECONDS = 0.2  # after a reclaim that could not finish its scan (no free worker, more to scan)
 
 # Takes an entry this consumer now owns: (message id, raw fields or None if deleted, delivery count) for the
-# handlers, those that have to wait appended to the list (their credits go back).
-Take = Callable[[str, RawFields | None, int, list[Delivery]], None]
+# handlers, those that have to wait appended to the list (their credits go back), and when the command that
+# delivered it was sent (time.monotonic(): its proof of ownership, Lease.confirm).
+Take = Callable[[str, RawFields | None, int, list[Delivery], float], None]
 
 
 class Keeper:
@@ -116,8 +117,14 @@ class Keeper:
         ids = list(by_id)
         for i in range(0, len(ids), HEARTBEAT_BATCH):
             batch = ids[i : i + HEARTBEAT_BATCH]
-            lost = member.scripts.heartbeat(keys=[member.stream], args=[member.group, member.name, *batch])
-            for message_id in map(text, lost):
+            sent_at = time.monotonic()
+            lost = set(
+                map(text, member.scripts.heartbeat(keys=[member.stream], args=[member.group, member.name, *batch]))
+            )
+            for message_id in batch:
+                if message_id not in lost:
+                    by_id[message_id].lease.confirm(sent_at)
+            for message_id in lost:
                 delivery = by_id[message_id]
                 delivery.lease.lose()
                 log.warning("%s: lost ownership of %s (subject %s)", member.name, message_id, delivery.subject)
@@ -147,6 +154,7 @@ class Keeper:
             if delivery.verdict is not None:
                 self.scheduler.dispatch(delivery)  # the final hook or the dead letter is tried again
                 continue
+            sent_at = time.monotonic()
             try:
                 result = member.scripts.redeliver(
                     keys=[member.stream], args=[member.group, member.name, delivery.message_id]
@@ -158,6 +166,7 @@ class Keeper:
                 delivery.lease.lose()
                 self._lost(delivery)
                 continue
+            delivery.lease.confirm(sent_at)
             delivery.delivery_count = int(result[0])
             delivery.credit = 1  # REDELIVER counted the attempt about to start
             if not result[1]:  # deleted from the stream meanwhile: nothing to handle
@@ -176,6 +185,7 @@ class Keeper:
         if room <= 0:
             return
         member = self.member
+        sent_at = time.monotonic()
         try:
             response = member.client.xautoclaim(
                 member.stream, member.group, member.name, int(self.lease_seconds * 1000), self._cursor, count=room
@@ -193,7 +203,7 @@ class Keeper:
         claimed = [(text(mid), raw) for mid, raw in response[1] if mid is not None]
         entries = self._not_held(claimed)
         if entries:
-            self._take_over(entries)
+            self._take_over(entries, sent_at)
 
     def _not_held(self, claimed: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
         with self.scheduler.lock:
@@ -207,7 +217,7 @@ class Keeper:
                     mine.credit += 1
             return [(mid, raw) for mid, raw in claimed if mid not in held]
 
-    def _take_over(self, entries: list[tuple[str, Any]]) -> None:
+    def _take_over(self, entries: list[tuple[str, Any]], sent_at: float) -> None:
         member = self.member
         ids = sorted((mid for mid, _ in entries), key=id_key)
         pending: list[dict[str, Any]] = member.client.xpending_range(
@@ -219,5 +229,5 @@ class Keeper:
         log.info("%s: reclaimed %d idle entries", member.name, len(entries))
         parked: list[Delivery] = []
         for message_id, raw in entries:
-            self._take(message_id, raw or None, counts.get(message_id, 2), parked)
+            self._take(message_id, raw or None, counts.get(message_id, 2), parked, sent_at)
         self._give_back(parked)

@@ -12,6 +12,7 @@ created again.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -36,6 +37,7 @@ class Reader:
         self.scheduler, self.acker, self.counts = shared.scheduler, shared.acker, shared.counts
         self.batch_size = batch_size
         self.block_ms = block_ms
+        self._trust_seconds = shared.lease_seconds / 2  # how long a read's proof of ownership holds (Lease)
         self._stopping = shared.stopping
         self._wake_keeper = shared.wake_keeper
         self.reads = 0  # reads that returned entries: a progress counter
@@ -54,6 +56,7 @@ class Reader:
         if room <= 0 or self._stopping.is_set():
             return
         member = self.member
+        sent_at = time.monotonic()  # Redis delivers (and resets the entries' idle time) after this
         try:
             response: Any = member.client.xreadgroup(
                 member.group, member.name, {member.stream: ">"}, count=room, block=self.block_ms
@@ -77,7 +80,7 @@ class Reader:
         self.reads += 1
         parked: list[Delivery] = []
         for message_id, raw in entries:
-            self.take(text(message_id), raw, 1, parked)
+            self.take(text(message_id), raw, 1, parked, sent_at)
         self.counts.give_back(parked)
 
     def _room(self) -> int:
@@ -118,18 +121,22 @@ class Reader:
             log.exception("%s: cannot create group", self.member.name)
             self._stopping.wait(1.0)
 
-    def take(self, message_id: str, raw: RawFields | None, count: int, parked: list[Delivery]) -> None:
-        """Take an entry this process now owns. Hostile input must never stop the loop: anything unexpected
-        gives the entry up."""
+    def take(
+        self, message_id: str, raw: RawFields | None, count: int, parked: list[Delivery], sent_at: float = 0.0
+    ) -> None:
+        """Take an entry this process now owns (by the command sent at `sent_at`, time.monotonic()). Hostile
+        input must never stop the loop: anything unexpected gives the entry up."""
         try:
-            self._accept(message_id, raw, count, parked)
+            self._accept(message_id, raw, count, parked, sent_at)
         except Exception as exc:
             log.exception("%s: cannot dispatch %s", self.member.name, message_id)
             self.scheduler.enqueue(
                 self._malformed(message_id, raw or {}, count, f"undispatchable: {error_text(exc)}"), parked
             )
 
-    def _accept(self, message_id: str, raw: RawFields | None, count: int, parked: list[Delivery]) -> None:
+    def _accept(
+        self, message_id: str, raw: RawFields | None, count: int, parked: list[Delivery], sent_at: float
+    ) -> None:
         """Queue the entry for a handler, or (malformed, or over its deliveries) for the final hook and the
         dead letter."""
         if not raw:
@@ -143,6 +150,7 @@ class Reader:
             self.scheduler.enqueue(self._malformed(message_id, raw, count, f"malformed: {exc}"), parked)
             return
         lease = self._lease(message_id)
+        lease.confirm(sent_at)
         member = self.member
         try:
             event = self.consumer.parse(
@@ -169,7 +177,7 @@ class Reader:
         self.scheduler.enqueue(delivery, parked)
 
     def _lease(self, message_id: str) -> Lease:
-        return Lease(verify=lambda: self.member.owns(message_id))
+        return Lease(verify=lambda: self.member.owns(message_id), trust_seconds=self._trust_seconds)
 
     def _malformed(
         self, message_id: str, raw: RawFields, count: int, error: str, fields: dict[str, str] | None = None

@@ -120,6 +120,7 @@ class ConsumerRunner:
             self.counts,
             self._stopping,
             self._keeper_wake,
+            self.lease_seconds,
         )
         max_waiting = settings.PIPELINE_MAX_WAITING_RETRIES
         self.handling = Handling(shared, max_waiting_retries=max_waiting, on_error=self._loop_error)

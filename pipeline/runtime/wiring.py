@@ -25,3 +25,4 @@ class Shared:
     counts: DeliveryCounts
     stopping: threading.Event  # stop reading and starting handlers
     wake_keeper: threading.Event  # a retry or a pause is waiting, or a breaker closed: the keeper turns now
+    lease_seconds: float = 0.0  # the entry lease (0: ownership is asked of Redis at every check, Lease)

@@ -276,7 +276,7 @@ def keeper(client, s: Scheduler, *, lease_seconds: float = 30.0, name: str = "me
     taken: list[tuple[str, int]] = []
     lost: list[Delivery] = []
 
-    def take(message_id: str, raw_fields, count: int, parked: list[Delivery]) -> None:
+    def take(message_id: str, raw_fields, count: int, parked: list[Delivery], sent_at: float) -> None:
         taken.append((message_id, count))
 
     k = Keeper(shared(member(client, name), s), lease_seconds=lease_seconds, take=take, lost=lost.append)
