@@ -115,16 +115,12 @@ class _Item:
         return sql, mapped_list
 
 
-async def _replay_item(item: _Item, pool, session, base_url: str) -> None:
+async def _replay_item(item: _Item, pool, post) -> None:
     import numpy as np
 
     for step in item.plan.steps:
         if step.kind == "http":
-            body = item.value(step.body)
-            async with session.post(
-                base_url + step.path.removeprefix("/v1"), data=json.dumps(body), headers=step.headers
-            ) as response:
-                data = json.loads(await response.read())
+            data = await post(step, json.dumps(item.value(step.body)).encode())
             if step.path.endswith("/embeddings"):
                 item.vector = np.frombuffer(base64.b64decode(data["data"][0]["embedding"]), dtype="<f4")
             continue
@@ -136,6 +132,52 @@ async def _replay_item(item: _Item, pool, session, base_url: str) -> None:
             else:
                 for sql, params in step.statements:
                     await conn.execute(*item.statement(sql, params))
+
+
+def _aiohttp_post(session, base_url: str):
+    """The floor's requests: aiohttp directly."""
+
+    async def post(step: Step, body: bytes) -> Any:
+        url = base_url + step.path.removeprefix("/v1")
+        async with session.post(url, data=body, headers=step.headers) as response:
+            return json.loads(await response.read())
+
+    return post
+
+
+_JSON_BODY: Any = {"headers": {"content-type": "application/json"}}
+
+
+def _sdk_post(base_url: str):
+    """`--sdk`: the same requests through the openai package as the pipeline sends them (`client.post` with a
+    body built by us, no response model, the SDK's aiohttp transport: pipeline.llm.wire), on this one loop:
+    what handlers as coroutines would cost at best while the SDK stays the client."""
+    import openai
+
+    clients: dict[str, Any] = {}  # one per API key, as the pipeline's clients are per settings
+    prepared: dict[tuple[str, str], tuple[Any, str]] = {}
+
+    async def post(step: Step, body: bytes) -> Any:
+        key = step.headers.get("authorization", "Bearer floor").removeprefix("Bearer ")
+        made = prepared.get((step.path, key))
+        if made is None:
+            client = clients.get(key)
+            if client is None:
+                http = openai.DefaultAioHttpClient(timeout=30.0)
+                client = clients[key] = openai.AsyncOpenAI(
+                    base_url=base_url, api_key=key, max_retries=0, http_client=http
+                )
+            url = str(client.base_url.join(step.path.removeprefix("/v1").lstrip("/")))
+            made = prepared[(step.path, key)] = (client, url)
+        client, url = made
+        return await client.post(url, cast_to=object, content=body, options=_JSON_BODY)
+
+    async def close() -> None:
+        for client in clients.values():
+            await client.close()
+
+    post.close = close  # type: ignore[attr-defined]
+    return post
 
 
 async def _open_pool(args):
@@ -175,15 +217,14 @@ async def _run(args) -> dict[str, Any]:
     finished = asyncio.Event()
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as session:
+        post = _sdk_post(args.base_url) if args.sdk else _aiohttp_post(session, args.base_url)
 
         async def worker() -> None:
             nonlocal done
             while True:
                 message_id, item_id = await queue.get()
                 content, content_hash = by_id[item_id]
-                await _replay_item(
-                    _Item(plan, item_id, message_id, content, content_hash, shift), pool, session, args.base_url
-                )
+                await _replay_item(_Item(plan, item_id, message_id, content, content_hash, shift), pool, post)
                 await client.xack(args.stream, FLOOR_GROUP, message_id)
                 done += 1
                 if done >= len(items):
@@ -211,6 +252,8 @@ async def _run(args) -> dict[str, Any]:
         for task in tasks:
             if task.done() and not task.cancelled() and task.exception() is not None:
                 raise task.exception()  # type: ignore[misc]
+        if args.sdk:
+            await post.close()
     print(json.dumps({"done": done}), flush=True)
     sys.stdin.readline()  # the bench has read the backends' CPU: they may go now
     await pool.close()
@@ -227,6 +270,7 @@ def worker_main(argv: list[str]) -> int:
     parser.add_argument("--stream", required=True)
     parser.add_argument("--concurrency", type=int, required=True)
     parser.add_argument("--pool", type=int, default=8)
+    parser.add_argument("--sdk", action="store_true", help="send the requests through the openai package")
     args = parser.parse_args(argv)
     asyncio.run(_run(args))
     return 0

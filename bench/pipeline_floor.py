@@ -14,6 +14,11 @@ CPU per item is measured as for the pipeline (bench/pipeline_throughput.py): the
 its PostgreSQL backends (application_name `eigenflux-floor`).
 
     flock /tmp/eigenflux-bench.lock .venv/bin/python bench/pipeline_floor.py [--latency 0.2] [--concurrency 32,256]
+        [--sdk] [--rounds N]
+
+`--sdk` replays the plan a second way, alternately with the first: the four requests sent through the openai
+package as the pipeline sends them (bench/floor_replay.py --sdk), everything else as the floor. That is the
+least a process could cost per item with the SDK as its client and no thread per item.
 
 bench/pipeline_throughput.py runs the floor beside the pipeline, at the same concurrencies, and prints both.
 """
@@ -225,10 +230,18 @@ class FloorResult:
 
 
 def run_floor(
-    plan: Plan, items: list[tuple[int, str, str]], envelopes: list[dict], *, concurrency: int, base_url: str, probe
+    plan: Plan,
+    items: list[tuple[int, str, str]],
+    envelopes: list[dict],
+    *,
+    concurrency: int,
+    base_url: str,
+    probe,
+    sdk: bool = False,
 ) -> FloorResult:
     """Replay `plan` for the published `items` (id, content, content hash) in a child process, `concurrency` at
-    a time; `envelopes` are their item.published entries, XADDed to a stream of the floor's own."""
+    a time; `envelopes` are their item.published entries, XADDed to a stream of the floor's own. `sdk`: the
+    requests go through the openai package (floor_replay.py --sdk)."""
     from django.conf import settings
 
     from bench.pipeline_throughput import proc_cpu
@@ -249,6 +262,7 @@ def run_floor(
         base_url,
     ]
     command += ["--concurrency", str(concurrency), "--pool", str(settings.PIPELINE_DB_POOL_MAX_SIZE)]
+    command += ["--sdk"] if sdk else []
     proc = subprocess.Popen(command, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None and proc.stdin is not None
@@ -299,6 +313,10 @@ def main() -> int:
     parser.add_argument("--items-per-slot", type=int, default=2)
     parser.add_argument("--min-items", type=int, default=300)
     parser.add_argument("--show-plan", action="store_true", help="print the captured statements and requests")
+    parser.add_argument(
+        "--sdk", action="store_true", help="also replay with the requests sent through the openai package"
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="runs per configuration (each way, alternating)")
     args = parser.parse_args()
     from bench.pipeline_throughput import DB, REDIS_DB, Probe, setup
 
@@ -321,19 +339,22 @@ def main() -> int:
         print(
             f"plan: {plan.transactions} transactions, {plan.statements} statements, {plan.requests} requests per item"
         )
-        print("| C | items | items/s | CPU ms/item (proc + PG) | load |")
-        print("|---|---|---|---|---|")
+        print("| C | requests sent with | items | items/s | CPU ms/item (proc + PG) | load |")
+        print("|---|---|---|---|---|---|")
+        ways = [("aiohttp", False), ("openai client.post", True)] if args.sdk else [("aiohttp", False)]
         for spec in args.concurrency.split(","):
             c = int(spec)
             n = max(args.min_items, args.items_per_slot * c)
-            items, envelopes = floor_items(n, agents, f"c{c}")
-            result = run_floor(plan, items, envelopes, concurrency=c, base_url=server.url, probe=probe)
-            load = os.getloadavg()[0]
-            print(
-                f"| {c} | {result.items} | {result.rate:.1f} | {result.cpu_process * 1000:.1f} + "
-                f"{result.cpu_postgres * 1000:.1f} | {load:.1f} |",
-                flush=True,
-            )
+            for _round in range(args.rounds):
+                for label, sdk in ways:
+                    items, envelopes = floor_items(n, agents, f"c{c}")
+                    result = run_floor(plan, items, envelopes, concurrency=c, base_url=server.url, probe=probe, sdk=sdk)
+                    load = os.getloadavg()[0]
+                    print(
+                        f"| {c} | {label} | {result.items} | {result.rate:.1f} | {result.cpu_process * 1000:.1f} + "
+                        f"{result.cpu_postgres * 1000:.1f} | {load:.1f} |",
+                        flush=True,
+                    )
     finally:
         server.stop()
         get_redis().flushdb()

@@ -90,6 +90,7 @@ class Result:
     load: float = 0.0  # the 1-minute load average at the end of the run
     startup_cpu: float = 0.0  # CPU seconds the process(es) spent before the measured window (not counted)
     floor: FloorResult | None = None
+    sdk_floor: FloorResult | None = None  # --sdk-floor: the floor with the requests sent through the openai package
     wall: tuple[float, float] = (0.0, 0.0)  # the measured window in wall-clock time (for the timeline)
     timeline: Timeline | None = None
     outcomes: dict[str, int] | None = None  # with --local: the items' terminal statuses
@@ -306,10 +307,13 @@ def redis_calls(client) -> int:
     return sum(int(stats["calls"]) for stats in client.info("commandstats").values())
 
 
-def floor_run(plan: Plan, config: Config, n: int, agents: list, tag: str, server, probe: Probe) -> FloorResult:
-    """The floor (bench/pipeline_floor.py) at the same number in flight, on as many items (one process)."""
-    items, envelopes = floor_items(n, agents, tag)
-    return run_floor(plan, items, envelopes, concurrency=config.in_flight, base_url=server.url, probe=probe)
+def floor_run(
+    plan: Plan, config: Config, n: int, agents: list, tag: str, server, probe: Probe, *, sdk: bool = False
+) -> FloorResult:
+    """The floor (bench/pipeline_floor.py) at the same number in flight, on as many items (one process); `sdk`:
+    its requests sent through the openai package."""
+    items, envelopes = floor_items(n, agents, f"{tag}-sdk" if sdk else tag)
+    return run_floor(plan, items, envelopes, concurrency=config.in_flight, base_url=server.url, probe=probe, sdk=sdk)
 
 
 def model_environment(local: bool):
@@ -333,6 +337,9 @@ def main() -> int:
     parser.add_argument("--concurrency", default="32,64,256,2x128", help="comma list; PxC = P processes of C")
     parser.add_argument("--timeout", type=float, default=600.0, help="give up a run after this many seconds")
     parser.add_argument("--no-floor", action="store_true", help="skip the floor (bench/pipeline_floor.py)")
+    parser.add_argument(
+        "--sdk-floor", action="store_true", help="also the floor with its requests sent through the openai package"
+    )
     parser.add_argument("--stagger", action="store_true", help="start the slots out of phase (add_entries)")
     parser.add_argument("--py-spy", default="", help="path to a py-spy binary: profile the measured window")
     parser.add_argument("--local", action="store_true", help="the offline analyzer, no fake model (CPU per item)")
@@ -364,6 +371,8 @@ def main() -> int:
                 result = run_config(config, args, agents, tag, probe, env, server)
                 if plan is not None:
                     result.floor = floor_run(plan, config, result.items, agents, tag, server, probe)
+                    if args.sdk_floor:
+                        result.sdk_floor = floor_run(plan, config, result.items, agents, tag, server, probe, sdk=True)
                 results[config].append(result)
                 ratio = "" if args.local else f" = {result.ratio:.2f} of ideal"
                 outcomes = f"; outcomes {result.outcomes}" if result.outcomes else ""
