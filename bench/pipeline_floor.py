@@ -252,17 +252,7 @@ def run_floor(
     client.xgroup_create(stream, FLOOR_GROUP, id="0", mkstream=True)
     plan_path = Path(f"/tmp/eigenflux-floor-plan-{os.getpid()}.pickle")
     plan_path.write_bytes(pickle.dumps((dataclasses.asdict(plan), items)))  # plain values: no class by module path
-    command = [sys.executable, str(ROOT / "bench" / "floor_replay.py"), "--plan", str(plan_path), "--stream", stream]
-    command += [
-        "--database-url",
-        os.environ["DATABASE_URL"],
-        "--redis-url",
-        os.environ["REDIS_URL"],
-        "--base-url",
-        base_url,
-    ]
-    command += ["--concurrency", str(concurrency), "--pool", str(settings.PIPELINE_DB_POOL_MAX_SIZE)]
-    command += ["--sdk"] if sdk else []
+    command = _replay_command(plan_path, stream, base_url, concurrency, settings.PIPELINE_DB_POOL_MAX_SIZE, sdk)
     proc = subprocess.Popen(command, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None and proc.stdin is not None
@@ -293,6 +283,14 @@ def run_floor(
         plan_path.unlink(missing_ok=True)
         client.delete(stream)
     return FloorResult(items=done, seconds=elapsed, cpu_process=cpu_process / done, cpu_postgres=cpu_postgres / done)
+
+
+def _replay_command(plan_path: Path, stream: str, base_url: str, concurrency: int, pool: int, sdk: bool) -> list[str]:
+    """The floor's child process (bench/floor_replay.py)."""
+    command = [sys.executable, str(ROOT / "bench" / "floor_replay.py"), "--plan", str(plan_path), "--stream", stream]
+    command += ["--database-url", os.environ["DATABASE_URL"], "--redis-url", os.environ["REDIS_URL"]]
+    command += ["--base-url", base_url, "--concurrency", str(concurrency), "--pool", str(pool)]
+    return command + (["--sdk"] if sdk else [])
 
 
 def floor_items(n: int, agents: list, tag: str) -> tuple[list[tuple[int, str, str]], list[dict]]:

@@ -328,7 +328,7 @@ def model_environment(local: bool):
     return server, {**os.environ, **FakeLLM(server).env(), "LLM_TIMEOUT": "30"}
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("--latency", type=float, default=0.2, help="fake model latency per call (s)")
     parser.add_argument("--rounds", type=int, default=3, help="runs per configuration (median reported)")
@@ -343,7 +343,11 @@ def main() -> int:
     parser.add_argument("--stagger", action="store_true", help="start the slots out of phase (add_entries)")
     parser.add_argument("--py-spy", default="", help="path to a py-spy binary: profile the measured window")
     parser.add_argument("--local", action="store_true", help="the offline analyzer, no fake model (CPU per item)")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> int:
+    args = parse_args()
     if args.local:
         args.no_floor = True
     configs = [Config.parse(spec, args.latency) for spec in args.concurrency.split(",")]
