@@ -135,49 +135,43 @@ async def _replay_item(item: _Item, pool, post) -> None:
 
 
 def _aiohttp_post(session, base_url: str):
-    """The floor's requests: aiohttp directly."""
+    """The floor's requests: aiohttp directly. Returns the sender and what closes it (the session is the caller's)."""
 
     async def post(step: Step, body: bytes) -> Any:
         url = base_url + step.path.removeprefix("/v1")
         async with session.post(url, data=body, headers=step.headers) as response:
             return json.loads(await response.read())
 
-    return post
+    async def close() -> None:
+        return None
 
-
-_JSON_BODY: Any = {"headers": {"content-type": "application/json"}}
+    return post, close
 
 
 def _sdk_post(base_url: str):
-    """`--sdk`: the same requests through the openai package as the pipeline sends them (`client.post` with a
-    body built by us, no response model, the SDK's aiohttp transport: pipeline.llm.wire), on this one loop:
-    what handlers as coroutines would cost at best while the SDK stays the client."""
+    """`--sdk`: the same requests through the openai package with the pipeline's own sender
+    (pipeline.llm.wire.post_json: `client.post` with a body built by us, no response model, the SDK's aiohttp
+    transport), on this one loop: what handlers as coroutines would cost at best while the SDK stays the client.
+    Returns the sender and what closes its clients."""
     import openai
 
-    clients: dict[str, Any] = {}  # one per API key, as the pipeline's clients are per settings
-    prepared: dict[tuple[str, str], tuple[Any, str]] = {}
+    from pipeline.llm.wire import endpoint, post_json
+
+    clients: dict[str, openai.AsyncOpenAI] = {}  # one per API key, as the pipeline's clients are per settings
 
     async def post(step: Step, body: bytes) -> Any:
         key = step.headers.get("authorization", "Bearer floor").removeprefix("Bearer ")
-        made = prepared.get((step.path, key))
-        if made is None:
-            client = clients.get(key)
-            if client is None:
-                http = openai.DefaultAioHttpClient(timeout=30.0)
-                client = clients[key] = openai.AsyncOpenAI(
-                    base_url=base_url, api_key=key, max_retries=0, http_client=http
-                )
-            url = str(client.base_url.join(step.path.removeprefix("/v1").lstrip("/")))
-            made = prepared[(step.path, key)] = (client, url)
-        client, url = made
-        return await client.post(url, cast_to=object, content=body, options=_JSON_BODY)
+        client = clients.get(key)
+        if client is None:
+            http = openai.DefaultAioHttpClient(timeout=30.0)
+            client = clients[key] = openai.AsyncOpenAI(base_url=base_url, api_key=key, max_retries=0, http_client=http)
+        return await post_json(client, endpoint(client, step.path.removeprefix("/v1")), body)
 
     async def close() -> None:
         for client in clients.values():
             await client.close()
 
-    post.close = close  # type: ignore[attr-defined]
-    return post
+    return post, close
 
 
 async def _open_pool(args):
@@ -217,7 +211,7 @@ async def _run(args) -> dict[str, Any]:
     finished = asyncio.Event()
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as session:
-        post = _sdk_post(args.base_url) if args.sdk else _aiohttp_post(session, args.base_url)
+        post, close = _sdk_post(args.base_url) if args.sdk else _aiohttp_post(session, args.base_url)
 
         async def worker() -> None:
             nonlocal done
@@ -252,8 +246,7 @@ async def _run(args) -> dict[str, Any]:
         for task in tasks:
             if task.done() and not task.cancelled() and task.exception() is not None:
                 raise task.exception()  # type: ignore[misc]
-        if args.sdk:
-            await post.close()
+        await close()
     print(json.dumps({"done": done}), flush=True)
     sys.stdin.readline()  # the bench has read the backends' CPU: they may go now
     await pool.close()

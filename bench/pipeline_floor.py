@@ -343,9 +343,10 @@ def main() -> int:
         for spec in args.concurrency.split(","):
             c = int(spec)
             n = max(args.min_items, args.items_per_slot * c)
-            for _round in range(args.rounds):
+            for r in range(args.rounds):
                 for label, sdk in ways:
-                    items, envelopes = floor_items(n, agents, f"c{c}")
+                    # Distinct items per run: a run must not meet the last one's as exact duplicates.
+                    items, envelopes = floor_items(n, agents, f"c{c}r{r}{'sdk' if sdk else ''}")
                     result = run_floor(plan, items, envelopes, concurrency=c, base_url=server.url, probe=probe, sdk=sdk)
                     load = os.getloadavg()[0]
                     print(

@@ -121,9 +121,7 @@ class Reader:
             log.exception("%s: cannot create group", self.member.name)
             self._stopping.wait(1.0)
 
-    def take(
-        self, message_id: str, raw: RawFields | None, count: int, parked: list[Delivery], sent_at: float = 0.0
-    ) -> None:
+    def take(self, message_id: str, raw: RawFields | None, count: int, parked: list[Delivery], sent_at: float) -> None:
         """Take an entry this process now owns (by the command sent at `sent_at`, time.monotonic()). Hostile
         input must never stop the loop: anything unexpected gives the entry up."""
         try:
