@@ -119,3 +119,37 @@ def test_a_heartbeat_is_a_proof_for_every_entry_it_renews_and_not_for_one_stolen
     assert stolen.lease.lost
     with pytest.raises(LeaseLost):
         stolen.lease.check()
+
+
+def test_an_entry_reclaimed_from_a_dead_consumer_is_trusted_from_the_reclaim(raw):  # noqa: F811
+    (message_id,) = add(raw, 1)
+    read(raw, "dead-consumer")
+    time.sleep(LEASE + 0.05)  # idle past the lease: its consumer died
+    s = scheduler()
+    shared, asked = runner_parts(raw, s)
+    reader = Reader(shared, batch_size=10, block_ms=10)
+    Keeper(shared, lease_seconds=LEASE, take=reader.take, lost=lambda delivery: None).reclaim()
+    delivery = started(s)
+    assert delivery.message_id == message_id
+    delivery.lease.check()
+    assert asked.times == 0  # XAUTOCLAIM proved ownership
+
+
+def test_a_redelivered_retry_is_trusted_from_the_redelivery(raw):  # noqa: F811
+    (message_id,) = add(raw, 1)
+    read(raw, "me")
+    s = scheduler()
+    shared, asked = runner_parts(raw, s)
+    delivery = Delivery(
+        message_id, {}, {}, 1, None, "r", Lease(verify=lambda: asked(message_id), trust_seconds=LEASE / 2)
+    )
+    s.enqueue(delivery, [])
+    assert started(s) is delivery
+    delivery.credit = 0
+    s.later(delivery, 0)
+    Keeper(shared, lease_seconds=LEASE, take=lambda *args: None, lost=lambda d: None).redeliver_due(
+        time.monotonic() + 1
+    )
+    assert started(s) is delivery
+    delivery.lease.check()
+    assert asked.times == 0  # REDELIVER proved ownership
