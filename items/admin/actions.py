@@ -11,12 +11,18 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
 from django.template.response import TemplateResponse
+from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 Row = TypeVar("Row")
+
+# The hidden field a detail page's action buttons post (the object's id), so the action, and its confirmation
+# page, lead back to that page instead of the changelist.
+BACK_TO_OBJECT = "_back_to_object"
 
 
 def badge(value: str, label: str, tone: str) -> SafeString:
@@ -98,8 +104,19 @@ def confirm_with_form(
             "action_checkbox_name": ACTION_CHECKBOX_NAME,
             "confirm_label": confirm_label,
             "explanation": explanation,
+            "back_field": BACK_TO_OBJECT,
+            "back_to": request.POST.get(BACK_TO_OBJECT, ""),
         },
     )
+
+
+def back_to_object(modeladmin: admin.ModelAdmin, request: HttpRequest) -> HttpResponse | None:
+    """After an action posted from an object's page: back to that page (None: the changelist's own redirect)."""
+    pk = request.POST.get(BACK_TO_OBJECT, "")
+    if not pk.isdigit():
+        return None
+    opts = modeladmin.model._meta
+    return redirect(reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[pk]))
 
 
 def note_form(field: str, *, max_length: int, help_text: str) -> type[forms.Form]:
