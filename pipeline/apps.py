@@ -27,8 +27,13 @@ class PipelineConfig(AppConfig):
         from pipeline.llm.reachability import endpoints_verdict
         from pipeline.models import ConsumedEvent
         from pipeline.runtime import dependencies, use_consumed_events
+        from pipeline.suggestions import item_suggestion_enqueue
 
-        ports.connect(query_embedder=_query_embedding, claim_holder_gone=claim_holder_gone)
+        ports.connect(
+            query_embedder=_query_embedding,
+            claim_holder_gone=claim_holder_gone,
+            suggestion_requester=item_suggestion_enqueue,
+        )
         # The stream engine knows no application: its exactly-once table and the model endpoint's probe (a
         # breaker of its own) are handed to it here.
         use_consumed_events(ConsumedEvent)
