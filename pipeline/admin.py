@@ -18,7 +18,15 @@ from django.utils.html import format_html
 from django.utils.text import Truncator
 
 from items.admin import ITEM_DETAIL_PANELS
-from items.admin.actions import BACK_TO_OBJECT, apply_each, back_to_object, badge, confirm_with_form, note_form
+from items.admin.actions import (
+    BACK_TO_OBJECT,
+    EmptyFieldsHidden,
+    apply_each,
+    back_to_object,
+    badge,
+    confirm_with_form,
+    note_form,
+)
 from items.models import ProcessedItem
 from pipeline.admin_views import health_page, prompts_page
 from pipeline.dead_letter_table import DeadLetterRefused, dead_letter_requeue, dead_letter_resolve
@@ -47,7 +55,7 @@ class MachineRecordsAdmin(admin.ModelAdmin):
 
 
 @admin.register(DeadLetter)
-class DeadLetterAdmin(admin.ModelAdmin):
+class DeadLetterAdmin(EmptyFieldsHidden, admin.ModelAdmin):
     # Fits a 1400 px window beside the filters: what failed and how in one column, the start of the error cut
     # short (the whole error and the payload are on the letter's page).
     list_display = ("id", "origin", "failure", "state_badge", "attempts", "failed")

@@ -125,3 +125,27 @@ def note_form(field: str, *, max_length: int, help_text: str) -> type[forms.Form
         widget=forms.Textarea(attrs={"rows": 3, "cols": 60}), max_length=max_length, help_text=help_text
     )
     return type(f"{field.title()}Form", (forms.Form,), {field: text})
+
+
+class EmptyFieldsHidden:
+    """A ModelAdmin mixin for read-only pages: a field with nothing to say is left off the page, not shown as "-"
+    (a section left empty goes too)."""
+
+    def get_fieldsets(self, request, obj=None):
+        fieldsets = super().get_fieldsets(request, obj)  # type: ignore[misc]
+        if obj is None:
+            return fieldsets
+        shown = []
+        for name, options in fieldsets:
+            fields = [field for field in options["fields"] if not _is_empty(self._shown_value(obj, field))]
+            if fields:
+                shown.append((name, {**options, "fields": fields}))
+        return shown
+
+    def _shown_value(self, obj: Any, field: str) -> object:
+        method = getattr(self, field, None)
+        return method(obj) if callable(method) else getattr(obj, field, None)
+
+
+def _is_empty(value: object) -> bool:
+    return value is None or value == "" or value == [] or value == "-"

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from django.contrib import admin
 from django.utils.html import format_html
 
-from items.admin.actions import badge
+from items.admin.actions import EmptyFieldsHidden, badge
 from items.models import DecisionStage, ItemStatus, ModerationDecision, ProcessedItem
 
 # A step's verdict that lets the item go on (or only waits): it decides no status.
@@ -69,12 +69,8 @@ def item_outcome(item: ProcessedItem, decisions: Sequence[ModerationDecision]) -
     )
 
 
-def is_empty(value: object) -> bool:
-    return value is None or value == "" or value == [] or value == "-"
-
-
-class OutcomeFields:
-    """The Outcome section's fields for ProcessedItemAdmin, and the rule that leaves empty fields off the page."""
+class OutcomeFields(EmptyFieldsHidden):
+    """The Outcome section's fields for ProcessedItemAdmin (and, with them, no field without a value)."""
 
     outcome_fields = (
         "decided_by",
@@ -91,22 +87,6 @@ class OutcomeFields:
             obj._outcome = item_outcome(obj, decisions)
         return obj._outcome
 
-    def get_fieldsets(self, request, obj=None):
-        """Only the fields with something to say: an empty one is left off, not shown as "-"."""
-        fieldsets = super().get_fieldsets(request, obj)  # type: ignore[misc]
-        if obj is None:
-            return fieldsets
-        shown = []
-        for name, options in fieldsets:
-            fields = [field for field in options["fields"] if not is_empty(self._value(obj, field))]
-            if fields:
-                shown.append((name, {**options, "fields": fields}))
-        return shown
-
-    def _value(self, obj: ProcessedItem, field: str) -> object:
-        method = getattr(self, field, None)
-        return method(obj) if callable(method) else getattr(obj, field, None)
-
     @admin.display(description="decided by")
     def decided_by(self, obj):
         """The step that decided the status: its stage, verdict, category and reason, and who (not the pipeline)."""
@@ -114,12 +94,13 @@ class OutcomeFields:
         if step is None:
             return "not decided yet: the pipeline is still working on it" if obj.status in UNDECIDED else ""
         who = step.moderator.get_username() if step.moderator else step.actor
+        reason = "" if self.outcome_of(obj).held_because else step.reason  # a hold's reason is in its own row
         return format_html(
             "{} {}{}{}{}",
             badge(step.stage, step.stage, "muted"),
             step.verdict,
             f" ({step.category})" if step.category else "",
-            f": {step.reason}" if step.reason else "",
+            f": {reason}" if reason else "",
             f", by {who}" if who != "pipeline" else "",
         )
 

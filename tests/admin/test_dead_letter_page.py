@@ -96,3 +96,9 @@ def test_a_user_who_may_only_view_letters_gets_no_buttons_and_is_refused():
     row.refresh_from_db()
     assert row.state == DeadLetterState.OPEN and row.resolved_by is None
     assert not OutboxEvent.objects.filter(subject="7").exists()
+
+
+def test_an_open_letter_page_lists_no_empty_handling_fields(mod_client):
+    html = mod_client.get(page(letter().pk)).content.decode()
+    assert "field-state_badge" in html
+    assert "field-resolved_by" not in html and "field-note" not in html  # nobody resolved it: no "-" rows
