@@ -128,7 +128,7 @@ def seed() -> dict:
     from items.services.blacklist import blacklist_keyword_create
     from items.services.publish import item_publish
     from pipeline.consumers.dead_letter_archive import dlq_archive_drain
-    from pipeline.models import LLMCall
+    from pipeline.models import DeadLetter, LLMCall
     from pipeline.runtime.dead_lettering import dead_letter
 
     author = agent_create(name="GPU broker")
@@ -170,6 +170,7 @@ def seed() -> dict:
         reason="content_evaluation",
         processed_at=now,
         analyzer="local",
+        safety_risk=0.05,
         summary="Free A100 GPU hours for OSS training",
         quality=0.15,
         group_id=items[0].pk,
@@ -179,16 +180,44 @@ def seed() -> dict:
     ProcessedItem.objects.filter(pk=items[5].pk).update(
         **held, summary="Members-only trading signal group", quality=0.6, safety_risk=0.48
     )
-    ProcessedItem.objects.filter(pk=items[6].pk).update(**held, summary="GPU prices moving", quality=0.25)
-    decisions = [
-        (items[5], "review", "held", "safety_risk", "safety risk 0.48 >= 0.35", ""),
-        (items[6], "review", "held", "borderline_quality", "quality 0.25 below 0.30", ""),
-        (items[3], "blacklist", "discarded", "", "matched keyword 'crypto giveaway'", ""),
-        (items[4], "safety", "passed", "none", "", "local"),
-        (items[4], "quality", "discarded", "low_quality", "quality 0.15 below threshold 0.2", "local"),
-        (items[0], "safety", "passed", "none", "", "local"),
-        (items[0], "extraction", "completed", "", "", "local"),
-    ]
+    ProcessedItem.objects.filter(pk=items[6].pk).update(
+        **held, summary="GPU prices moving", quality=0.25, safety_risk=0.05
+    )
+    # As the pipeline words them (pipeline.enrichment_steps, pipeline.review_holds), with the local analyzer.
+    gates = [("blacklist", "pass", "", "", ""), ("duplicate", "pass", "", "", "")]
+    safe = ("safety", "pass", "", "risk 0.05, under the review band (REVIEW_SAFETY_RISK 0.35)", "local")
+    band = "is in the review band 0.35 to 0.50 (REVIEW_SAFETY_RISK 0.35)"
+    steps = {
+        items[0]: [*gates, safe, ("extraction", "pass", "", "", "local"), ("quality", "pass", "", "quality 0.80", "")],
+        items[3]: [("blacklist", "discard", "keyword", "matched 'crypto giveaway'", "")],
+        items[4]: [
+            *gates,
+            safe,
+            ("extraction", "pass", "", "", "local"),
+            ("quality", "discard", "low_quality", "quality 0.15 < threshold 0.20", "local"),
+        ],
+        items[5]: [
+            *gates,
+            ("safety", "uncertain", "", "risk 0.48, in the review band 0.35 to 0.50 (REVIEW_SAFETY_RISK)", "local"),
+            ("extraction", "pass", "", "", "local"),
+            ("quality", "pass", "", "quality 0.60", ""),
+            ("review", "held", "safety_risk", f"risk 0.48 {band}", ""),
+        ],
+        items[6]: [
+            *gates,
+            safe,
+            ("extraction", "pass", "", "", "local"),
+            ("quality", "pass", "", "quality 0.25", ""),
+            (
+                "review",
+                "held",
+                "borderline_quality",
+                "quality 0.25 is in the review band 0.20 to 0.30 (QUALITY_THRESHOLD to REVIEW_QUALITY_BELOW)",
+                "",
+            ),
+        ],
+    }
+    decisions = [(item, *step) for item, item_steps in steps.items() for step in item_steps]
     for item, stage, verdict, category, reason, model in decisions:
         ModerationDecision.objects.create(
             item_id=item.pk,
@@ -242,7 +271,8 @@ def seed() -> dict:
     moderator.groups.add(Group.objects.get(name="moderators"))
     browser = Client()
     browser.force_login(moderator)
-    return {"session": browser.cookies["sessionid"].value, "item": items[4].pk}
+    letter = DeadLetter.objects.get().pk
+    return {"session": browser.cookies["sessionid"].value, "item": items[4].pk, "held": items[5].pk, "letter": letter}
 
 
 def add_dead_letter() -> None:
@@ -340,6 +370,8 @@ def main() -> int:
         tools.call("Network.enable")
         tools.call("Network.setCookie", name="sessionid", value=seeded["session"], domain="127.0.0.1", path="/")
 
+        from tests.e2e.review_queue_check import dead_letter_page, item_outcome, review_queue
+
         print("pages, logged in as a moderator:")
         tools.open(f"{base}/admin/items/processeditem/")
         assert tools.evaluate("document.querySelectorAll('#result_list tbody tr').length") == 7, "items list"
@@ -352,15 +384,17 @@ def main() -> int:
         heights = tools.evaluate("[...document.querySelectorAll('#content h2')].map(h => h.offsetHeight)")
         assert heights and max(heights) < 60, f"item page: a heading is {max(heights)} px high"
         assert tools.evaluate("!document.querySelector('.submit-row')"), "item page: an empty submit row"
+        no_dash = "![...document.querySelectorAll('.readonly')].some(f => f.textContent.trim() === '-')"
+        assert tools.evaluate(no_dash), "item page: a field shown as '-'"
         tools.screenshot(args.out / "item-detail.png")
-
-        from tests.e2e.review_queue_check import review_queue
+        item_outcome(tools, base, seeded["held"], args.out / "item-held.png")
 
         review_queue(tools, base, args.out / "review-queue.png")
 
         tools.open(f"{base}/admin/pipeline/deadletter/")
         assert tools.evaluate("document.querySelectorAll('#result_list tbody tr').length") == 1, "dead letters"
         tools.screenshot(args.out / "dead-letters.png")
+        dead_letter_page(tools, base, seeded["letter"], args.out / "dead-letter-detail.png")
 
         tools.open(f"{base}/admin/pipeline/llmcall/prompts/")
         tools.screenshot(args.out / "prompts.png")
