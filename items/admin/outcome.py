@@ -82,10 +82,13 @@ class OutcomeFields(EmptyFieldsHidden):
     )
 
     def outcome_of(self, obj: ProcessedItem) -> Outcome:
-        if getattr(obj, "_outcome", None) is None:
+        """Read once per page: every Outcome field, and the check for empty ones, asks for it."""
+        cached = getattr(obj, "_ef_outcome", None)
+        if cached is None:
             decisions = list(obj.decisions.select_related("moderator").order_by("created_at", "pk"))
-            obj._outcome = item_outcome(obj, decisions)
-        return obj._outcome
+            cached = item_outcome(obj, decisions)
+            setattr(obj, "_ef_outcome", cached)  # noqa: B010 - an attribute the model does not declare
+        return cached
 
     @admin.display(description="decided by")
     def decided_by(self, obj):

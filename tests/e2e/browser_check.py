@@ -130,6 +130,7 @@ def seed() -> dict:
     from pipeline.consumers.dead_letter_archive import dlq_archive_drain
     from pipeline.models import DeadLetter, LLMCall
     from pipeline.runtime.dead_lettering import dead_letter
+    from tests.e2e.seeded_decisions import seeded_decisions
 
     author = agent_create(name="GPU broker")
     texts = [
@@ -183,44 +184,9 @@ def seed() -> dict:
     ProcessedItem.objects.filter(pk=items[6].pk).update(
         **held, summary="GPU prices moving", quality=0.25, safety_risk=0.05
     )
-    # As the pipeline words them (pipeline.enrichment_steps, pipeline.review_holds), with the local analyzer.
-    gates = [("blacklist", "pass", "", "", ""), ("duplicate", "pass", "", "", "")]
-    safe = ("safety", "pass", "", "risk 0.05, under the review band (REVIEW_SAFETY_RISK 0.35)", "local")
-    band = "is in the review band 0.35 to 0.50 (REVIEW_SAFETY_RISK 0.35)"
-    steps = {
-        items[0]: [*gates, safe, ("extraction", "pass", "", "", "local"), ("quality", "pass", "", "quality 0.80", "")],
-        items[3]: [("blacklist", "discard", "keyword", "matched 'crypto giveaway'", "")],
-        items[4]: [
-            *gates,
-            safe,
-            ("extraction", "pass", "", "", "local"),
-            ("quality", "discard", "low_quality", "quality 0.15 < threshold 0.20", "local"),
-        ],
-        items[5]: [
-            *gates,
-            ("safety", "uncertain", "", "risk 0.48, in the review band 0.35 to 0.50 (REVIEW_SAFETY_RISK)", "local"),
-            ("extraction", "pass", "", "", "local"),
-            ("quality", "pass", "", "quality 0.60", ""),
-            ("review", "held", "safety_risk", f"risk 0.48 {band}", ""),
-        ],
-        items[6]: [
-            *gates,
-            safe,
-            ("extraction", "pass", "", "", "local"),
-            ("quality", "pass", "", "quality 0.25", ""),
-            (
-                "review",
-                "held",
-                "borderline_quality",
-                "quality 0.25 is in the review band 0.20 to 0.30 (QUALITY_THRESHOLD to REVIEW_QUALITY_BELOW)",
-                "",
-            ),
-        ],
-    }
-    decisions = [(item, *step) for item, item_steps in steps.items() for step in item_steps]
-    for item, stage, verdict, category, reason, model in decisions:
+    for item_index, stage, verdict, category, reason, model in seeded_decisions():
         ModerationDecision.objects.create(
-            item_id=item.pk,
+            item_id=items[item_index].pk,
             actor="pipeline",
             stage=stage,
             verdict=verdict,
