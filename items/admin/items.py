@@ -257,11 +257,14 @@ class ProcessedItemAdmin(OutcomeFields, admin.ModelAdmin):
             "group_items": group,
             "panels": [panel(item) for panel in ITEM_DETAIL_PANELS],
             "item_actions": [
-                ("requeue_items", "Requeue", requeue_allowed(item)),
-                ("approve_items", "Approve", item.status in APPROVE_FROM),
-                ("take_down_items", "Take down", item.status in TAKEDOWN_FROM),
-                ("approve_held_items", "Approve (review)", item.status == ItemStatus.REVIEW),
-                ("reject_held_items", "Reject (review)", item.status == ItemStatus.REVIEW),
+                (action, label, "" if allowed else f"Not possible for a {item.status} item")
+                for action, label, allowed in (
+                    ("requeue_items", "Requeue", requeue_allowed(item)),
+                    ("approve_items", "Approve", item.status in APPROVE_FROM),
+                    ("take_down_items", "Take down", item.status in TAKEDOWN_FROM),
+                    ("approve_held_items", "Approve (review)", item.status == ItemStatus.REVIEW),
+                    ("reject_held_items", "Reject (review)", item.status == ItemStatus.REVIEW),
+                )
             ],
         }
 
