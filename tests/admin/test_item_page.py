@@ -137,8 +137,25 @@ def test_each_hold_says_why_in_words(mod_client, category, reason, words):
     assert page_rows(mod_client, item)["held_because"].startswith(words)
 
 
-def test_a_pending_item_says_it_is_not_decided_yet(mod_client):
-    rows = page_rows(mod_client, item_in(ItemStatus.PENDING))
+def test_an_extraction_discard_shows_the_analyzer_that_discarded_it(mod_client):
+    """The discard gate writes the extracted fields but, on a row from before the extraction's checkpoint kept the
+    analyzer, only the decision names the model."""
+    item = discarded(summary="Work from home, 500 a day")
+    passed(item, DecisionStage.BLACKLIST, DecisionStage.DUPLICATE)
+    decide(item, DecisionStage.SAFETY, "pass", model="gpt-safety")
+    decide(item, DecisionStage.EXTRACTION, "discard", "spam", "Work from home, 500 a day", model="gpt-main")
+    assert outcome(page_rows(mod_client, item)) == {
+        "decided_by": "extraction discard (spam): Work from home, 500 a day",
+        "analyzer_used": "gpt-main",
+        "safety_verdict": "pass (by gpt-safety)",
+    }
+
+
+@pytest.mark.parametrize("status", [ItemStatus.PENDING, ItemStatus.PROCESSING])
+def test_an_item_in_the_pipeline_says_it_is_not_decided_yet(mod_client, status):
+    item = item_in(status)
+    passed(item, DecisionStage.BLACKLIST, DecisionStage.DUPLICATE)
+    rows = page_rows(mod_client, item)
     assert outcome(rows) == {"decided_by": "not decided yet: the pipeline is still working on it"}
 
 
