@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import redis
 
-from items.events import ITEM_COMPLETED, STREAM_ITEM_EVENTS
+from items.events import ITEM_COMPLETED, ITEM_MILESTONE, OUTCOME_TYPES, STREAM_ITEM_EVENTS
 from items.services.match_push import RateLimitUnavailable, item_match_push
 from pipeline.runtime import Consumer, DeadLetterNow, Event, NothingToDo, RetryLater, register
 
@@ -16,6 +16,8 @@ class ItemMatchConsumer(Consumer):
     stream = STREAM_ITEM_EVENTS
     group = "cg:item:match"
     event_types = frozenset({ITEM_COMPLETED})
+    # Only a completed item can match a reader; the stream's other events are the other groups' business.
+    ignores = (OUTCOME_TYPES | {ITEM_MILESTONE}) - {ITEM_COMPLETED}
 
     def handle(self, event: Event) -> None:
         item_id = str(event.data.get("item_id") or "")
