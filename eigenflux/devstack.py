@@ -8,8 +8,9 @@ work instead of reading a second signal as "exit now". A second Ctrl-C forwards 
 then exits at once, leaving unfinished entries pending for reclaim).
 
 Only one stack runs per data directory (eigenflux.base.devlock: a second `make run` refuses before it starts anything).
-The children stop when this process is gone, even SIGKILLed (eigenflux.base.parentwatch); a stack that fails stops
-no server it did not start itself."""
+The children stop when this process is gone, even SIGKILLed (eigenflux.base.parentwatch), and so do the embedded
+servers it started (eigenflux.base.reaper); a stack that fails stops no server it did not start itself, and a start
+that finds servers left running by no live process says so and reuses them."""
 
 from __future__ import annotations
 
@@ -40,9 +41,10 @@ def main() -> int:
     except StackRunning as exc:
         print(f"make run: {exc}", file=sys.stderr)
         return 1
+    _say_what_is_reused(data_dir)
     exit_code = 1
     try:
-        exit_code = _run(lock)
+        exit_code = _run(lock, data_dir)
     finally:
         if exit_code:
             # Failed: servers that something else started stay up (it may still use them); ours stop as usual.
@@ -51,9 +53,31 @@ def main() -> int:
     return exit_code
 
 
-def _run(lock: DevstackLock) -> int:
+def _say_what_is_reused(data_dir: Path) -> None:
+    """Embedded servers running with no live user were left by a stack that could not stop them (killed, with its
+    reaper): they are joined as they are, and the user is told so."""
+    if os.environ.get("DATABASE_URL") and os.environ.get("REDIS_URL"):
+        return
+    running = embedded.running_servers(data_dir)
+    if running and not embedded.live_users(data_dir):
+        listed = ", ".join(f"{name} pid {pid}" for name, pid in running.items())
+        print(f"make run: reusing embedded servers left running by an earlier stack ({listed}); data intact.")
+
+
+def _start_reaper(data_dir: Path) -> None:
+    """Stops the servers this stack started if this process is killed (eigenflux.base.reaper)."""
+    started = embedded.started_here()
+    if started:
+        command = [sys.executable, "-m", "eigenflux.base.reaper", str(data_dir), str(os.getpid()), *started]
+        env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+        env["EIGENFLUX_DATA_DIR"] = str(data_dir)
+        subprocess.Popen(command, env=env, start_new_session=True, stdin=subprocess.DEVNULL)
+
+
+def _run(lock: DevstackLock, data_dir: Path) -> int:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "eigenflux.settings")
     django.setup()  # starts the embedded PostgreSQL / Redis when their URLs are unset
+    _start_reaper(data_dir)
     from django.conf import settings
 
     call_command("migrate", interactive=False, verbosity=0)

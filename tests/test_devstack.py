@@ -2,7 +2,8 @@
 whole foreground process group, yet each child must receive exactly one signal (the supervisor's SIGTERM),
 so the pipeline drains instead of reading a second signal as "exit now", and nothing outlives the stack.
 Only one stack runs per data directory; children die with a killed stack; a failed stack stops no server it
-did not start. Each test has its own data directory, so its own embedded servers."""
+did not start; a killed stack's reaper stops the servers it started. Each test has its own data directory, so its
+own embedded servers."""
 
 from __future__ import annotations
 
@@ -149,7 +150,7 @@ def test_make_run_makes_a_metrics_token_up_keeps_it_private_and_never_prints_an_
 
 
 @pytest.mark.slow
-def test_a_second_stack_refuses_and_a_killed_stack_takes_its_children_down(tmp_path):
+def test_a_second_stack_refuses_and_a_killed_stack_takes_its_children_and_servers_down(tmp_path):
     data_dir = tmp_path / "data"
     first = Stack(tmp_path, data_dir, free_port(), "first")
     try:
@@ -172,9 +173,14 @@ def test_a_second_stack_refuses_and_a_killed_stack_takes_its_children_down(tmp_p
     finally:
         first.kill_all()
     assert "SIGTERM: stopping gracefully" in first.output(), "the pipeline drained, told by the parent's death"
-    # Nothing stopped the servers (the killed stack could not): the next start joins them; here a user stops them.
-    assert all(alive(pid) for pid in servers)
-    stop_servers(data_dir, servers)
+    # The killed stack could not stop its servers: its reaper does, once the children have drained, and says so.
+    stopped = wait_until(lambda: not any(alive(pid) for pid in servers), 120)
+    if not stopped:
+        stop_servers(data_dir, servers)
+    assert stopped, f"the embedded servers outlived the killed stack:\n{first.output()[-3000:]}"
+    postgres, redis = servers
+    said = f"make run (pid {first.proc.pid}) was killed; stopping the embedded PostgreSQL (pid {postgres}) and the "
+    assert said + f"embedded Redis (pid {redis}) it had started." in first.output()
 
 
 @pytest.mark.slow
@@ -196,6 +202,11 @@ def test_a_stack_that_fails_never_stops_servers_it_did_not_start(tmp_path):
         finally:
             stack.kill_all()
         assert "pipeline exited with status" in stack.output(), stack.output()[-3000:]
+        postgres, redis = servers
+        reused = (
+            f"reusing embedded servers left running by an earlier stack (postgresql pid {postgres}, redis pid {redis})"
+        )
+        assert reused in stack.output()
         assert all(alive(pid) for pid in servers), "a failed stack stopped servers it had not started"
         assert conn.execute("SELECT 1").fetchone() == (1,)
     stop_servers(data_dir, servers)
