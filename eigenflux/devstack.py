@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import django
@@ -28,9 +29,11 @@ from django.core.management import call_command
 from eigenflux.base import embedded
 from eigenflux.base.devlock import DevstackLock, StackRunning, devstack_lock
 from eigenflux.base.environ import env_path
+from eigenflux.devready import Startup, local_url, model_lines
 
 HOST = os.environ.get("HOST", "127.0.0.1")
 PORT = os.environ.get("PORT", "8000")
+SETTINGS_FILE = "pipeline-settings.txt"  # in the data directory: the pipeline's settings, secrets masked
 
 
 def main() -> int:
@@ -86,9 +89,18 @@ def _run(lock: DevstackLock, data_dir: Path) -> int:
     metrics_token, metrics_auth = _metrics_token(settings)
     token = _demo_agent_token()
     call_command("schedule_jobs", verbosity=0)
+    model = model_lines(settings)
+    for line in model:
+        if line.lstrip().startswith("WARNING"):
+            print(f"make run: {line.strip().removeprefix('WARNING').strip()}", file=sys.stderr)
     children = _start_children(settings, lock, metrics_token)
-    _banner(settings, password, token, metrics_auth)
-    return _supervise(children, settings)
+    print(f"EigenFlux is starting: web, pipeline and jobs.{_first_start_note(settings)}", flush=True)
+    startup = Startup(web=local_url(HOST, PORT), pipeline_port=settings.PIPELINE_METRICS_PORT)
+
+    def banner() -> None:
+        _banner(settings, password, token, metrics_auth, model, startup.summary())
+
+    return _supervise(children, settings, startup, banner)
 
 
 def _start_children(settings, lock: DevstackLock, metrics_token: str) -> dict[str, subprocess.Popen]:
@@ -109,7 +121,13 @@ def _start_children(settings, lock: DevstackLock, metrics_token: str) -> dict[st
     base = Path(settings.BASE_DIR)
     commands = {
         "web": web_command(HOST, PORT),
-        "pipeline": [sys.executable, str(base / "manage.py"), "run_pipeline"],
+        "pipeline": [
+            sys.executable,
+            str(base / "manage.py"),
+            "run_pipeline",
+            "--settings-file",
+            str(settings.DATA_DIR / SETTINGS_FILE),
+        ],
         "jobs": [sys.executable, str(base / "manage.py"), "rqworker", "--with-scheduler", "default"],
     }
     # The job worker forks a process per job, and a pool must not cross a fork: each job opens its own
@@ -128,8 +146,9 @@ def _start_children(settings, lock: DevstackLock, metrics_token: str) -> dict[st
     return children
 
 
-def _supervise(children: dict[str, subprocess.Popen], settings) -> int:
-    """Until a signal (or a child's exit), then stop every child: 0 when all of them stopped cleanly."""
+def _supervise(children: dict[str, subprocess.Popen], settings, startup: Startup, banner: Callable[[], None]) -> int:
+    """Until a signal (or a child's exit), then stop every child: 0 when all of them stopped cleanly. The banner is
+    printed once the web and the pipeline are ready (or the start has taken too long, which it then says)."""
     signals = 0
 
     def stop(signum, frame):
@@ -141,11 +160,15 @@ def _supervise(children: dict[str, subprocess.Popen], settings) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, stop)
     exit_code = 0
+    announced = False
     while not signals:
         for name, proc in children.items():
             if proc.poll() is not None:
                 print(f"\n{name} exited with status {proc.returncode}; stopping everything.", file=sys.stderr)
                 signals, exit_code = 1, 1
+        if not signals and not announced and startup.done():
+            banner()
+            announced = True
         time.sleep(0.2)
     if not _stop(children, settings.PIPELINE_GRACE_SECONDS + 10):
         exit_code = 1
@@ -199,6 +222,14 @@ def _stop(children: dict[str, subprocess.Popen], wait_seconds: float) -> bool:
     return clean
 
 
+def _first_start_note(settings) -> str:
+    """What the wait before the banner is, when it is long: the offline analyzer's first start trains its models."""
+    cache = Path(settings.LOCAL_MODEL_CACHE_DIR)
+    if settings.LLM_PROVIDER == "local" and not any(cache.glob("*.npz")):
+        return " First start: the offline analyzer trains its models (about 20 s) before the pipeline takes work."
+    return ""
+
+
 def _demo_secret(path: Path, nbytes: int) -> str:
     """A random secret kept in `path` (owner-only), made on the first start and reused after."""
     if not path.exists():
@@ -238,15 +269,18 @@ def _demo_agent_token() -> str:
     return agent_token_create(agent=agent, label="make run").token
 
 
-def _banner(settings, password: str, token: str, metrics_auth: str) -> None:
+def _banner(settings, password: str, token: str, metrics_auth: str, model_lines: list[str], ready: str) -> None:
     url = f"http://{HOST}:{PORT}"
+    model = "\n".join(model_lines)
     print(
         f"""
+{ready}
 EigenFlux is running (Ctrl-C stops everything).
   API docs   {url}/api/v1/docs
   admin      {url}/admin/   user: admin   password: {password}
   metrics    {url}/metrics   needs {metrics_auth} (not open: /metrics is refused without a token)
-  analyzer   {settings.LLM_PROVIDER}  (set LLM_API_KEY to use a model)
+{model}
+  settings   {settings.DATA_DIR / SETTINGS_FILE} (the pipeline's, secrets masked)
   demo agent token (new each start): {token}
 
   curl -s -X POST {url}/api/v1/items/publish -H 'Authorization: Bearer {token}' \\

@@ -8,6 +8,7 @@ own embedded servers."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import stat
@@ -43,8 +44,10 @@ def alive(pid: int) -> bool:
 
 
 def children_of(pid: int) -> list[int]:
+    """The stack's web, pipeline and jobs processes (not its reaper, which outlives it on purpose)."""
     with open(f"/proc/{pid}/task/{pid}/children") as fh:
-        return [int(child) for child in fh.read().split()]
+        children = [int(child) for child in fh.read().split()]
+    return [child for child in children if b"eigenflux.base.reaper" not in Path(f"/proc/{child}/cmdline").read_bytes()]
 
 
 class Stack:
@@ -76,9 +79,9 @@ class Stack:
     def output(self) -> str:
         return self.log_path.read_text()
 
-    def wait_started(self) -> None:
+    def wait_started(self, until: tuple[str, ...] = (READY, WEB_READY)) -> None:
         started = wait_until(
-            lambda: (READY in (text := self.output()) and WEB_READY in text) or self.proc.poll() is not None, 240
+            lambda: all(line in (text := self.output()) for line in until) or self.proc.poll() is not None, 240
         )
         assert started and self.proc.poll() is None, f"the stack did not start:\n{self.output()[-3000:]}"
 
@@ -210,3 +213,45 @@ def test_a_stack_that_fails_never_stops_servers_it_did_not_start(tmp_path):
         assert all(alive(pid) for pid in servers), "a failed stack stopped servers it had not started"
         assert conn.execute("SELECT 1").fetchone() == (1,)
     stop_servers(data_dir, servers)
+
+
+BANNER = "EigenFlux is running (Ctrl-C stops everything)."
+
+
+@pytest.mark.slow
+def test_a_model_that_cannot_work_is_said_at_start_in_readyz_and_to_the_waiting_items_author(tmp_path):
+    """The banner comes last, after the pipeline is ready; the settings listing is in a file, not on the screen; a
+    model endpoint that refuses connections is named at start, and once the pipeline's model breaker opens on a
+    published item, /readyz says `degraded` and the item's author reads why it waits."""
+    data_dir = tmp_path / "data"
+    bogus = {"LLM_API_KEY": "sk-bogus", "LLM_BASE_URL": "http://127.0.0.1:9/v1", "LLM_TIMEOUT": "2"}
+    stack = Stack(tmp_path, data_dir, free_port(), "bogus", **bogus, LLM_MAX_RETRIES="0")
+    try:
+        stack.wait_started(until=(BANNER,))
+        output = stack.output()
+        assert "make run: the model endpoint is unreachable" in output, output[-3000:]
+        assert "analyzer   openai (main, safety, embedding): gpt-4.1-mini" in output
+        banner = output[output.index("pipeline ready:") :]
+        assert BANNER in banner and "run_pipeline: ready" not in banner, "the banner is printed last"
+        assert (
+            "PIPELINE_CONCURRENCY" not in output
+            and "PIPELINE_CONCURRENCY = " in (data_dir / "pipeline-settings.txt").read_text()
+        )
+        token = re.search(r"demo agent token \(new each start\): (\S+)", output)[1]
+        web = f"http://127.0.0.1:{stack.port}"
+        published = httpx.post(
+            f"{web}/api/v1/items/publish",
+            headers={"Authorization": f"Bearer {token}"},
+            json={"content": "Weekend bike repair workshop in the old market hall, bring your own tube."},
+            timeout=30,
+        )
+        assert published.status_code in (200, 201, 202), published.text
+        item_id = published.json()["item_id"]
+        assert wait_until(lambda: httpx.get(f"{web}/readyz", timeout=10).json()["status"] == "degraded", 120), (
+            stack.output()[-3000:]
+        )
+        item = httpx.get(f"{web}/api/v1/items/{item_id}", headers={"Authorization": f"Bearer {token}"}, timeout=10)
+        assert item.json()["status"] in ("pending", "processing")
+        assert "model endpoint is failing" in item.json()["status_detail"]
+    finally:
+        stack.kill_all()

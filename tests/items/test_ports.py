@@ -17,14 +17,21 @@ from items.services.moderation import claim_is_dead
 def restore_ports():
     before = ports.connected()
     yield
-    ports.connect(query_embedder=before.query_embedder, claim_holder_gone=before.claim_holder_gone)
+    ports.connect(
+        query_embedder=before.query_embedder,
+        claim_holder_gone=before.claim_holder_gone,
+        waiting_reason=before.waiting_reason,
+    )
 
 
 def test_the_pipeline_app_connects_every_port_at_start_up():
     from pipeline.apps import _query_embedding
     from pipeline.consumers.item_publish import claim_holder_gone
+    from pipeline.llm.reachability import model_degraded
 
-    assert ports.connected() == ports.Ports(query_embedder=_query_embedding, claim_holder_gone=claim_holder_gone)
+    assert ports.connected() == ports.Ports(
+        query_embedder=_query_embedding, claim_holder_gone=claim_holder_gone, waiting_reason=model_degraded
+    )
 
 
 def test_search_embeds_queries_through_the_connected_port(restore_ports):
