@@ -28,7 +28,7 @@ from django.core.management import call_command
 
 from eigenflux.base import embedded
 from eigenflux.base.devlock import DevstackLock, StackRunning, devstack_lock
-from eigenflux.base.environ import env_path
+from eigenflux.base.environ import env_path, settings_or_exit
 from eigenflux.devready import Startup, local_url, model_lines
 
 HOST = os.environ.get("HOST", "127.0.0.1")
@@ -79,6 +79,7 @@ def _start_reaper(data_dir: Path) -> None:
 
 def _run(lock: DevstackLock, data_dir: Path) -> int:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "eigenflux.settings")
+    settings_or_exit("make run")  # an invalid setting: one line, no traceback
     django.setup()  # starts the embedded PostgreSQL / Redis when their URLs are unset
     _start_reaper(data_dir)
     from django.conf import settings

@@ -38,3 +38,16 @@ def test_an_invalid_setting_prints_one_line_and_fails(name: str, value: str, say
     assert result.stdout == ""
     [line] = result.stderr.strip().splitlines()  # one line: no traceback before it
     assert line.startswith("manage.py: invalid configuration: ") and says in line, line
+
+
+@pytest.mark.slow
+def test_make_run_says_the_same_in_one_line_and_starts_nothing(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE")}
+    env |= {"EIGENFLUX_DATA_DIR": str(tmp_path / "data"), "PIPELINE_CONCURRENCY": "abc", "PORT": "1"}
+    result = subprocess.run(
+        [sys.executable, "-m", "eigenflux.devstack"], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 1
+    [line] = result.stderr.strip().splitlines()
+    assert line == "make run: invalid configuration: PIPELINE_CONCURRENCY must be an integer, got 'abc'"
+    assert "EigenFlux is starting" not in result.stdout
