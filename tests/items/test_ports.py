@@ -21,18 +21,21 @@ def restore_ports():
         query_embedder=before.query_embedder,
         claim_holder_gone=before.claim_holder_gone,
         suggestion_requester=before.suggestion_requester,
+        waiting_reason=before.waiting_reason,
     )
 
 
 def test_the_pipeline_app_connects_every_port_at_start_up():
     from pipeline.apps import _query_embedding
     from pipeline.consumers.item_publish import claim_holder_gone
+    from pipeline.llm.reachability import model_degraded
     from pipeline.suggestions import item_suggestion_enqueue
 
     assert ports.connected() == ports.Ports(
         query_embedder=_query_embedding,
         claim_holder_gone=claim_holder_gone,
         suggestion_requester=item_suggestion_enqueue,
+        waiting_reason=model_degraded,
     )
 
 
