@@ -12,6 +12,7 @@ from django.contrib import admin
 from django.utils.html import format_html
 
 from items.admin.actions import EmptyFieldsHidden, badge
+from items.api.presenters import status_detail
 from items.models import DecisionStage, ItemStatus, ModerationDecision, ProcessedItem
 
 # A step's verdict that lets the item go on (or only waits): it decides no status.
@@ -74,6 +75,7 @@ class OutcomeFields(EmptyFieldsHidden):
 
     outcome_fields = (
         "decided_by",
+        "waiting_because",
         "analyzer_used",
         "safety_verdict",
         "safety_flag",
@@ -138,3 +140,8 @@ class OutcomeFields(EmptyFieldsHidden):
     @admin.display(description="held because")
     def held_because(self, obj):
         return self.outcome_of(obj).held_because
+
+    @admin.display(description="waiting because")
+    def waiting_because(self, obj):
+        """What holds up an item the pipeline has not decided (the model endpoint failing), as its author reads it."""
+        return status_detail(obj)

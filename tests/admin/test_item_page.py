@@ -224,3 +224,28 @@ def test_the_pipelines_hold_reads_as_uncertain_on_the_page_and_in_the_history(fa
     )
     history = list(item.decisions.filter(stage=DecisionStage.SAFETY).values_list("verdict", flat=True))
     assert history == ["uncertain"]
+
+
+def test_a_waiting_item_says_what_holds_it_up(mod_client):
+    """The model endpoint failing (the pipeline's waiting-reason port, as the author's status_detail reads it)."""
+    from items import ports
+
+    before = ports.connected()
+    ports.connect(
+        query_embedder=before.query_embedder,
+        claim_holder_gone=before.claim_holder_gone,
+        suggestion_requester=before.suggestion_requester,
+        waiting_reason=lambda: "the model endpoint is failing",
+    )
+    try:
+        waiting = page_rows(mod_client, item_in(ItemStatus.PENDING))
+        done = page_rows(mod_client, item_in(ItemStatus.COMPLETED, summary="s"))
+    finally:
+        ports.connect(
+            query_embedder=before.query_embedder,
+            claim_holder_gone=before.claim_holder_gone,
+            suggestion_requester=before.suggestion_requester,
+            waiting_reason=before.waiting_reason,
+        )
+    assert waiting["waiting_because"] == "the model endpoint is failing"
+    assert "waiting_because" not in done
