@@ -311,10 +311,11 @@ class ModerationDecision(models.Model):
         indexes = [models.Index(fields=["item", "created_at"], name="decision_item_time")]
         constraints = [
             # A redelivered entry runs the steps again (after a crash, a lost lease, an outage): each pipeline
-            # step's pass is recorded once per run, the first time (docs/enrichment.md#decisions-and-their-order).
+            # step's pass is recorded once per run, the first time (docs/enrichment.md#decisions-and-their-order);
+            # so is a safety step that passed with its risk in the review band (`uncertain`, pipeline.review_holds).
             models.UniqueConstraint(
                 fields=["item", "run", "stage"],
-                condition=models.Q(actor="pipeline", verdict="pass"),
+                condition=models.Q(actor="pipeline", verdict__in=["pass", "uncertain"]),
                 name="decision_pass_once_per_run",
             ),
         ]

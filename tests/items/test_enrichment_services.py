@@ -75,3 +75,16 @@ def test_a_pass_is_recorded_once_per_run_and_every_failed_attempt_and_moderator_
         then += [(run, "moderator", "requeued"), (run, "blacklist", "pass"), (run, "duplicate", "pass")]
         then += [(run, "safety", "unsafe")]
     assert list(rows) == run_0 + then
+
+
+def test_a_safety_step_uncertain_in_the_review_band_is_recorded_once_per_run_like_a_pass():
+    from items.services.enrichment_state import Decision, item_checkpoint, item_release
+
+    pk = make_item().pk
+    uncertain = Decision(DecisionStage.SAFETY, "uncertain", "", "risk 0.46 is in the review band")
+    for attempt in ("1-0", "2-0"):  # a second delivery of the same run decides the step again
+        token = claim_token(message_id=attempt, holder="h")
+        _, item = item_claim(item_id=pk, token=token, lease_seconds=60)
+        assert item_checkpoint(item=item, token=token, decisions=[uncertain])
+        assert item_release(item=item, token=token, error="extraction down")  # retried: the same run
+    assert list(item.decisions.values_list("stage", "verdict")) == [("safety", "uncertain")]
