@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -149,6 +150,12 @@ def item_for_reader(*, item_id: int, reader: Agent) -> ProcessedItem | None:
     if item is None or (item.author_id != reader.pk and item.status != ItemStatus.COMPLETED):
         return None
     return item
+
+
+def readable_item_ids(*, ids: Iterable[int], reader: Agent) -> set[int]:
+    """Those of `ids` the reader may see (item_for_reader's rule): published items, and the reader's own."""
+    queryset = ProcessedItem.objects.filter(pk__in=set(ids)).filter(Q(status=ItemStatus.COMPLETED) | Q(author=reader))
+    return set(queryset.values_list("pk", flat=True))
 
 
 def own_items(*, author: Agent, status: str | None, below_id: int | None, limit: int) -> list[ProcessedItem]:
