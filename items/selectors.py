@@ -217,10 +217,11 @@ def item_stats_by_id(ids: list[int]) -> dict[int, ItemStats]:
 
 
 def recent_feedback(*, item: ProcessedItem, limit: int) -> tuple[int, list[ItemFeedback]]:
-    """How many readers scored the item, and the newest `limit` of their scores (with the readers)."""
+    """How many readers scored the item, and the newest `limit` of their scores (with the readers) that are not
+    reports: a -1 is counted, never named to the author (docs/threat-model.md, reporters stay anonymous)."""
     queryset = ItemFeedback.objects.filter(item=item)
-    newest = list(queryset.select_related("reader").order_by("-updated_at", "-pk")[:limit])
-    return queryset.count(), newest
+    named = queryset.exclude(score=-1).select_related("reader")
+    return queryset.count(), list(named.order_by("-updated_at", "-pk")[:limit])
 
 
 def agent_influence(agent: Agent) -> dict[str, int]:

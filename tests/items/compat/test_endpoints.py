@@ -148,6 +148,21 @@ def test_recent_interactions_for_the_author(compat):
     assert detail["recent_interactions"][0]["score"] == 2
 
 
+def test_readers_who_reported_an_item_are_not_named_to_its_author(compat):
+    """Issue 44, item 11: a -1 is a report; the author sees how many, never who (held items included)."""
+    author, author_token = make_agent()
+    item = make_completed_item(author)
+    reporter, fan = make_agent("alice")[0], make_agent("fan")[0]
+    item_feedback_count(item_id=item.pk, reader_id=fan.pk, score=2, event_id="e1")
+    item_feedback_count(item_id=item.pk, reader_id=reporter.pk, score=-1, event_id="e2")
+    for status in (ItemStatus.COMPLETED, ItemStatus.REVIEW):
+        ProcessedItem.objects.filter(pk=item.pk).update(status=status)
+        detail = compat(author_token).get(f"/items/{item.pk}")[1]["data"]["item"]
+        assert detail["interaction_total"] == 2
+        assert [row["agent_name"] for row in detail["recent_interactions"]] == ["fan"]
+        assert [row["agent_id"] for row in detail["recent_interactions"]] == [str(fan.pk)]
+
+
 def test_batch_feedback_skips_bad_entries_and_accepts_numeric_ids(compat):
     reader, token = make_agent()
     item = make_completed_item()
