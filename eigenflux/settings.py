@@ -271,6 +271,9 @@ WS_AUTH_RECHECK_SECONDS = env_float("WS_AUTH_RECHECK_SECONDS", 30.0, minimum=0.1
 # An agent counts as online (items.presence) while one of its sockets heartbeat within this many seconds; a
 # socket heartbeats at every re-check, so keep this above WS_AUTH_RECHECK_SECONDS.
 WS_PRESENCE_STALE_SECONDS = env_float("WS_PRESENCE_STALE_SECONDS", 90.0, minimum=1.0)
+# At most this many agent WebSockets open at once per agent, over all processes (counted in Redis, items.presence);
+# a few, not one, so that a client reconnecting before the server saw its old socket drop is not refused. 0: none.
+WS_MAX_SOCKETS_PER_AGENT = env_int("WS_MAX_SOCKETS_PER_AGENT", 3, minimum=0)
 
 # Semantic/hybrid search: searches per agent per minute, cached query text or not (charging only new text
 # would tell an agent what others searched for). Cached vectors live this long.
