@@ -375,6 +375,12 @@ LOGIN_REQUESTS_PER_IP_PER_HOUR = env_int("LOGIN_REQUESTS_PER_IP_PER_HOUR", 30, m
 # Code attempts (verify calls) for one address over all its challenges and clients: without it, codes from many
 # clients (each challenge allowing LOGIN_CODE_MAX_ATTEMPTS) would multiply the guesses at one address's code.
 LOGIN_CODE_ATTEMPTS_PER_ADDRESS_PER_HOUR = env_int("LOGIN_CODE_ATTEMPTS_PER_ADDRESS_PER_HOUR", 10, minimum=0)
+# ... and per (address, client network), below that ceiling, so that one client cannot spend it and lock the
+# owner out: one code's attempts, leaving the owner at least as many (docs/threat-model.md: the bound on guesses
+# is the ceiling above, whatever this is).
+LOGIN_CODE_ATTEMPTS_PER_ADDRESS_PER_CLIENT_PER_HOUR = env_int(
+    "LOGIN_CODE_ATTEMPTS_PER_ADDRESS_PER_CLIENT_PER_HOUR", 5, minimum=0
+)
 # Outgoing mail (login codes). The console backend prints mails on the web process's stdout.
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
