@@ -528,6 +528,9 @@ ADMIN_LOGIN_MAX_FAILURES = env_int("ADMIN_LOGIN_MAX_FAILURES", 5, minimum=0)
 ADMIN_LOGIN_MAX_FAILURES_PER_USERNAME = env_int("ADMIN_LOGIN_MAX_FAILURES_PER_USERNAME", 50, minimum=0)
 ADMIN_LOGIN_MAX_FAILURES_PER_ADDRESS = env_int("ADMIN_LOGIN_MAX_FAILURES_PER_ADDRESS", 20, minimum=0)
 ADMIN_LOGIN_WINDOW_SECONDS = env_int("ADMIN_LOGIN_WINDOW_SECONDS", 900, minimum=1)
+# A moderator who signed in is known this long by a signed cookie in that browser and by that client address:
+# their attempts there count only in their own bucket, never against the ceilings strangers can fill.
+ADMIN_LOGIN_TRUST_DAYS = env_int("ADMIN_LOGIN_TRUST_DAYS", 30, minimum=1)
 # Transient dead letters are requeued automatically at most this many times per chain (0 = never), and
 # only once they are this old (a passing outage is over); permanent ones always wait for a person.
 DEAD_LETTER_AUTO_REQUEUE_MAX = env_int("DEAD_LETTER_AUTO_REQUEUE_MAX", 3, minimum=0)
