@@ -78,6 +78,16 @@ def test_failures_per_address_are_limited_and_then_cost_nothing(db, settings, dj
     assert get("garbage", address="198.51.100.9").status_code == 401
 
 
+def test_failures_count_per_ipv6_64_not_per_address(db, settings):
+    """Issue 44, the /64 grouping end to end: a host holds its whole /64, so each of its addresses is not a new
+    budget of bad tokens; the next /64 is another client."""
+    settings.RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE = 3
+    for n in range(3):
+        assert get("garbage", address=f"2001:db8:1:2::{n + 1:x}").status_code == 401
+    assert get("garbage", address="2001:db8:1:2:ffff::9").status_code == 429
+    assert get("garbage", address="2001:db8:1:3::1").status_code == 401
+
+
 def test_a_missing_authorization_header_counts_as_a_failure(db, settings):
     settings.RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE = 2
     assert get(None).status_code == 401
