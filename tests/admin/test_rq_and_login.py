@@ -30,6 +30,15 @@ RQ_PAGES = [
     ("clear", [0]),
     ("requeue_all", [0]),
 ]
+# The job-queue actions (issue 44's own pass): each is behind the permission too, and needs the CSRF token.
+RQ_ACTIONS = [
+    ("actions", [0]),
+    ("confirm_action", [0]),
+    ("delete_job", [0, "no-such-job"]),
+    ("requeue_job", [0, "no-such-job"]),
+    ("enqueue_job", [0, "no-such-job"]),
+    ("stop_job", [0, "no-such-job"]),
+]
 # What a moderator sees (the job does not exist; the stats JSON and metrics answer as django-rq does).
 MODERATOR_STATUS = {"job_detail": 404}
 
@@ -39,6 +48,21 @@ def test_plain_staff_get_403_on_every_rq_page(staff_client, name, args):
     url = reverse(f"django_rq:{name}", args=args)
     assert staff_client.get(url).status_code == 403
     assert staff_client.post(url).status_code == 403
+
+
+@pytest.mark.parametrize(("name", "args"), RQ_ACTIONS)
+def test_plain_staff_get_403_on_every_rq_action(staff_client, name, args):
+    assert staff_client.post(reverse(f"django_rq:{name}", args=args)).status_code == 403
+
+
+@pytest.mark.parametrize(
+    ("name", "args"), [*RQ_ACTIONS, ("clear", [0]), ("requeue_all", [0]), ("delete_failed_jobs", [0])]
+)
+def test_an_rq_action_without_the_csrf_token_is_refused(moderator, name, args):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(moderator)
+    response = client.post(reverse(f"django_rq:{name}", args=args), {"action": "delete", "job_ids": ["x"]})
+    assert response.status_code == 403 and b"CSRF" in response.content
 
 
 @pytest.mark.parametrize(("name", "args"), RQ_PAGES[:12])
