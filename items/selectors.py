@@ -83,7 +83,7 @@ def duplicate_sql(*, content_hash: str, item_id: str, author_id: str, since: str
         f'SELECT d."id" FROM "{raw.db_table}" d JOIN "{processed.db_table}" dp '  # noqa: S608 - model metadata
         f'ON dp."{processed.pk.column}" = d."id" '
         f'WHERE d."content_hash" = {content_hash} AND d."created_at" >= {since} AND dp."status" IN {_KEPT} '
-        f"AND (dp.\"status\" = '{ItemStatus.COMPLETED.value}' OR d.\"author_id\" = {author_id}) "
+        f'AND (dp."status" = \'{ItemStatus.COMPLETED.value}\' OR d."author_id" = {author_id}) '
         f'AND d."id" <> {item_id} ORDER BY d."created_at" ASC LIMIT 1'
     )
 

@@ -12,7 +12,6 @@ and `manage.py check` warns (eigenflux.W001) when that exceeds the server's max_
 from __future__ import annotations
 
 import ipaddress
-
 from dataclasses import dataclass
 
 from django.conf import settings

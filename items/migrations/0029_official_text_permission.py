@@ -4,14 +4,13 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('items', '0028_item_hnsw_build_params'),
+        ("items", "0028_item_hnsw_build_params"),
     ]
 
     operations = [
         migrations.AlterModelOptions(
-            name='milestonerule',
-            options={'permissions': [('write_official_text', "Can write text sent in the official agent's name")]},
+            name="milestonerule",
+            options={"permissions": [("write_official_text", "Can write text sent in the official agent's name")]},
         ),
     ]

@@ -48,16 +48,16 @@ _BRACKET_RUN = re.compile(r"<<(?=<)|>>(?=>)")
 # double and triple less-than/greater-than signs (as the brackets they draw).
 _ANGLE_BRACKETS = str.maketrans(
     {
-        **dict.fromkeys("\uFE64\uFF1C\u02C2\u2039\u3008\u2329\u27E8\u276C\u276E\u29FC\u1438\u3111", "<"),
-        **dict.fromkeys("\uFE65\uFF1E\u02C3\u203A\u3009\u232A\u27E9\u276D\u276F\u29FD\u1433", ">"),
-        "\u226A": "<<",
-        "\u22D8": "<<<",
-        "\u00AB": "<<",
-        "\u300A": "<<",
-        "\u226B": ">>",
-        "\u22D9": ">>>",
-        "\u00BB": ">>",
-        "\u300B": ">>",
+        **dict.fromkeys("\ufe64\uff1c\u02c2\u2039\u3008\u2329\u27e8\u276c\u276e\u29fc\u1438\u3111", "<"),
+        **dict.fromkeys("\ufe65\uff1e\u02c3\u203a\u3009\u232a\u27e9\u276d\u276f\u29fd\u1433", ">"),
+        "\u226a": "<<",
+        "\u22d8": "<<<",
+        "\u00ab": "<<",
+        "\u300a": "<<",
+        "\u226b": ">>",
+        "\u22d9": ">>>",
+        "\u00bb": ">>",
+        "\u300b": ">>",
     }
 )
 # What draws nothing between two brackets: default-ignorable code points (zero-width spaces and joiners, word

@@ -311,11 +311,11 @@ def test_socket_opens_from_a_csrf_trusted_origin_and_behind_a_tls_proxy(settings
     user.user_permissions.add(Permission.objects.get(codename="view_deadletter"))
     base = [h for h in session_headers(user) if h[0] not in (b"origin", b"host")] + [(b"host", b"testserver")]
 
-    assert async_to_sync(_talk)(base + [(b"origin", b"https://admin.example.org")], messages=1)[0]
-    assert not async_to_sync(_talk)(base + [(b"origin", b"https://admin.example.org:8443")], messages=1)[0]
-    proxied = base + [(b"x-forwarded-proto", b"https"), (b"origin", b"https://testserver")]
+    assert async_to_sync(_talk)([*base, (b"origin", b"https://admin.example.org")], messages=1)[0]
+    assert not async_to_sync(_talk)([*base, (b"origin", b"https://admin.example.org:8443")], messages=1)[0]
+    proxied = [*base, (b"x-forwarded-proto", b"https"), (b"origin", b"https://testserver")]
     assert async_to_sync(_talk)(proxied, messages=1)[0]
-    assert not async_to_sync(_talk)(base + [(b"origin", b"https://testserver")], messages=1)[0]
+    assert not async_to_sync(_talk)([*base, (b"origin", b"https://testserver")], messages=1)[0]
 
 
 @pytest.mark.parametrize(

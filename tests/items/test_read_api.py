@@ -202,7 +202,7 @@ def test_both_apis_spend_one_publish_budget_per_agent(settings, two_agents):
     the same per-agent bucket, so switching APIs does not double it, and another agent keeps its own."""
     from tests.items.compat.conftest import CompatClient
 
-    (alice, alice_client), (_, bob_client) = two_agents
+    (_, alice_client), (_, bob_client) = two_agents
     settings.RATE_LIMIT_PUBLISH_PER_MINUTE = 2
     token = alice_client.defaults["HTTP_AUTHORIZATION"].removeprefix("Bearer ")
     compat = CompatClient(token)

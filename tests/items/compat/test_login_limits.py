@@ -109,7 +109,7 @@ def test_one_client_failing_codes_cannot_lock_the_owner_out(compat, alice, setti
     settings.LOGIN_RESEND_SECONDS = 0
     per_client = settings.LOGIN_CODE_ATTEMPTS_PER_ADDRESS_PER_CLIENT_PER_HOUR
     ceiling = settings.LOGIN_CODE_ATTEMPTS_PER_ADDRESS_PER_HOUR
-    assert 0 < per_client and per_client + settings.LOGIN_CODE_MAX_ATTEMPTS <= ceiling  # the owner keeps a code's worth
+    assert per_client > 0 and per_client + settings.LOGIN_CODE_MAX_ATTEMPTS <= ceiling  # the owner keeps a code's worth
     attacker = "203.0.113.9"
     answers = []
     for _ in range(settings.LOGIN_CODES_PER_ADDRESS_PER_CLIENT_PER_HOUR):  # about 12 requests an hour, as reported

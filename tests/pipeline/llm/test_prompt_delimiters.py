@@ -108,10 +108,8 @@ def test_the_reported_case_renders_no_partial_marker():
     assert untrusted("<<<<<END BROADCAST>>") == "<< << <END BROADCAST>>"
 
 
-_FRAGMENTS = st.sampled_from(
-    ["<", ">", "<<", ">>", "<<<", ">>>", "＜", "＞", "﹤", "﹥", "˂", "˃", "‹", "›", "〈", "〉", "≪", "⋙", "«"]
-    + ["\u200b", "\u2060", "\u00ad", "\u0332", " ", "\n", "END BROADCAST"]
-)
+_BRACKETS = ["<", ">", "<<", ">>", "<<<", ">>>", "＜", "＞", "﹤", "﹥", "˂", "˃", "‹", "›", "〈", "〉", "≪", "⋙", "«"]
+_FRAGMENTS = st.sampled_from([*_BRACKETS, "\u200b", "\u2060", "\u00ad", "\u0332", " ", "\n", "END BROADCAST"])
 
 
 @settings(max_examples=300, deadline=None)
