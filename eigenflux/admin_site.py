@@ -37,12 +37,10 @@ class ThrottledAuthenticationForm(AdminAuthenticationForm):
 
     def clean(self):
         username = self.cleaned_data.get("username") or ""
-        attempt = {
-            "username": username,
-            "address": client_address(self.request),
-            "device": device_of(self.request.COOKIES.get(DEVICE_COOKIE), username),
-        }
-        lockout = login_lockout(**attempt)
+        address = client_address(self.request)
+        cookies = self.request.COOKIES if self.request is not None else {}
+        device = device_of(cookies.get(DEVICE_COOKIE), username)
+        lockout = login_lockout(username=username, address=address, device=device)
         if lockout is not None:
             minutes = max(1, -(-lockout.seconds // 60))
             self.retry_after = lockout.seconds
@@ -54,9 +52,9 @@ class ThrottledAuthenticationForm(AdminAuthenticationForm):
         try:
             cleaned = super().clean()
         except ValidationError:
-            login_failed(**attempt)
+            login_failed(username=username, address=address, device=device)
             raise
-        login_succeeded(**attempt)
+        login_succeeded(username=username, address=address, device=device)
         return cleaned
 
 
