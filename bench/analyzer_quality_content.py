@@ -126,7 +126,7 @@ def cpu_per_item() -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--show", action="store_true", help="print every miss")
     args = parser.parse_args()
     print(f"{'half':9} {'measure':14} {'en':>10}  {'zh':>10}  {'ja':>10}  {'all':>10}")

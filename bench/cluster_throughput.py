@@ -124,7 +124,7 @@ def run(url: str, processes: int, messages: int, env_extra: dict[str, str]) -> f
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--redis-cluster", action="store_true", help="also measure on a 3-master Redis Cluster")
     parser.add_argument("--messages", type=int, default=30_000)
     parser.add_argument("--processes", default="1,2,4")

@@ -71,7 +71,7 @@ def blend(p: dict[str, np.ndarray], cjk: float, read_gloss: bool) -> np.ndarray:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--queries", default="search_queries.jsonl")
     parser.add_argument("--all-queries", action="store_true", help="every query, not only the tuning half")
     parser.add_argument(

@@ -64,7 +64,7 @@ async def load(url: str, concurrency: int, seconds: float) -> int:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--concurrency", default="32,256")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)

@@ -133,7 +133,7 @@ def measure(readers: list[Agent], rounds: int, cpu: CpuMeter) -> dict[str, tuple
 
 
 def arguments() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--items", type=int, default=100_000)
     parser.add_argument("--agents", type=int, default=10_000)
     parser.add_argument("--topics", type=int, default=300)

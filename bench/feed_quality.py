@@ -34,7 +34,7 @@ LANGS = ("en", "zh", "ja")
 FEEDS = ("for_me", "poll", "recency")
 ORDER_SEED = 29  # the publishing order
 
-parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 parser.add_argument("--show", metavar="READER", help="print a reader's top 10s with grades (all: every reader)")
 parser.add_argument("--explain", metavar="READER", help="print the reader's ranking with each item's signals")
 parser.add_argument(

@@ -28,7 +28,7 @@ SCRATCH_DB = "bench_eigenflux_fresh_pipeline"
 def parse_args() -> argparse.Namespace:
     from bench import fresh_set
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     fresh_set.add_flags(parser)
     args = parser.parse_args()
     if args.fresh_set is None:

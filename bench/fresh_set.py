@@ -1,5 +1,5 @@
 """The fresh sets: broadcasts written apart from the analyzer. The first (safety_fresh.jsonl) was a test set until
-3 December, when its misses were read for the fourth safety pass, a development set since (docs/model-layer.md);
+3 December, when its misses were read for the fourth safety pass, a development set since (docs/benchmarks.md);
 the second (safety_fresh2.jsonl) and the third (safety_fresh3.jsonl), spent as test sets, became development sets on
 the evening of 3 December, when their misses were read for the safe side's pass; the fourth (safety_fresh4.jsonl),
 run as a test set twice on 3 December, became a development set on 4 December; the fifth (safety_fresh5.jsonl), never

@@ -110,7 +110,7 @@ def measure(cursor, items: int, live: int, options: str, queries: list[tuple[str
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--items", type=int, default=100_000, help="rows in all (default 100000)")
     parser.add_argument("--live", type=int, default=2000, help="newest rows written ten per transaction (2000)")
     args = parser.parse_args()

@@ -237,7 +237,7 @@ def _three(figures: dict[int, float]) -> str:
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--items", type=int, default=0, help="grow the corpus to this many items (0: the real texts)")
     parser.add_argument("--spread", type=float, default=0.6, help="noise of a synthetic neighbour (norm)")
     parser.add_argument("--configs", default="16/48:16/32,-:16/32,16/48:16/32,-:16/32")

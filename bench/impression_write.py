@@ -75,7 +75,7 @@ def measure(rounds: int) -> list[tuple[str, int, float, float]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=500)
     args = parser.parse_args()
     if args.rounds < 10:

@@ -96,7 +96,7 @@ def class_report() -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--show", type=int, default=6, help="print this many CJK examples")
     args = parser.parse_args()
     corpus_report(args.show)

@@ -100,7 +100,7 @@ def measure(readers: int, items: int) -> list[tuple[str, float, float, float, fl
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--readers", type=int, default=10_000)
     parser.add_argument("--items", type=int, default=30)
     args = parser.parse_args()

@@ -80,7 +80,7 @@ def run(url: str, transport: str, concurrency: int, seconds: float) -> tuple[flo
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--latency", type=float, default=0.2, help="fake model latency per request (s)")
     parser.add_argument("--concurrency", default="32,64,256", help="comma list of requests in flight")
     parser.add_argument("--seconds", type=float, default=6.0, help="per run")

@@ -66,7 +66,7 @@ def one_run(way, threads: int, calls: int, latency: float) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--threads", type=int, default=32)
     parser.add_argument("--calls", type=int, default=200, help="per thread and run")
     parser.add_argument("--latency", type=float, default=0.005, help="seconds each call sleeps on the loop")

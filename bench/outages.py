@@ -38,7 +38,7 @@ def setup() -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--outage", type=float, default=60.0, help="seconds each dependency is down")
     parser.add_argument("--rate", type=float, default=4.0, help="items published per second")
     parser.add_argument("--latency", type=float, default=0.05, help="fake model latency per call (s)")

@@ -305,7 +305,7 @@ def floor_items(n: int, agents: list, tag: str) -> tuple[list[tuple[int, str, st
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--latency", type=float, default=0.2, help="fake model latency per call (s)")
     parser.add_argument("--concurrency", default="32,256", help="comma list of items in flight")
     parser.add_argument("--items-per-slot", type=int, default=2)

@@ -75,7 +75,7 @@ def costly_statements(rng, main_graph: bool) -> dict[str, tuple[str, Callable[[t
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--items", type=int, default=300)
     args = parser.parse_args()
     import psycopg

@@ -169,7 +169,7 @@ def index_saving(conn, plan: Plan, fresh_rows, base_url: str) -> list[tuple[str,
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--items", type=int, default=300, help="items measured (and as many enriched first)")
     parser.add_argument(
         "--spread-types",

@@ -329,7 +329,7 @@ def model_environment(local: bool):
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--latency", type=float, default=0.2, help="fake model latency per call (s)")
     parser.add_argument("--rounds", type=int, default=3, help="runs per configuration (median reported)")
     parser.add_argument("--min-items", type=int, default=300, help="at least this many items per run")

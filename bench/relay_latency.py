@@ -9,6 +9,7 @@ Run: .venv/bin/python bench/relay_latency.py [events] [seconds-per-mode]
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import sys
@@ -111,8 +112,11 @@ def commit_throughput(conninfo: dict, mode: str, seconds: float) -> float:
 
 
 def main() -> None:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 500
-    seconds = float(sys.argv[2]) if len(sys.argv) > 2 else 3.0
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("events", type=int, nargs="?", default=500, help="events per mode (500)")
+    parser.add_argument("seconds", type=float, nargs="?", default=3.0, help="seconds per mode (3)")
+    args = parser.parse_args()
+    n, seconds = args.events, args.seconds
     url = redis_url_with_db(settings.REDIS_URL, int(os.environ.get("BENCH_REDIS_DB", "11")))
     settings.REDIS_URL = url
     client = get_redis(url)

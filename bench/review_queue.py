@@ -99,7 +99,7 @@ def review_share(show: int = 0) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--show", type=int, default=0, help="print this many held broadcasts")
     review_share(parser.parse_args().show)
 

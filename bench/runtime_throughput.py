@@ -7,6 +7,7 @@ its own keys. Run: .venv/bin/python bench/runtime_throughput.py [messages]
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
@@ -105,7 +106,9 @@ def runtime(client, n: int, group: str, concurrency: int) -> float:
 
 
 def main() -> None:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 50_000
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("messages", type=int, nargs="?", default=50_000, help="messages per run (50000)")
+    n = parser.parse_args().messages
     url = redis_url_with_db(settings.REDIS_URL, int(os.environ.get("BENCH_REDIS_DB", "11")))
     settings.REDIS_URL = url
     client = get_redis(url)

@@ -41,7 +41,7 @@ SOURCES = {"tuning": None, "extra": "extra"}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--set", choices=sorted(SOURCES), default="tuning", help="the cases judged in folds")
     parser.add_argument("--show", action="store_true", help="print every case judged wrongly")
     parser.add_argument("--unsupported", type=float, help="UNSUPPORTED_LEARNED_RISK for this run")

@@ -260,7 +260,7 @@ def filtered_recall(queries: list[str]) -> dict[str, float]:
 
 
 def arguments() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="10000,100000", help="network sizes to measure, ascending")
     parser.add_argument("--rounds", type=int, default=2, help="passes over the query set per mode and filter")
     parser.add_argument(

@@ -31,7 +31,7 @@ DEPTH = 20  # results asked per query (recall@20)
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--embedding", choices=("minilm", "hashing"), help="LOCAL_EMBEDDING for this run")
     parser.add_argument("--min-similarity", type=float, help="SEARCH_MIN_SIMILARITY for this run")
     parser.add_argument(

@@ -152,7 +152,7 @@ def terminal_items() -> int:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--items", type=int, default=100_000)
     parser.add_argument("--agents", type=int, default=200)
     parser.add_argument("--pipelines", type=int, default=2)

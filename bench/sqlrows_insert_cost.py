@@ -73,7 +73,7 @@ def statement(shape: str, as_json: bool) -> tuple[str, list]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=2000)
     args = parser.parse_args()
     connection.ensure_connection()

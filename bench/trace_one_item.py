@@ -11,6 +11,7 @@ Run: .venv/bin/python bench/trace_one_item.py [--all]   (--all: also the SQL and
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -30,7 +31,9 @@ MODULES = ("item_publish", "official_firstbroadcast", "audit", "item_notify")
 
 
 def main() -> None:
-    show_all = "--all" in sys.argv
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--all", action="store_true", help="also the SQL and Redis command spans")
+    show_all = parser.parse_args().all
     receiver = OTLPReceiver().start()
     fake = FakeLLM(FakeOpenAIServer().start())
     # The web side of this script exports like a web process would; setup happens in eigenflux.wsgi.

@@ -8,6 +8,7 @@ model layer call them. Run: .venv/bin/python bench/tracing_overhead.py [iteratio
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
@@ -92,7 +93,9 @@ def measure(iterations: int) -> dict[str, float]:
 
 
 def main() -> None:
-    iterations = int(sys.argv[1]) if len(sys.argv) > 1 else 20_000
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("iterations", type=int, nargs="?", default=20_000, help="iterations per measure (20000)")
+    iterations = parser.parse_args().iterations
     off = measure(iterations)
     assert tracing.setup("bench", span_exporter=DropSpans(), batch=True)
     on = measure(iterations)

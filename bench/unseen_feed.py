@@ -9,6 +9,7 @@ Run: flock /tmp/eigenflux-bench.lock .venv/bin/python bench/unseen_feed.py [item
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import sys
@@ -102,7 +103,9 @@ def measure(n_items: int) -> dict[str, float]:
 
 
 def main() -> None:
-    sizes = [int(arg) for arg in sys.argv[1:]] or [1000, 10000, 50000]
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("items", type=int, nargs="*", help="network sizes in items (1000 10000 50000)")
+    sizes = parser.parse_args().items or [1000, 10000, 50000]
     url = redis_url_with_db(settings.REDIS_URL, int(os.environ.get("BENCH_REDIS_DB", "12")))
     settings.REDIS_URL = url
     get_redis(url).flushdb()

@@ -8,8 +8,9 @@ work instead of reading a second signal as "exit now". A second Ctrl-C forwards 
 then exits at once, leaving unfinished entries pending for reclaim).
 
 Only one stack runs per data directory (eigenflux.base.devlock: a second `make run` refuses before it starts anything).
-The children stop when this process is gone, even SIGKILLed (eigenflux.base.parentwatch); a stack that fails stops
-no server it did not start itself."""
+The children stop when this process is gone, even SIGKILLed (eigenflux.base.parentwatch), and so do the embedded
+servers it started (eigenflux.base.reaper); a stack that fails stops no server it did not start itself, and a start
+that finds servers left running by no live process says so and reuses them."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import django
@@ -26,10 +28,12 @@ from django.core.management import call_command
 
 from eigenflux.base import embedded
 from eigenflux.base.devlock import DevstackLock, StackRunning, devstack_lock
-from eigenflux.base.environ import env_path
+from eigenflux.base.environ import env_path, settings_or_exit
+from eigenflux.devready import Startup, local_url, model_lines
 
 HOST = os.environ.get("HOST", "127.0.0.1")
 PORT = os.environ.get("PORT", "8000")
+SETTINGS_FILE = "pipeline-settings.txt"  # in the data directory: the pipeline's settings, secrets masked
 
 
 def main() -> int:
@@ -40,9 +44,10 @@ def main() -> int:
     except StackRunning as exc:
         print(f"make run: {exc}", file=sys.stderr)
         return 1
+    _say_what_is_reused(data_dir)
     exit_code = 1
     try:
-        exit_code = _run(lock)
+        exit_code = _run(lock, data_dir)
     finally:
         if exit_code:
             # Failed: servers that something else started stay up (it may still use them); ours stop as usual.
@@ -51,9 +56,32 @@ def main() -> int:
     return exit_code
 
 
-def _run(lock: DevstackLock) -> int:
+def _say_what_is_reused(data_dir: Path) -> None:
+    """Embedded servers running with no live user were left by a stack that could not stop them (killed, with its
+    reaper): they are joined as they are, and the user is told so."""
+    if os.environ.get("DATABASE_URL") and os.environ.get("REDIS_URL"):
+        return
+    running = embedded.running_servers(data_dir)
+    if running and not embedded.live_users(data_dir):
+        listed = ", ".join(f"{name} pid {pid}" for name, pid in running.items())
+        print(f"make run: reusing embedded servers left running by an earlier stack ({listed}); data intact.")
+
+
+def _start_reaper(data_dir: Path) -> None:
+    """Stops the servers this stack started if this process is killed (eigenflux.base.reaper)."""
+    started = embedded.started_here()
+    if started:
+        command = [sys.executable, "-m", "eigenflux.base.reaper", str(data_dir), str(os.getpid()), *started]
+        env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+        env["EIGENFLUX_DATA_DIR"] = str(data_dir)
+        subprocess.Popen(command, env=env, start_new_session=True, stdin=subprocess.DEVNULL)
+
+
+def _run(lock: DevstackLock, data_dir: Path) -> int:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "eigenflux.settings")
+    settings_or_exit("make run")  # an invalid setting: one line, no traceback
     django.setup()  # starts the embedded PostgreSQL / Redis when their URLs are unset
+    _start_reaper(data_dir)
     from django.conf import settings
 
     call_command("migrate", interactive=False, verbosity=0)
@@ -62,9 +90,18 @@ def _run(lock: DevstackLock) -> int:
     metrics_token, metrics_auth = _metrics_token(settings)
     token = _demo_agent_token()
     call_command("schedule_jobs", verbosity=0)
+    model = model_lines(settings)
+    for line in model:
+        if line.lstrip().startswith("WARNING"):
+            print(f"make run: {line.strip().removeprefix('WARNING').strip()}", file=sys.stderr)
     children = _start_children(settings, lock, metrics_token)
-    _banner(settings, password, token, metrics_auth)
-    return _supervise(children, settings)
+    print(f"EigenFlux is starting: web, pipeline and jobs.{_first_start_note(settings)}", flush=True)
+    startup = Startup(web=local_url(HOST, PORT), pipeline_port=settings.PIPELINE_METRICS_PORT)
+
+    def banner() -> None:
+        _banner(settings, password, token, metrics_auth, model, startup.summary())
+
+    return _supervise(children, settings, startup, banner)
 
 
 def _start_children(settings, lock: DevstackLock, metrics_token: str) -> dict[str, subprocess.Popen]:
@@ -85,7 +122,13 @@ def _start_children(settings, lock: DevstackLock, metrics_token: str) -> dict[st
     base = Path(settings.BASE_DIR)
     commands = {
         "web": web_command(HOST, PORT),
-        "pipeline": [sys.executable, str(base / "manage.py"), "run_pipeline"],
+        "pipeline": [
+            sys.executable,
+            str(base / "manage.py"),
+            "run_pipeline",
+            "--settings-file",
+            str(settings.DATA_DIR / SETTINGS_FILE),
+        ],
         "jobs": [sys.executable, str(base / "manage.py"), "rqworker", "--with-scheduler", "default"],
     }
     # The job worker forks a process per job, and a pool must not cross a fork: each job opens its own
@@ -104,8 +147,9 @@ def _start_children(settings, lock: DevstackLock, metrics_token: str) -> dict[st
     return children
 
 
-def _supervise(children: dict[str, subprocess.Popen], settings) -> int:
-    """Until a signal (or a child's exit), then stop every child: 0 when all of them stopped cleanly."""
+def _supervise(children: dict[str, subprocess.Popen], settings, startup: Startup, banner: Callable[[], None]) -> int:
+    """Until a signal (or a child's exit), then stop every child: 0 when all of them stopped cleanly. The banner is
+    printed once the web and the pipeline are ready (or the start has taken too long, which it then says)."""
     signals = 0
 
     def stop(signum, frame):
@@ -117,11 +161,15 @@ def _supervise(children: dict[str, subprocess.Popen], settings) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, stop)
     exit_code = 0
+    announced = False
     while not signals:
         for name, proc in children.items():
             if proc.poll() is not None:
                 print(f"\n{name} exited with status {proc.returncode}; stopping everything.", file=sys.stderr)
                 signals, exit_code = 1, 1
+        if not signals and not announced and startup.done():
+            banner()
+            announced = True
         time.sleep(0.2)
     if not _stop(children, settings.PIPELINE_GRACE_SECONDS + 10):
         exit_code = 1
@@ -175,6 +223,14 @@ def _stop(children: dict[str, subprocess.Popen], wait_seconds: float) -> bool:
     return clean
 
 
+def _first_start_note(settings) -> str:
+    """What the wait before the banner is, when it is long: the offline analyzer's first start trains its models."""
+    cache = Path(settings.LOCAL_MODEL_CACHE_DIR)
+    if settings.LLM_PROVIDER == "local" and not any(cache.glob("*.npz")):
+        return " First start: the offline analyzer trains its models (about 20 s) before the pipeline takes work."
+    return ""
+
+
 def _demo_secret(path: Path, nbytes: int) -> str:
     """A random secret kept in `path` (owner-only), made on the first start and reused after."""
     if not path.exists():
@@ -214,15 +270,18 @@ def _demo_agent_token() -> str:
     return agent_token_create(agent=agent, label="make run").token
 
 
-def _banner(settings, password: str, token: str, metrics_auth: str) -> None:
+def _banner(settings, password: str, token: str, metrics_auth: str, model_lines: list[str], ready: str) -> None:
     url = f"http://{HOST}:{PORT}"
+    model = "\n".join(model_lines)
     print(
         f"""
+{ready}
 EigenFlux is running (Ctrl-C stops everything).
   API docs   {url}/api/v1/docs
   admin      {url}/admin/   user: admin   password: {password}
   metrics    {url}/metrics   needs {metrics_auth} (not open: /metrics is refused without a token)
-  analyzer   {settings.LLM_PROVIDER}  (set LLM_API_KEY to use a model)
+{model}
+  settings   {settings.DATA_DIR / SETTINGS_FILE} (the pipeline's, secrets masked)
   demo agent token (new each start): {token}
 
   curl -s -X POST {url}/api/v1/items/publish -H 'Authorization: Bearer {token}' \\

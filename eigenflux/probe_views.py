@@ -42,7 +42,21 @@ def readyz(request: HttpRequest) -> JsonResponse:
     body: dict[str, Any] = {"status": "ok" if ready else "unavailable", "checks": checks}
     if checks["redis"] == "ok":
         body["pipeline"] = {"breakers_open_too_long": pipeline_breakers_open_too_long()}
+        # Still ready (the API serves, publishing works), but items wait: said, never failed on.
+        model = model_degraded()
+        if model:
+            body["degraded"] = {"model": model}
+            body["status"] = "degraded"
     return JsonResponse(body, status=200 if ready else 503)
+
+
+def model_degraded() -> str:
+    """What the pipeline says about the model endpoint ("" when nothing holds items up), through the port it
+    connects (items.ports): this module imports no app."""
+    from items import ports
+
+    reason = ports.connected().waiting_reason
+    return reason() if reason is not None else ""
 
 
 def pipeline_breakers_open_too_long() -> list[dict[str, Any]]:

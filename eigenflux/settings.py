@@ -427,24 +427,24 @@ LOCAL_MODEL_CACHE_DIR = env_path("LOCAL_MODEL_CACHE_DIR", DATA_DIR / "model-cach
 SAFETY_LOCAL_BLOCK_THRESHOLD = env_float("SAFETY_LOCAL_BLOCK_THRESHOLD", 0.5, minimum=0.0, maximum=1.0)
 # The local safety check's embedding layer also blocks a text when its blend of the n-gram classifier's and the
 # sentence-embedding classifier's estimates reaches this (chosen by cross-validation on the training-only cases and
-# on the probe set, docs/model-layer.md);
+# on the probe set, docs/benchmarks.md);
 # 1.0 turns the layer off (it then costs nothing).
 SAFETY_LOCAL_EMBEDDING_BLOCK_THRESHOLD = env_float(
     "SAFETY_LOCAL_EMBEDDING_BLOCK_THRESHOLD", 0.9, minimum=0.0, maximum=1.0
 )
 # A text that reports, prevents, researches or offers help (a defusing word) and that the blend reads as safe is
-# not held for review on the n-gram classifier's estimate alone: its risk is the blend's (docs/model-layer.md,
+# not held for review on the n-gram classifier's estimate alone: its risk is the blend's (docs/benchmarks.md,
 # "The blend clears reports and help"). Off: such texts are held whenever the n-gram estimate reaches
 # REVIEW_SAFETY_RISK, as before.
 SAFETY_LOCAL_BLEND_CLEARS_DEFUSED = env_bool("SAFETY_LOCAL_BLEND_CLEARS_DEFUSED", True)
 # A text with no defusing word whose blend of both learned estimates reaches this is not let off for want of a rule:
 # the n-gram estimate counts in full, up to just under the block threshold, so it is held for a moderator rather than
-# published (docs/model-layer.md, "The safe side on unseen text"). 1.0 turns it off.
+# published (docs/benchmarks.md, "The safe side on unseen text"). 1.0 turns it off.
 SAFETY_LOCAL_BLEND_CORROBORATES = env_float("SAFETY_LOCAL_BLEND_CORROBORATES", 0.8, minimum=0.0, maximum=1.0)
 # A text with no defusing word is also blocked when the blend reaches SAFETY_LOCAL_CORROBORATED_BLEND and the n-gram
 # estimate alone SAFETY_LOCAL_CORROBORATED_NGRAM: both learned layers agree, though neither is sure enough to block
 # alone (unsafe posts in everyday words, with no lexicon word, used to wait in the review band). Chosen by
-# cross-validation on the training-only cases and on the development sets (docs/model-layer.md, "Both learned
+# cross-validation on the training-only cases and on the development sets (docs/benchmarks.md, "Both learned
 # layers agree"); SAFETY_LOCAL_CORROBORATED_BLEND 1.0 turns it off.
 SAFETY_LOCAL_CORROBORATED_BLEND = env_float("SAFETY_LOCAL_CORROBORATED_BLEND", 0.85, minimum=0.0, maximum=1.0)
 SAFETY_LOCAL_CORROBORATED_NGRAM = env_float("SAFETY_LOCAL_CORROBORATED_NGRAM", 0.6, minimum=0.0, maximum=1.0)

@@ -33,6 +33,32 @@ FEED_PAGE_SERVED = "io.eigenflux.feed.page_served.v1"
 ITEM_MILESTONE = "io.eigenflux.item.milestone.v1"
 OUTCOME_TYPES = frozenset({ITEM_COMPLETED, ITEM_DISCARDED, ITEM_FAILED, ITEM_DELETED, ITEM_HELD})
 
+# The one registry of what each stream carries (docs/stream-runtime.md, "Event types"). Writing another type to a
+# stream is refused (outbox_event_create); a consumer group declares which of its stream's types it handles and
+# which it leaves to the others, and acknowledges the latter without handling them. A type on no list here is
+# malformed wherever it is read.
+STREAM_EVENT_TYPES: dict[str, frozenset[str]] = {
+    STREAM_ITEM_PUBLISH: frozenset({ITEM_PUBLISHED}),
+    STREAM_ITEM_EVENTS: OUTCOME_TYPES | {ITEM_MILESTONE},
+    STREAM_PROFILE_UPDATE: frozenset({PROFILE_UPDATED}),
+    STREAM_ITEM_STATS: frozenset({ITEM_FEEDBACK, ITEM_DELIVERED}),
+    STREAM_REPLAY_LOG: frozenset({FEED_PAGE_SERVED}),
+}
+
+
+class UnregisteredEventType(ValueError):
+    """An event type written to a stream whose registry (STREAM_EVENT_TYPES) does not list it."""
+
+
+def check_stream_type(*, stream: str, event_type: str) -> None:
+    """Refuse an event that its stream does not carry: every group reading the stream must have decided what to do
+    with each type on it before one is written. A stream outside the registry (the stream engine's own tests and
+    benchmarks) is not checked; every stream of the application is in it (tests/pipeline/test_event_routing.py)."""
+    if stream in STREAM_EVENT_TYPES and event_type not in STREAM_EVENT_TYPES[stream]:
+        raise UnregisteredEventType(
+            f"event type {event_type!r} is not registered for stream {stream!r} (items.events.STREAM_EVENT_TYPES)"
+        )
+
 
 class EnvelopeTooLarge(ValueError):
     pass

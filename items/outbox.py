@@ -16,7 +16,7 @@ from opentelemetry.trace import SpanKind
 
 from eigenflux.base import tracing
 from eigenflux.base.sqlrows import Rows
-from items.events import build_envelope
+from items.events import build_envelope, check_stream_type
 from items.models import OutboxEvent
 
 log = logging.getLogger(__name__)
@@ -29,6 +29,7 @@ _NOTIFY_SQL = "SELECT pg_notify(%s, '')"
 def _traced_envelope(*, stream: str, traceparent: str | None, **fields) -> Iterator[dict[str, str]]:
     """An event's envelope built inside its `create <stream>` span: the span's context becomes the envelope's
     traceparent (a given one, e.g. a replay's, is continued instead) and the span carries the message id."""
+    check_stream_type(stream=stream, event_type=fields["event_type"])
     with outbox_write_span(stream=stream, event_type=fields["event_type"], traceparent=traceparent) as span:
         own = tracing.traceparent_of(span) if span is not None else None
         envelope = build_envelope(traceparent=own or traceparent, **fields)

@@ -18,7 +18,15 @@ from django.utils.html import format_html
 from django.utils.text import Truncator
 
 from items.admin import ITEM_DETAIL_PANELS
-from items.admin.actions import apply_each, badge, confirm_with_form, note_form
+from items.admin.actions import (
+    BACK_TO_OBJECT,
+    EmptyFieldsHidden,
+    apply_each,
+    back_to_object,
+    badge,
+    confirm_with_form,
+    note_form,
+)
 from items.models import ProcessedItem
 from pipeline.admin_views import health_page, prompts_page
 from pipeline.dead_letter_table import DeadLetterRefused, dead_letter_requeue, dead_letter_resolve
@@ -47,7 +55,7 @@ class MachineRecordsAdmin(admin.ModelAdmin):
 
 
 @admin.register(DeadLetter)
-class DeadLetterAdmin(admin.ModelAdmin):
+class DeadLetterAdmin(EmptyFieldsHidden, admin.ModelAdmin):
     # Fits a 1400 px window beside the filters: what failed and how in one column, the start of the error cut
     # short (the whole error and the payload are on the letter's page).
     list_display = ("id", "origin", "failure", "state_badge", "attempts", "failed")
@@ -64,7 +72,7 @@ class DeadLetterAdmin(admin.ModelAdmin):
         ("Payload", {"fields": ("payload_pretty",)}),
     )
     change_list_template = "admin/pipeline/deadletter/change_list.html"
-    change_form_template = "admin/read_only_change_form.html"
+    change_form_template = "admin/pipeline/deadletter/change_form.html"
 
     def get_readonly_fields(self, request, obj=None):
         return [field for fieldset in self.fieldsets for field in fieldset[1]["fields"]]
@@ -82,7 +90,17 @@ class DeadLetterAdmin(admin.ModelAdmin):
         """Letters change only through requeue / resolve (conditional updates)."""
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
+        """The letter's page, with the list's requeue and resolve as buttons (the same actions: same permission,
+        same confirmation, back to this page after)."""
         extra_context = {**(extra_context or {}), "show_save": False, "show_save_and_continue": False}
+        letter = self.get_object(request, object_id)
+        if letter is not None:
+            closed = "" if letter.state == DeadLetterState.OPEN else f"Only an open letter; this one is {letter.state}"
+            extra_context["letter_actions"] = [
+                ("requeue_letters", "Requeue", closed),
+                ("resolve_letters", "Resolve…", closed),
+            ]
+            extra_context["back_field"] = BACK_TO_OBJECT
         return super().change_view(request, object_id, form_url, extra_context)
 
     @admin.display(description="stream / group", ordering="stream")
@@ -146,6 +164,7 @@ class DeadLetterAdmin(admin.ModelAdmin):
             dead_letter_requeue(letter=letter, actor=request.user)
 
         apply_each(self, request, queryset.defer(None), requeue, verb="Requeued", refused=DeadLetterRefused)
+        return back_to_object(self, request)
 
     @admin.action(description="Resolve (asks for a note)", permissions=["change"])
     def resolve_letters(self, request, queryset):
@@ -155,7 +174,7 @@ class DeadLetterAdmin(admin.ModelAdmin):
 
             apply_each(self, request, queryset, resolve, verb="Resolved", refused=DeadLetterRefused)
 
-        return confirm_with_form(
+        confirming = confirm_with_form(
             self,
             request,
             queryset,
@@ -167,6 +186,7 @@ class DeadLetterAdmin(admin.ModelAdmin):
             describe=lambda letter: f"#{letter.pk} {letter} [{letter.state}]",
             apply=resolve_all,
         )
+        return confirming or back_to_object(self, request)
 
     def get_urls(self):
         view = self.admin_site.admin_view(partial(health_page, modeladmin=self))

@@ -21,15 +21,23 @@ class PipelineConfig(AppConfig):
 
     def ready(self) -> None:
         from items import ports
+        from items.events import STREAM_EVENT_TYPES
         from pipeline import checks  # noqa: F401  (registers the prompt and embedding system checks)
         from pipeline.consumers.item_publish import claim_holder_gone
         from pipeline.llm.errors import MODEL
-        from pipeline.llm.reachability import endpoints_verdict
+        from pipeline.llm.reachability import endpoints_verdict, model_degraded
         from pipeline.models import ConsumedEvent
-        from pipeline.runtime import dependencies, use_consumed_events
+        from pipeline.runtime import declare_stream_types, dependencies, use_consumed_events
+        from pipeline.suggestions import item_suggestion_enqueue
 
-        ports.connect(query_embedder=_query_embedding, claim_holder_gone=claim_holder_gone)
-        # The stream engine knows no application: its exactly-once table and the model endpoint's probe (a
-        # breaker of its own) are handed to it here.
+        ports.connect(
+            query_embedder=_query_embedding,
+            claim_holder_gone=claim_holder_gone,
+            suggestion_requester=item_suggestion_enqueue,
+            waiting_reason=model_degraded,
+        )
+        # The stream engine knows no application: its exactly-once table, the event types each stream carries and
+        # the model endpoint's probe (a breaker of its own) are handed to it here.
         use_consumed_events(ConsumedEvent)
+        declare_stream_types(STREAM_EVENT_TYPES)
         dependencies.register_probe(MODEL, endpoints_verdict)

@@ -16,6 +16,7 @@ from django.db.models import F
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from items.events import STREAM_EVENT_TYPES
 from items.models import ItemStatus, ProcessedItem
 from items.outbox import outbox_event_create
 from pipeline.models import DeadLetter, DeadLetterState, ErrorClass
@@ -242,6 +243,29 @@ def dead_letters_resolve_superseded(*, limit: int = 1000) -> int:
             note=f"superseded: item {item_id} is {status}",
             updated_at=timezone.now(),
         )
+    return closed
+
+
+# What versions before event routing by intent wrote for an event its group does not handle (pipeline.runtime.event).
+_NOT_HANDLED_ERROR = "malformed: unknown type "
+
+
+def dead_letters_resolve_not_handled(*, model: type[DeadLetter] = DeadLetter) -> int:
+    """Close the false dead letters earlier versions wrote: an event of a type its stream carries, dead-lettered
+    by a group that does not handle it (such events are now acknowledged). Run by the retention job and by the
+    migration that came with the change (`model` is then its historical DeadLetter). Returns how many."""
+    candidates = model.objects.filter(
+        state=DeadLetterState.OPEN, error_class=ErrorClass.PERMANENT, error__startswith=_NOT_HANDLED_ERROR
+    )
+    closed = 0
+    for stream, types in STREAM_EVENT_TYPES.items():
+        for letter in candidates.filter(stream=stream, event_type__in=types).only("pk", "group", "event_type"):
+            closed += model.objects.filter(pk=letter.pk, state=DeadLetterState.OPEN).update(
+                state=DeadLetterState.RESOLVED,
+                note=f"not a failure: {letter.group} does not handle {letter.event_type} events, which it now "
+                "acknowledges without handling (a false dead letter of an earlier version)",
+                updated_at=timezone.now(),
+            )
     return closed
 
 

@@ -36,6 +36,7 @@ from items.services.enrichment_state import (
 from pipeline import llm, metrics
 from pipeline.llm.accounting import carried_rows, write_deferred
 from pipeline.llm.errors import MODEL
+from pipeline.review_holds import discard_hold, review_hold, safety_reading
 from pipeline.runtime import Event, LeaseLost, NothingToDo, RetryLater, dependencies
 from pipeline.runtime.dependencies import is_postgres_outage
 
@@ -126,12 +127,14 @@ class Enrichment:
             verdict = self._call(DecisionStage.SAFETY, "hold", llm.safety_check, **self._text())
             if not verdict.value.safe:
                 return self._discard(
-                    Decision(DecisionStage.SAFETY, "unsafe", verdict.value.flag, verdict.value.reason, verdict.model)
+                    Decision(DecisionStage.SAFETY, "unsafe", verdict.value.flag, verdict.value.reason, verdict.model),
+                    safety_risk=verdict.value.risk,
                 )
+            reading, why = safety_reading(verdict.value.risk)
             self._checkpoint(
                 safety_passed_at=timezone.now(),
                 safety_risk=verdict.value.risk,
-                decision=Decision(DecisionStage.SAFETY, "pass", model=verdict.model),
+                decision=Decision(DecisionStage.SAFETY, reading, reason=why, model=verdict.model),
             )
 
         extraction, fields = self._extraction()
@@ -186,9 +189,12 @@ class Enrichment:
     def _complete(self, extraction, fields: dict, hit: SimilarHit | None, held: Decision | None = None) -> None:
         """Persist: `completed`, or `review` when the analyzer was unsure (`held`, the hold's decision). A new
         suggestion is written with the outcome, not checkpointed first (one statement and transaction fewer
-        per item); should the outcome fail, it is checkpointed then, so a redelivery does not ask again."""
+        per item); should the outcome fail, it is checkpointed then, so a redelivery does not ask again. A held
+        item gets none: readers may never see it, and the moderator's approval asks for it (pipeline.suggestions)."""
         fields["group_id"] = self._group(hit, extraction.broadcast_type)
-        fields["suggestion"], fresh = self._suggestion(extraction)
+        fresh = False
+        if held is None:
+            fields["suggestion"], fresh = self._suggestion(extraction)
         if fresh:
             fields["suggested_at"] = timezone.now()
         try:
@@ -349,32 +355,6 @@ class Enrichment:
 
     def _lease_check(self) -> None:
         self.event.lease.check()
-
-
-def review_hold(safety_risk: float | None, quality: float) -> Decision | None:
-    """docs/enrichment.md#the-review-queue: the decision that holds a kept item for a moderator, or None. Held
-    when the safety verdict passed with a risk of at least REVIEW_SAFETY_RISK, or when the quality is in
-    [QUALITY_THRESHOLD, REVIEW_QUALITY_BELOW)."""
-    if safety_risk is not None and safety_risk >= settings.REVIEW_SAFETY_RISK:
-        reason = f"safety risk {safety_risk:.2f} >= {settings.REVIEW_SAFETY_RISK:.2f}"
-        return Decision(DecisionStage.REVIEW, "held", "safety_risk", reason)
-    if settings.QUALITY_THRESHOLD <= quality < settings.REVIEW_QUALITY_BELOW:
-        reason = f"quality {quality:.2f} below {settings.REVIEW_QUALITY_BELOW:.2f}"
-        return Decision(DecisionStage.REVIEW, "held", "borderline_quality", reason)
-    return None
-
-
-def discard_hold(extraction: llm.Extraction) -> Decision | None:
-    """docs/enrichment.md#the-review-queue: a spam discard the model gave with a confidence below
-    REVIEW_DISCARD_CONFIDENCE_BELOW is held for a moderator instead (its fields are filled, as the prompt asks, so
-    an approval publishes it). No confidence (the local analyzer, a model that never says): discarded as before."""
-    confidence = extraction.confidence
-    if extraction.discard_reason != "spam" or confidence is None:
-        return None
-    if confidence >= settings.REVIEW_DISCARD_CONFIDENCE_BELOW:
-        return None
-    reason = f"spam discard with confidence {confidence:.2f} < {settings.REVIEW_DISCARD_CONFIDENCE_BELOW:.2f}"
-    return Decision(DecisionStage.REVIEW, "held", "unsure_discard", reason)
 
 
 def item_terminal(item_id: int, status: str, published_at, detail: str, *, observe: bool = True) -> None:

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from items.models import FeedImpression
 from items.outbox import outbox_events_prune
-from pipeline.dead_letter_table import dead_letters_resolve_superseded
+from pipeline.dead_letter_table import dead_letters_resolve_not_handled, dead_letters_resolve_superseded
 from pipeline.models import AuditEvent, ConsumedEvent, DeadLetter, DeadLetterState, LLMCall, LLMCallHourly
 
 log = logging.getLogger(__name__)
@@ -131,6 +131,7 @@ def retention_run(now: datetime | None = None) -> dict[str, int]:
         "audit_events": audit_events_prune(now),
         "feed_impressions": feed_impressions_prune(now),
         "dead_letters_superseded": dead_letters_resolve_superseded(),
+        "dead_letters_not_handled": dead_letters_resolve_not_handled(),
         "dead_letters": dead_letters_prune(now),
         "sessions": Session.objects.filter(expire_date__lt=now).delete()[0],
     }

@@ -1,4 +1,4 @@
-"""The fresh test sets (bench/data/safety_fresh.jsonl, safety_fresh2.jsonl ... safety_fresh6.jsonl; docs/model-layer.md,
+"""The fresh test sets (bench/data/safety_fresh.jsonl, safety_fresh2.jsonl ... safety_fresh6.jsonl; docs/benchmarks.md,
 "A fresh test set"): each parses, holds what bench/data/README.md says it holds, shares no text
 with any labelled or training file (nor with another fresh set), and the bench's tables count right. No figure of
 the analyzer is asserted here: a set is judged by hand, with `analyzer_quality --fresh`, `--fresh2`, `--fresh3`,

@@ -2,11 +2,13 @@
 whole foreground process group, yet each child must receive exactly one signal (the supervisor's SIGTERM),
 so the pipeline drains instead of reading a second signal as "exit now", and nothing outlives the stack.
 Only one stack runs per data directory; children die with a killed stack; a failed stack stops no server it
-did not start. Each test has its own data directory, so its own embedded servers."""
+did not start; a killed stack's reaper stops the servers it started. Each test has its own data directory, so its
+own embedded servers."""
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import stat
@@ -42,8 +44,10 @@ def alive(pid: int) -> bool:
 
 
 def children_of(pid: int) -> list[int]:
+    """The stack's web, pipeline and jobs processes (not its reaper, which outlives it on purpose)."""
     with open(f"/proc/{pid}/task/{pid}/children") as fh:
-        return [int(child) for child in fh.read().split()]
+        children = [int(child) for child in fh.read().split()]
+    return [child for child in children if b"eigenflux.base.reaper" not in Path(f"/proc/{child}/cmdline").read_bytes()]
 
 
 class Stack:
@@ -75,9 +79,9 @@ class Stack:
     def output(self) -> str:
         return self.log_path.read_text()
 
-    def wait_started(self) -> None:
+    def wait_started(self, until: tuple[str, ...] = (READY, WEB_READY)) -> None:
         started = wait_until(
-            lambda: (READY in (text := self.output()) and WEB_READY in text) or self.proc.poll() is not None, 240
+            lambda: all(line in (text := self.output()) for line in until) or self.proc.poll() is not None, 240
         )
         assert started and self.proc.poll() is None, f"the stack did not start:\n{self.output()[-3000:]}"
 
@@ -149,7 +153,7 @@ def test_make_run_makes_a_metrics_token_up_keeps_it_private_and_never_prints_an_
 
 
 @pytest.mark.slow
-def test_a_second_stack_refuses_and_a_killed_stack_takes_its_children_down(tmp_path):
+def test_a_second_stack_refuses_and_a_killed_stack_takes_its_children_and_servers_down(tmp_path):
     data_dir = tmp_path / "data"
     first = Stack(tmp_path, data_dir, free_port(), "first")
     try:
@@ -172,9 +176,14 @@ def test_a_second_stack_refuses_and_a_killed_stack_takes_its_children_down(tmp_p
     finally:
         first.kill_all()
     assert "SIGTERM: stopping gracefully" in first.output(), "the pipeline drained, told by the parent's death"
-    # Nothing stopped the servers (the killed stack could not): the next start joins them; here a user stops them.
-    assert all(alive(pid) for pid in servers)
-    stop_servers(data_dir, servers)
+    # The killed stack could not stop its servers: its reaper does, once the children have drained, and says so.
+    stopped = wait_until(lambda: not any(alive(pid) for pid in servers), 120)
+    if not stopped:
+        stop_servers(data_dir, servers)
+    assert stopped, f"the embedded servers outlived the killed stack:\n{first.output()[-3000:]}"
+    postgres, redis = servers
+    said = f"make run (pid {first.proc.pid}) was killed; stopping the embedded PostgreSQL (pid {postgres}) and the "
+    assert said + f"embedded Redis (pid {redis}) it had started." in first.output()
 
 
 @pytest.mark.slow
@@ -196,6 +205,53 @@ def test_a_stack_that_fails_never_stops_servers_it_did_not_start(tmp_path):
         finally:
             stack.kill_all()
         assert "pipeline exited with status" in stack.output(), stack.output()[-3000:]
+        postgres, redis = servers
+        reused = (
+            f"reusing embedded servers left running by an earlier stack (postgresql pid {postgres}, redis pid {redis})"
+        )
+        assert reused in stack.output()
         assert all(alive(pid) for pid in servers), "a failed stack stopped servers it had not started"
         assert conn.execute("SELECT 1").fetchone() == (1,)
     stop_servers(data_dir, servers)
+
+
+BANNER = "EigenFlux is running (Ctrl-C stops everything)."
+
+
+@pytest.mark.slow
+def test_a_model_that_cannot_work_is_said_at_start_in_readyz_and_to_the_waiting_items_author(tmp_path):
+    """The banner comes last, after the pipeline is ready; the settings listing is in a file, not on the screen; a
+    model endpoint that refuses connections is named at start, and once the pipeline's model breaker opens on a
+    published item, /readyz says `degraded` and the item's author reads why it waits."""
+    data_dir = tmp_path / "data"
+    bogus = {"LLM_API_KEY": "sk-bogus", "LLM_BASE_URL": "http://127.0.0.1:9/v1", "LLM_TIMEOUT": "2"}
+    stack = Stack(tmp_path, data_dir, free_port(), "bogus", **bogus, LLM_MAX_RETRIES="0")
+    try:
+        stack.wait_started(until=(BANNER,))
+        output = stack.output()
+        assert "make run: the model endpoint is unreachable" in output, output[-3000:]
+        assert "analyzer   openai (main, safety, embedding): gpt-4.1-mini" in output
+        banner = output[output.index("pipeline ready:") :]
+        assert BANNER in banner and "run_pipeline: ready" not in banner, "the banner is printed last"
+        assert (
+            "PIPELINE_CONCURRENCY" not in output
+            and "PIPELINE_CONCURRENCY = " in (data_dir / "pipeline-settings.txt").read_text()
+        )
+        token = re.search(r"demo agent token \(new each start\): (\S+)", output)[1]
+        web = f"http://127.0.0.1:{stack.port}"
+        published = httpx.post(
+            f"{web}/api/v1/items/publish",
+            headers={"Authorization": f"Bearer {token}"},
+            json={"content": "Weekend bike repair workshop in the old market hall, bring your own tube."},
+            timeout=30,
+        )
+        assert published.status_code in (200, 201, 202), published.text
+        item_id = published.json()["item_id"]
+        assert wait_until(lambda: httpx.get(f"{web}/readyz", timeout=10).json()["status"] == "degraded", 120), (
+            stack.output()[-3000:]
+        )
+        item = httpx.get(f"{web}/api/v1/items/{item_id}", headers={"Authorization": f"Bearer {token}"}, timeout=10)
+        assert item.json()["status"] in ("pending", "processing")
+        assert "model endpoint is failing" in item.json()["status_detail"]
+    finally:
+        stack.kill_all()

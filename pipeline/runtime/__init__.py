@@ -4,7 +4,7 @@ runs them."""
 from pipeline.runtime.consumer import Consumer, register, registry
 from pipeline.runtime.dead_lettering import GiveUp
 from pipeline.runtime.errors import DeadLetterNow, LeaseLost, NothingToDo, RetryLater
-from pipeline.runtime.event import Event, Lease, consume_once, use_consumed_events
+from pipeline.runtime.event import Event, Lease, consume_once, declare_stream_types, use_consumed_events
 from pipeline.runtime.retry import RetryPolicy
 
 __all__ = [
@@ -18,6 +18,7 @@ __all__ = [
     "RetryLater",
     "RetryPolicy",
     "consume_once",
+    "declare_stream_types",
     "register",
     "registry",
     "use_consumed_events",

@@ -26,7 +26,9 @@ class Consumer:
     retry_policy (a RetryPolicy; default exponential backoff from the settings), start_id (where a newly
     created group starts: "0" = every entry already in the stream, "$" = only new ones),
     dead_letter_stream (False: `on_dead_letter` is the entry's final destination and nothing is written to
-    `{<stream>}:dlq`; for the dead-letter archiver itself, whose own letters nothing would read).
+    `{<stream>}:dlq`; for the dead-letter archiver itself, whose own letters nothing would read), ignores (the
+    types its stream carries that this group leaves to the others: acknowledged unhandled, as is any declared
+    type of the stream it lists in neither set; declaring them records the decision, which a test checks).
     """
 
     name: ClassVar[str]
@@ -41,6 +43,7 @@ class Consumer:
     retry_policy: ClassVar[RetryPolicy | None] = None
     start_id: ClassVar[str] = "0"
     dead_letter_stream: ClassVar[bool] = True
+    ignores: ClassVar[frozenset[str]] = frozenset()
 
     def warm_up(self) -> None:
         """Loads what handle() would load on its first call (models, dictionaries): run once when the consumer starts,
@@ -105,6 +108,9 @@ def register(cls: type[Consumer]) -> type[Consumer]:
     if isinstance(cls.event_types, str) or not all(isinstance(t, str) for t in cls.event_types):
         raise TypeError(f"consumer {cls.__qualname__}.event_types must be a set of type strings")
     cls.event_types = frozenset(cls.event_types)
+    cls.ignores = frozenset(cls.ignores)
+    if cls.event_types & cls.ignores:
+        raise TypeError(f"consumer {cls.__qualname__} both handles and ignores {sorted(cls.event_types & cls.ignores)}")
     if cls.handle is Consumer.handle:
         raise TypeError(f"consumer {cls.__qualname__} must implement handle(event)")
     existing = _REGISTRY.get(cls.name)

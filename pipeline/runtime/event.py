@@ -121,6 +121,31 @@ class MalformedEntry(ValueError):
     """The stream entry is not a valid envelope for this consumer (dead-lettered as permanent)."""
 
 
+class NotHandled(Exception):
+    """A well-formed entry of a type its stream carries (declare_stream_types) that this group does not handle:
+    acknowledged and counted, never dead-lettered."""
+
+    def __init__(self, event_type: str) -> None:
+        super().__init__(event_type)
+        self.event_type = event_type
+
+
+# The event types each stream may carry, handed in by the application at start-up (declare_stream_types).
+_stream_types: dict[str, frozenset[str]] = {}
+
+
+def declare_stream_types(types_by_stream: dict[str, frozenset[str]]) -> None:
+    """The registry of event types per stream. A group meeting a registered type it does not handle acknowledges
+    it (NotHandled); a type registered nowhere on the stream is malformed, as is everything on a stream not
+    declared here."""
+    _stream_types.update({stream: frozenset(types) for stream, types in types_by_stream.items()})
+
+
+def stream_types(stream: str) -> frozenset[str]:
+    """The event types declared for `stream` (empty when none were)."""
+    return _stream_types.get(stream, frozenset())
+
+
 def parse_entry(
     *,
     stream: str,
@@ -144,7 +169,9 @@ def parse_entry(
     if not isinstance(data, dict):
         raise MalformedEntry(f"data must be a JSON object, got {type(data).__name__}")
     if fields["type"] not in event_types:
-        raise MalformedEntry(f"unknown type {fields['type']!r} for group {group}")
+        if fields["type"] in stream_types(stream):
+            raise NotHandled(fields["type"])
+        raise MalformedEntry(f"unknown type {fields['type']!r} on stream {stream} (group {group})")
     return Event(
         stream=stream,
         group=group,

@@ -17,6 +17,11 @@ HANDLE_SECONDS = Histogram(
     ["stream", "group"],
     buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
 )
+NOT_HANDLED = Counter(
+    "eigenflux_pipeline_events_not_handled_total",
+    "Entries of a type their stream carries that the group does not handle: acknowledged, never dead-lettered.",
+    ["stream", "group", "type"],
+)
 RETRIES = Counter("eigenflux_pipeline_retries_total", "Deliveries scheduled for retry.", ["stream", "group"])
 DEAD_LETTERS = Counter(
     "eigenflux_pipeline_dead_letters_total", "Entries dead-lettered.", ["stream", "group", "error_class"]

@@ -79,6 +79,20 @@ def stuck_breakers(status: dict[str, Any]) -> dict[str, float]:
     return {name: float(age) for name, age in ages.items() if isinstance(age, int | float) and age >= limit}
 
 
+def open_dependencies(statuses: list[dict[str, Any]]) -> dict[str, float]:
+    """The dependencies whose circuit breaker is not closed in any of the reported consumers: dependency -> the
+    longest it has been open, in seconds."""
+    opened: dict[str, float] = {}
+    for status in statuses:
+        ages = status.get("breakers_open_seconds")
+        if not isinstance(ages, dict):
+            continue
+        for name, age in ages.items():
+            if isinstance(age, int | float):
+                opened[name] = max(opened.get(name, 0.0), float(age))
+    return opened
+
+
 def stuck_problems(status: dict[str, Any]) -> list[str]:
     """The same, as the problems the health page and the readiness probes name."""
     return [f"{name} breaker open {age:.0f}s" for name, age in sorted(stuck_breakers(status).items())]

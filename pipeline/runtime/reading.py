@@ -19,11 +19,11 @@ from typing import Any
 import redis
 from django.db import connection
 
-from pipeline.runtime import dependencies
+from pipeline.runtime import dependencies, instruments
 from pipeline.runtime.breaker import State
 from pipeline.runtime.deliveries import Delivery
 from pipeline.runtime.entries import RawFields, UndecodableEntry, decode_fields
-from pipeline.runtime.event import Lease, MalformedEntry
+from pipeline.runtime.event import Lease, MalformedEntry, NotHandled
 from pipeline.runtime.membership import error_text
 from pipeline.runtime.naming import text
 from pipeline.runtime.wiring import Shared
@@ -159,6 +159,12 @@ class Reader:
                 delivery_count=count,
                 lease=lease,
             )
+        except NotHandled as exc:
+            # An event its stream carries that this group leaves to the others: acknowledged, counted, done.
+            log.debug("%s: %s is not handled by %s; acknowledged", member.name, exc.event_type, member.group)
+            instruments.NOT_HANDLED.labels(member.stream, member.group, exc.event_type).inc()
+            self.acker.put(message_id)
+            return
         except MalformedEntry as exc:
             log.warning("%s: malformed entry %s: %s", member.name, message_id, exc)
             self.scheduler.enqueue(self._malformed(message_id, raw, count, f"malformed: {exc}", fields), parked)

@@ -96,6 +96,7 @@ class ConsumerRunner:
         self.breaker_stuck_seconds = settings.PIPELINE_BREAKER_STUCK_SECONDS
         self._stuck_logged: set[str] = set()
         self.loops = Loops(self.name, on_error=self._loop_error)
+        self.warmed = threading.Event()  # set once the consumer's warm-up is over (start())
         self._stopping = threading.Event()  # stop reading and starting handlers
         self._keeper_wake = threading.Event()
         self._worker_names: list[str] = []
@@ -134,8 +135,8 @@ class ConsumerRunner:
 
     def start(self) -> None:
         self.ensure_group()
-        log.info("consumer %s on %s/%s (concurrency %s)", self.name, self.stream, self.group, self.concurrency)
-        warmed = self._start_warm_up()
+        log.debug("consumer %s on %s/%s (concurrency %s)", self.name, self.stream, self.group, self.concurrency)
+        self.warmed = warmed = self._start_warm_up()
         self.loops.start(
             "reader", self._after(warmed, "reader", lambda: self.reader.loop(lambda: self.loops.tick("reader")))
         )

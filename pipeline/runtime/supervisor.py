@@ -80,6 +80,13 @@ class Supervisor:
                 instruments.RUNNING_CONSUMERS.labels(runner.stream, runner.group).set(1)
             for service in self.services:
                 self._spawn(service.name, functools.partial(service.run, self._service_stop))
+            concurrency = sorted({runner.concurrency for runner in self._started})
+            log.info(
+                "%d consumers started (concurrency %s): %s",
+                len(self._started),
+                ", ".join(map(str, concurrency)),
+                ", ".join(runner.consumer.name for runner in self._started),
+            )
             if self.burst:
                 self._wait_until_drained()
             else:
@@ -128,7 +135,9 @@ class Supervisor:
         services = {name: thread.is_alive() for name, thread in self._named_threads().items()}
         ready = not self.failure and all(services.values()) and not any(c["problems"] for c in consumers)
         body = {"status": "ok" if ready else "unavailable", "failure": self.failure, "services": services}
-        return ready, {**body, "consumers": consumers}
+        # Ready meanwhile (every loop turns), but not yet claiming: `make run` waits for this list to empty.
+        warming = [runner.consumer.name for runner in self._started if not runner.warmed.is_set()]
+        return ready, {**body, "warming_up": warming, "consumers": consumers}
 
     def _named_threads(self) -> dict[str, threading.Thread]:
         return {thread.name: thread for thread in self._threads}

@@ -128,8 +128,9 @@ def seed() -> dict:
     from items.services.blacklist import blacklist_keyword_create
     from items.services.publish import item_publish
     from pipeline.consumers.dead_letter_archive import dlq_archive_drain
-    from pipeline.models import LLMCall
+    from pipeline.models import DeadLetter, LLMCall
     from pipeline.runtime.dead_lettering import dead_letter
+    from tests.e2e.seeded_decisions import seeded_decisions
 
     author = agent_create(name="GPU broker")
     texts = [
@@ -170,6 +171,7 @@ def seed() -> dict:
         reason="content_evaluation",
         processed_at=now,
         analyzer="local",
+        safety_risk=0.05,
         summary="Free A100 GPU hours for OSS training",
         quality=0.15,
         group_id=items[0].pk,
@@ -179,19 +181,12 @@ def seed() -> dict:
     ProcessedItem.objects.filter(pk=items[5].pk).update(
         **held, summary="Members-only trading signal group", quality=0.6, safety_risk=0.48
     )
-    ProcessedItem.objects.filter(pk=items[6].pk).update(**held, summary="GPU prices moving", quality=0.25)
-    decisions = [
-        (items[5], "review", "held", "safety_risk", "safety risk 0.48 >= 0.35", ""),
-        (items[6], "review", "held", "borderline_quality", "quality 0.25 below 0.30", ""),
-        (items[3], "blacklist", "discarded", "", "matched keyword 'crypto giveaway'", ""),
-        (items[4], "safety", "passed", "none", "", "local"),
-        (items[4], "quality", "discarded", "low_quality", "quality 0.15 below threshold 0.2", "local"),
-        (items[0], "safety", "passed", "none", "", "local"),
-        (items[0], "extraction", "completed", "", "", "local"),
-    ]
-    for item, stage, verdict, category, reason, model in decisions:
+    ProcessedItem.objects.filter(pk=items[6].pk).update(
+        **held, summary="GPU prices moving", quality=0.25, safety_risk=0.05
+    )
+    for item_index, stage, verdict, category, reason, model in seeded_decisions():
         ModerationDecision.objects.create(
-            item_id=item.pk,
+            item_id=items[item_index].pk,
             actor="pipeline",
             stage=stage,
             verdict=verdict,
@@ -242,7 +237,8 @@ def seed() -> dict:
     moderator.groups.add(Group.objects.get(name="moderators"))
     browser = Client()
     browser.force_login(moderator)
-    return {"session": browser.cookies["sessionid"].value, "item": items[4].pk}
+    letter = DeadLetter.objects.get().pk
+    return {"session": browser.cookies["sessionid"].value, "item": items[4].pk, "held": items[5].pk, "letter": letter}
 
 
 def add_dead_letter() -> None:
@@ -340,6 +336,8 @@ def main() -> int:
         tools.call("Network.enable")
         tools.call("Network.setCookie", name="sessionid", value=seeded["session"], domain="127.0.0.1", path="/")
 
+        from tests.e2e.review_queue_check import dead_letter_page, item_outcome, review_queue
+
         print("pages, logged in as a moderator:")
         tools.open(f"{base}/admin/items/processeditem/")
         assert tools.evaluate("document.querySelectorAll('#result_list tbody tr').length") == 7, "items list"
@@ -352,15 +350,17 @@ def main() -> int:
         heights = tools.evaluate("[...document.querySelectorAll('#content h2')].map(h => h.offsetHeight)")
         assert heights and max(heights) < 60, f"item page: a heading is {max(heights)} px high"
         assert tools.evaluate("!document.querySelector('.submit-row')"), "item page: an empty submit row"
+        no_dash = "![...document.querySelectorAll('.readonly')].some(f => f.textContent.trim() === '-')"
+        assert tools.evaluate(no_dash), "item page: a field shown as '-'"
         tools.screenshot(args.out / "item-detail.png")
-
-        from tests.e2e.review_queue_check import review_queue
+        item_outcome(tools, base, seeded["held"], args.out / "item-held.png")
 
         review_queue(tools, base, args.out / "review-queue.png")
 
         tools.open(f"{base}/admin/pipeline/deadletter/")
         assert tools.evaluate("document.querySelectorAll('#result_list tbody tr').length") == 1, "dead letters"
         tools.screenshot(args.out / "dead-letters.png")
+        dead_letter_page(tools, base, seeded["letter"], args.out / "dead-letter-detail.png")
 
         tools.open(f"{base}/admin/pipeline/llmcall/prompts/")
         tools.screenshot(args.out / "prompts.png")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -24,6 +25,7 @@ from tests.items.test_ws_auth import _fresh_channel_layer, close_connections, so
 pytestmark = pytest.mark.django_db(transaction=True)
 SEEKS = basis(5)  # what the matching readers seek; an item along it matches them
 ELSEWHERE = basis(200)
+MATCH_LOG = "items.services.match_push"
 
 
 def online(agent: Agent) -> Agent:
@@ -150,3 +152,74 @@ def test_with_nobody_online_a_push_reads_nothing_from_the_database():
     assert len(queries) == 0  # no read of the item, no search for candidates
     wanted = online(reader_with(seeks_vector=SEEKS))
     assert anyone_online() and push(created) == [wanted.pk]
+
+
+def decisions_logged(caplog) -> tuple[list[str], dict[int, str]]:
+    """The INFO lines match push wrote, and the reason its DEBUG line gave for each agent."""
+    lines = [r.getMessage() for r in caplog.records if r.name == MATCH_LOG and r.levelno == logging.INFO]
+    reasons = {r.agent_id: r.match_push for r in caplog.records if r.name == MATCH_LOG and r.levelno == logging.DEBUG}
+    return lines, reasons
+
+
+def test_every_decision_is_logged_with_its_reason(caplog):
+    caplog.set_level(logging.DEBUG, logger=MATCH_LOG)
+    wanted = online(reader_with(seeks_vector=SEEKS))
+    reader_with(seeks_vector=SEEKS)  # offline: only counted
+    author = online(reader_with(seeks_vector=SEEKS))
+    far = online(reader_with(seeks_vector=ELSEWHERE))
+    opted_out = online(reader_with(seeks_vector=SEEKS))
+    client_settings_update(agent=opted_out, match_push=False)
+    inactive = online(reader_with(seeks_vector=SEEKS))
+    Agent.objects.filter(pk=inactive.pk).update(is_active=False)
+    created = matching_item(author=author)
+    assert push(created) == [wanted.pk]
+    [line], reasons = decisions_logged(caplog)
+    assert reasons == {
+        wanted.pk: "pushed",
+        author.pk: "author",
+        far.pk: "profile_too_far",
+        opted_out.pk: "match_push_off",
+        inactive.pk: "inactive",
+    }
+    assert f"match push of item {created.pk} (info, against readers' seeks): pushed to agent(s) [{wanted.pk}]" in line
+    for reason, agent in (("author", author), ("profile_too_far", far), ("match_push_off", opted_out)):
+        assert f"{reason} agent(s) [{agent.pk}]" in line
+    assert line.endswith("1 near profile(s) offline")
+
+    caplog.clear()
+    assert push(created, event="redelivered") == []
+    [line], reasons = decisions_logged(caplog)
+    assert reasons[wanted.pk] == "already_pushed" and f"already_pushed agent(s) [{wanted.pk}]" in line
+
+
+def test_a_push_below_the_threshold_or_over_the_hourly_limit_says_so(caplog, settings):
+    caplog.set_level(logging.DEBUG, logger=MATCH_LOG)
+    reader = online(reader_with(seeks_vector=SEEKS))
+    settings.MATCH_PUSH_THRESHOLD = 100.0
+    assert push(matching_item()) == []
+    [line], reasons = decisions_logged(caplog)
+    assert reasons == {reader.pk: "below_threshold"} and f"not pushed: below_threshold agent(s) [{reader.pk}]" in line
+    [debug] = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG]
+    assert "< MATCH_PUSH_THRESHOLD 100" in debug
+
+    caplog.clear()
+    settings.MATCH_PUSH_THRESHOLD, settings.MATCH_PUSH_PER_HOUR = 0.0, 1
+    assert push(matching_item()) == [reader.pk]
+    assert push(matching_item()) == []
+    assert "rate_limited" in decisions_logged(caplog)[0][-1]
+
+
+def test_a_push_that_stops_before_any_agent_says_why(caplog, settings):
+    caplog.set_level(logging.INFO, logger=MATCH_LOG)
+    vague = matching_item(quality=0.3)
+    assert push(vague) == []  # nobody online yet
+    online(reader_with(seeks_vector=SEEKS))
+    assert push(vague) == []
+    settings.MATCH_PUSH_PER_HOUR = 0
+    assert push(vague) == []
+    lines, _ = decisions_logged(caplog)
+    assert lines == [
+        f"match push of item {vague.pk}: nobody, no agent has a WebSocket open",
+        f"match push of item {vague.pk}: nobody, its quality 0.30 is below FEED_MIN_QUALITY (0.5)",
+        f"match push of item {vague.pk}: nobody, match push is off (MATCH_PUSH_PER_HOUR=0)",
+    ]

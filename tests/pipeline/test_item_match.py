@@ -48,6 +48,19 @@ def test_the_consumer_pushes_once_and_says_when_there_is_nothing_to_do():
         handle(completed(item(embedding=basis(250), quality=0.9)))  # nobody's match
 
 
+def test_a_replayed_completion_pushes_nothing_and_says_so(caplog):
+    import dataclasses
+
+    online(reader_with(seeks_vector=SEEKS))
+    created = item(embedding=SEEKS, quality=0.9)
+    event = dataclasses.replace(outbox_stream_event(completed(created), group=ItemMatchConsumer.group), replay=True)
+    with caplog.at_level("INFO", logger="items.services.match_push"), pytest.raises(NothingToDo):
+        ItemMatchConsumer().handle(event)
+    assert [r.getMessage() for r in caplog.records if r.name == "items.services.match_push"] == [
+        f"match push of item {created.pk}: nobody, the completion is a replay (old news)"
+    ]
+
+
 def test_an_event_without_an_item_id_is_dead_lettered():
     created = item(embedding=SEEKS)
     with pytest.raises(DeadLetterNow):

@@ -16,7 +16,7 @@ import numpy as np
 
 DIMENSIONS = 1 << 16
 # 400 full-batch steps: at 120 the safety model's fit had not converged (a probe set written apart from the
-# training data, docs/model-layer.md, blocked fewer of its unsafe posts).
+# training data, docs/benchmarks.md, blocked fewer of its unsafe posts).
 EPOCHS = 400
 STEP = 4.0
 L2 = 1e-3
@@ -78,7 +78,7 @@ def balanced_weights(target: np.ndarray, chosen: np.ndarray, groups: np.ndarray 
     """Each chosen row's weight: each class sums to one half. With `groups` (a language per row), a group's rows
     of either class weigh in proportion to the group's share of all chosen rows, so that neither class borrows a
     language's features: with global balancing alone, ordinary Chinese and Japanese posts added to the training
-    file thinned the ordinary English posts' weight and English commerce read as unsafe (docs/model-layer.md,
+    file thinned the ordinary English posts' weight and English commerce read as unsafe (docs/benchmarks.md,
     "A seventh pass"). Without `groups` every row is of one group: the classes are balanced globally."""
     groups = np.zeros(len(target)) if groups is None else groups
     weight = np.zeros(len(target))

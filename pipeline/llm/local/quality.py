@@ -78,7 +78,7 @@ MAX_TECH_TERMS = 2
 LEARNED_BAIT_THRESHOLD = 0.6
 LEARNED_BAIT_SURE = 0.9
 # From this probability, with bait a phrase list names as well, the model's weight adds to the named bait's
-# instead of topping it up (docs/model-layer.md, "A sixth pass, the safe side and spam").
+# instead of topping it up (docs/benchmarks.md, "A sixth pass, the safe side and spam").
 LEARNED_BAIT_AGREES = 0.85
 
 _CJK_CHAR = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}]")

@@ -56,7 +56,7 @@ _HAN = regex.compile(r"\p{Han}")
 # Four and five letters of a word (with its edges), not three and four: English reads worse than Chinese and
 # Japanese (cross-validated on the training file, AUC of unsafe against the rest 0.89 in English, 0.97 in the
 # others), and three letters ("ing", " co") are shared by every kind of post. With four and five, English AUC
-# 0.893 -> 0.906, Chinese and Japanese within 0.003 (docs/model-layer.md, "A fourth pass").
+# 0.893 -> 0.906, Chinese and Japanese within 0.003 (docs/benchmarks.md, "A fourth pass").
 LATIN_GRAMS = (4, 5)
 
 

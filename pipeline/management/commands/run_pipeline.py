@@ -6,6 +6,7 @@ import logging
 import os
 import re
 import signal
+from pathlib import Path
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
@@ -48,6 +49,12 @@ class Command(BaseCommand):
         parser.add_argument(
             "--metrics-host", default=None, help="address the metrics port binds to (default PIPELINE_METRICS_HOST)"
         )
+        parser.add_argument(
+            "--settings-file",
+            default=None,
+            metavar="PATH",
+            help="write the start-up settings listing to PATH (mode 0600) instead of the output (make run does)",
+        )
 
     def handle(self, *args, **options):
         tracing.setup("relay" if options["relay_only"] else "pipeline")
@@ -71,7 +78,7 @@ class Command(BaseCommand):
 
         port = settings.PIPELINE_METRICS_PORT if options["metrics_port"] is None else options["metrics_port"]
         host = options["metrics_host"] or settings.PIPELINE_METRICS_HOST
-        self._banner(names, options, relay, port)
+        self._list_settings(names, options, relay, port)
         consumers = [available[name] for name in names]
         supervisor = Supervisor(
             consumers,
@@ -102,7 +109,7 @@ class Command(BaseCommand):
             # A loop thread died: exit non-zero so the process supervisor (systemd, Kubernetes...) restarts us.
             raise CommandError(supervisor.failure or "a pipeline loop died", returncode=status)
 
-    def _banner(self, names, options, relay, port) -> None:
+    def _list_settings(self, names, options, relay, port) -> None:
         shown = {
             "consumers": ", ".join(names) or "(none)",
             "relay": relay,
@@ -116,11 +123,16 @@ class Command(BaseCommand):
             if name.startswith(_SHOWN_PREFIXES) or (name == "SECRET_KEY"):
                 shown[name] = value
         masked = {name: mask(name, value) for name, value in shown.items()}
-        if settings.LOG_FORMAT == "json":
+        listing = "run_pipeline settings:\n" + "".join(f"  {name} = {value}\n" for name, value in masked.items())
+        if options["settings_file"]:
+            path = Path(options["settings_file"])
+            path.unlink(missing_ok=True)
+            with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as fh:
+                fh.write(listing)
+            log.info("run_pipeline settings written to %s", path)
+        elif settings.LOG_FORMAT == "json":
             # One JSON line like every other, for the log shipper.
             log.info("run_pipeline settings", extra={"settings": masked})
-            return
-        self.stdout.write("run_pipeline settings:")
-        for name, value in masked.items():
-            self.stdout.write(f"  {name} = {value}")
-        self.stdout.flush()
+        else:
+            self.stdout.write(listing, ending="")
+            self.stdout.flush()

@@ -60,17 +60,25 @@ def test_a_safe_verdict_with_a_middling_risk_is_held_once(fake_llm, thresholds):
 
     item = ProcessedItem.objects.get(pk=pk)
     assert (item.status, item.safety_risk) == (ItemStatus.REVIEW, 0.6)
-    assert item.summary and item.keywords and item.suggestion  # extracted: a moderator's approve publishes it
+    assert item.summary and item.keywords  # extracted: a moderator's approve publishes it
+    assert (item.suggestion, item.suggested_at) == ("", None)  # asked for on approval, not for a held item
     assert item.search_vector is None  # written on approval
     assert held_lines(pk) == [("pipeline", "held", "safety_risk")]
-    assert "0.60" in ModerationDecision.objects.get(item_id=pk, stage=DecisionStage.REVIEW).reason
+    held = ModerationDecision.objects.get(item_id=pk, stage=DecisionStage.REVIEW).reason
+    assert held == "risk 0.60 is in the review band 0.35 to 1.00 (REVIEW_SAFETY_RISK 0.35)"
+    # The safety step's own line says the same: not a pass.
+    safety_line = ModerationDecision.objects.get(item_id=pk, stage=DecisionStage.SAFETY)
+    assert (safety_line.verdict, safety_line.reason) == (
+        "uncertain",
+        "risk 0.60, in the review band 0.35 to 1.00 (REVIEW_SAFETY_RISK)",
+    )
     assert outcomes(pk) == [ITEM_HELD]
 
     with pytest.raises(NothingToDo):  # redelivered: a checkpoint, nothing more
         run_once(pk)
     assert held_lines(pk) == [("pipeline", "held", "safety_risk")]
     assert outcomes(pk) == [ITEM_HELD]
-    assert {task: fake_llm.count(task) for task in TASKS} == dict.fromkeys(TASKS, 1)
+    assert {task: fake_llm.count(task) for task in TASKS} == {**dict.fromkeys(TASKS, 1), "suggest_action": 0}
 
 
 @pytest.mark.django_db(transaction=True)
@@ -119,12 +127,13 @@ def test_a_held_item_takes_no_more_transactions_than_an_accepted_one(fake_llm, t
 
 @pytest.mark.slow
 def test_a_pipeline_killed_before_the_hold_holds_the_item_once(fake_llm, run_pipeline, redis_client):
-    """Killed with SIGKILL after the safety checkpoint (its risk with it) while the suggestion is asked for; the
-    entry, delivered again, reuses the checkpoints and holds the item once, with one history line."""
+    """Killed with SIGKILL after the safety checkpoint (its risk with it) while the extraction is asked for; the
+    entry, delivered again, reuses the checkpoints and holds the item once, with one history line (and asks for
+    no suggestion: a held item gets one when a moderator approves it)."""
     author, _ = make_agent()
     pk = make_item(author, "Join our members-only trading signal group, first week free.").pk
     fake_llm.script("safety", safety(0.5))
-    fake_llm.script("suggest_action", Fault.stall(60))  # the first suggestion never answers
+    fake_llm.script("process_item", Fault.stall(60))  # the first extraction never answers
     env = {
         **fake_llm.env(),
         "PIPELINE_EXTRA_CONSUMER_MODULES": ENRICHMENT_MODULES,
@@ -134,7 +143,7 @@ def test_a_pipeline_killed_before_the_hold_holds_the_item_once(fake_llm, run_pip
         "REVIEW_SAFETY_RISK": "0.35",
     }
     first = run_pipeline("--consumer", "item-publish", "--no-housekeeping", env=env)
-    wait_for(lambda: fake_llm.count("suggest_action") == 1, 60, message="the suggestion asked for")
+    wait_for(lambda: fake_llm.count("process_item") == 1, 60, message="the extraction asked for")
     assert ProcessedItem.objects.get(pk=pk).safety_risk == 0.5  # the risk was checkpointed with the safety pass
     kill_then_reclaim(first, run_pipeline, redis_client, env)
 
@@ -145,8 +154,8 @@ def test_a_pipeline_killed_before_the_hold_holds_the_item_once(fake_llm, run_pip
     assert {task: fake_llm.count(task) for task in TASKS} == {
         "embed": 1,
         "safety": 1,
-        "process_item": 1,
-        "suggest_action": 2,
+        "process_item": 2,
+        "suggest_action": 0,
     }
     assert pending_entries(redis_client) == []  # acknowledged: nothing left to deliver
 
@@ -161,8 +170,8 @@ def test_a_pipeline_killed_before_the_hold_holds_the_item_once(fake_llm, run_pip
     assert {task: fake_llm.count(task) for task in TASKS} == {
         "embed": 1,
         "safety": 1,
-        "process_item": 1,
-        "suggest_action": 2,
+        "process_item": 2,
+        "suggest_action": 0,
     }
 
 

@@ -31,7 +31,7 @@ _DISCARD_CLASS = {
     "error_page": "error_page",
     "malicious": "injection",
 }
-# Floors a change to the heuristics must not break (measured values are in the model-layer report).
+# Floors a change to the heuristics must not break (measured values are in docs/benchmarks.md).
 CLASS_FLOOR = {
     "normal": 0.9,
     "spam": 0.8,

@@ -1,4 +1,4 @@
-"""Spam bait that the learned safety layers block with no category word of the rules (docs/model-layer.md, "Spam
+"""Spam bait that the learned safety layers block with no category word of the rules (docs/benchmarks.md, "Spam
 bait blocked by the learned layers is named fraud"): the block stands, under the fraud flag (a scam's), not the
 category the layers find nearest (malware for "make money fast, click here"); with a category word, the category's
 flag stands."""

@@ -1,4 +1,4 @@
-"""The safe side of the local safety check on unseen text (docs/model-layer.md, "The safe side on unseen text"): a
+"""The safe side of the local safety check on unseen text (docs/benchmarks.md, "The safe side on unseen text"): a
 word's benign setting defuses its own category (a process for "kill", a licence for "rifle"), reports and help for
 victims in three languages pass, a first-person offer stays blocked whatever defusing word the post also carries,
 and a scam named in a warning is not easy-money bait. Every text here was written for this test: none is in a

@@ -1,5 +1,5 @@
 """Unsafe posts said in everyday words, with no lexicon word: both learned layers agree, neither is sure alone
-(docs/model-layer.md, "Both learned layers agree"); minors named by an age limit; spam said in other words. Every
+(docs/benchmarks.md, "Both learned layers agree"); minors named by an age limit; spam said in other words. Every
 text here was written for this test: none is in a labelled set or a training file."""
 
 from __future__ import annotations

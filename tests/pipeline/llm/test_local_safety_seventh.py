@@ -1,4 +1,4 @@
-"""The seventh safety pass, the unsafe side (docs/model-layer.md, "A seventh pass, the unsafe side: ..."): word
+"""The seventh safety pass, the unsafe side (docs/benchmarks.md, "A seventh pass, the unsafe side: ..."): word
 families the category rules lacked, each a term with its own cue rather than a sentence: coached starving (calories,
 weigh-ins with a punishment or a kick), documents held until a debt is worked off, a rival's site knocked offline,
 a con on old people with a script, arson and swatting threats against a person or a place, and the crypter, combo

@@ -1,4 +1,4 @@
-"""The sixth safety pass (docs/model-layer.md, "A sixth pass: everyday wording and Japanese slang"): unsafe posts in
+"""The sixth safety pass (docs/benchmarks.md, "A sixth pass: everyday wording and Japanese slang"): unsafe posts in
 everyday English, Chinese and Japanese slang, and Japanese written in half-width or spaced-out kana, are blocked by
 the category rules; a detection or defence word that the post sets out to get past or poses as ("must pass
 Defender", ポリ対策, "as their bank security team", 防止跑路) no longer defuses it. Every text here was written for this

@@ -1,4 +1,4 @@
-"""The seventh pass (docs/model-layer.md, "A seventh pass, ordinary posts"): the n-gram safety classifier balances
+"""The seventh pass (docs/benchmarks.md, "A seventh pass, ordinary posts"): the n-gram safety classifier balances
 its classes within each language, so ordinary posts added in one language do not thin another language's ordinary
 posts; short ordinary sales, gigs and pickups with payment terms (cash, transfer, deposit, paid on the day) are
 published. Every text here was written for this test: none is in a labelled, fresh, probe or training file."""
@@ -58,7 +58,7 @@ ORDINARY = [
     "找人帮忙装修刷墙，两个房间，按天结算工钱。",
     "同城跑腿送文件，下午要送到，价格按距离算，扫码付。",
     "ドラムセットを売ります。ほとんど使っていません。受け取り時に現金で。",
-    # The sixth pass's known miss (docs/model-layer.md), discarded on the blend alone before.
+    # The sixth pass's known miss (docs/benchmarks.md), discarded on the blend alone before.
     "車を売ります。現金一括でお願いします。",
 ]
 

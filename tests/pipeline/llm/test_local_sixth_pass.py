@@ -1,4 +1,4 @@
-"""The sixth pass (docs/model-layer.md, "A sixth pass, the safe side and spam"): news of an attack that asks for
+"""The sixth pass (docs/benchmarks.md, "A sixth pass, the safe side and spam"): news of an attack that asks for
 blood donors, prevention wording that says what a bank never asks, and an overdose first-aid explainer pass; stacked
 bait (easy money and "ask me how", a pump and "before it's too late", quiz and follow bait) is discarded by the spam
 gate rather than held; ordinary posts using the same phrases pass; and the scoped defusers do not unwrap an offer.
