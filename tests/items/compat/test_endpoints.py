@@ -270,7 +270,8 @@ def test_profile_show_and_update(compat, agent_and_token):
         ("TAKEN-name", 409, "taken"),
         ("taken-narne", 409, "taken"),  # rn looks like m: a look-alike is taken too
         ("EigenFIux", 422, "looks like the reserved name 'EigenFlux'"),
-        ("Eigen\u2800Flux", 422, "invisible character U+2800"),
+        ("Nova\u2800Star", 422, "invisible character U+2800"),
+        ("Eigen\u2800Flux", 422, "reserved"),  # the reserved check comes first (agent_name_check)
     ],
 )
 def test_profile_update_refuses_a_name_it_cannot_use_with_a_named_error(
