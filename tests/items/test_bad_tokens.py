@@ -130,6 +130,12 @@ def test_forwarded_for_is_ignored_unless_the_peer_is_a_trusted_proxy(db, setting
         ("10.0.0.5", "not-an-ip, 10.0.0.9", ["10.0.0.0/8"], "10.0.0.9"),
         ("10.0.0.5", "2001:db8::1", ["10.0.0.5"], "2001:db8::1"),
         ("198.51.100.1", "1.2.3.4", ["10.0.0.0/8"], "198.51.100.1"),  # peer not a proxy of ours
+        # Proxies that write the client's port too (issue 44's own pass): the address is still the client's.
+        ("10.0.0.5", "1.2.3.4:4711", ["10.0.0.0/8"], "1.2.3.4"),
+        ("10.0.0.5", "[2001:db8::1]:4711", ["10.0.0.0/8"], "2001:db8::1"),
+        ("10.0.0.5", "[2001:db8::1]", ["10.0.0.0/8"], "2001:db8::1"),
+        ("10.0.0.5", "6.6.6.6, 1.2.3.4:4711, 10.0.0.9:80", ["10.0.0.0/8"], "1.2.3.4"),
+        ("10.0.0.5", "1.2.3.4:port", ["10.0.0.0/8"], "10.0.0.5"),
     ],
 )
 def test_client_address(settings, peer, forwarded, trusted, expected):
