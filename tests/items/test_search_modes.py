@@ -108,8 +108,8 @@ def test_semantic_searches_have_their_own_rate_bucket(fake_llm, settings):
 
 
 def test_a_full_bucket_refuses_a_query_another_agent_cached_like_a_fresh_one(fake_llm, settings):
-    """The cache is shared: were a cached query free, a 200 where a fresh one answers 429 would tell this agent
-    that someone else had searched for that text."""
+    """Were a cached query free, a 200 where a fresh one answers 429 would tell an agent what is cached. The cache
+    is per agent now (test_one_agents_query_does_not_warm_another_agents_cache); the limit stays blind to it."""
     settings.RATE_LIMIT_SEARCH_EMBEDDINGS_PER_MINUTE = 1
     _, spied_on = make_agent()
     assert search(Client(HTTP_AUTHORIZATION=f"Bearer {spied_on}"), "acquire competitor quietly").status_code == 200
