@@ -19,10 +19,10 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.urls import path, re_path  # noqa: E402
 
 from eigenflux.base.bodylimit import BodyLimitASGI  # noqa: E402
+from eigenflux.base.ws_origin import SameOriginOnly  # noqa: E402
 from eigenflux.ws_not_found import websocket_not_found  # noqa: E402
 from items.events_socket import AgentEventsConsumer  # noqa: E402
 from pipeline.health_socket import HealthConsumer  # noqa: E402
@@ -30,8 +30,9 @@ from pipeline.health_socket import HealthConsumer  # noqa: E402
 websocket_urlpatterns = [
     # Agents authenticate with their token (?token=…), not a cookie, so no Origin check is needed.
     path("ws/v1/events", AgentEventsConsumer.as_asgi()),
-    # Cookie-authenticated, so the Origin must be one of ALLOWED_HOSTS (no cross-site socket hijacking).
-    path("ws/admin/health", AllowedHostsOriginValidator(HealthConsumer.as_asgi())),
+    # Cookie-authenticated, so the Origin must be this server's own, scheme, host and port (no cross-site
+    # socket hijacking; eigenflux.base.ws_origin).
+    path("ws/admin/health", SameOriginOnly(HealthConsumer.as_asgi())),
     # Anything else: 404 with the JSON error body (without this route channels raises, a 500).
     re_path(r"", websocket_not_found),  # type: ignore[arg-type]  # channels routes ASGI apps; stubs type views
 ]

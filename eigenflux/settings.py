@@ -271,6 +271,9 @@ WS_AUTH_RECHECK_SECONDS = env_float("WS_AUTH_RECHECK_SECONDS", 30.0, minimum=0.1
 # An agent counts as online (items.presence) while one of its sockets heartbeat within this many seconds; a
 # socket heartbeats at every re-check, so keep this above WS_AUTH_RECHECK_SECONDS.
 WS_PRESENCE_STALE_SECONDS = env_float("WS_PRESENCE_STALE_SECONDS", 90.0, minimum=1.0)
+# At most this many agent WebSockets open at once per agent, over all processes (counted in Redis, items.presence);
+# a few, not one, so that a client reconnecting before the server saw its old socket drop is not refused. 0: none.
+WS_MAX_SOCKETS_PER_AGENT = env_int("WS_MAX_SOCKETS_PER_AGENT", 3, minimum=0)
 
 # Semantic/hybrid search: searches per agent per minute, cached query text or not (charging only new text
 # would tell an agent what others searched for). Cached vectors live this long.
@@ -372,6 +375,12 @@ LOGIN_REQUESTS_PER_IP_PER_HOUR = env_int("LOGIN_REQUESTS_PER_IP_PER_HOUR", 30, m
 # Code attempts (verify calls) for one address over all its challenges and clients: without it, codes from many
 # clients (each challenge allowing LOGIN_CODE_MAX_ATTEMPTS) would multiply the guesses at one address's code.
 LOGIN_CODE_ATTEMPTS_PER_ADDRESS_PER_HOUR = env_int("LOGIN_CODE_ATTEMPTS_PER_ADDRESS_PER_HOUR", 10, minimum=0)
+# ... and per (address, client network), below that ceiling, so that one client cannot spend it and lock the
+# owner out: one code's attempts, leaving the owner at least as many (docs/threat-model.md: the bound on guesses
+# is the ceiling above, whatever this is).
+LOGIN_CODE_ATTEMPTS_PER_ADDRESS_PER_CLIENT_PER_HOUR = env_int(
+    "LOGIN_CODE_ATTEMPTS_PER_ADDRESS_PER_CLIENT_PER_HOUR", 5, minimum=0
+)
 # Outgoing mail (login codes). The console backend prints mails on the web process's stdout.
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
@@ -519,6 +528,9 @@ ADMIN_LOGIN_MAX_FAILURES = env_int("ADMIN_LOGIN_MAX_FAILURES", 5, minimum=0)
 ADMIN_LOGIN_MAX_FAILURES_PER_USERNAME = env_int("ADMIN_LOGIN_MAX_FAILURES_PER_USERNAME", 50, minimum=0)
 ADMIN_LOGIN_MAX_FAILURES_PER_ADDRESS = env_int("ADMIN_LOGIN_MAX_FAILURES_PER_ADDRESS", 20, minimum=0)
 ADMIN_LOGIN_WINDOW_SECONDS = env_int("ADMIN_LOGIN_WINDOW_SECONDS", 900, minimum=1)
+# A moderator who signed in is known this long by a signed cookie in that browser and by that client address:
+# their attempts there count only in their own bucket, never against the ceilings strangers can fill.
+ADMIN_LOGIN_TRUST_DAYS = env_int("ADMIN_LOGIN_TRUST_DAYS", 30, minimum=1)
 # Transient dead letters are requeued automatically at most this many times per chain (0 = never), and
 # only once they are this old (a passing outage is over); permanent ones always wait for a person.
 DEAD_LETTER_AUTO_REQUEUE_MAX = env_int("DEAD_LETTER_AUTO_REQUEUE_MAX", 3, minimum=0)

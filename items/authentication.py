@@ -11,6 +11,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.http import HttpRequest
 
+from eigenflux.base.clientaddr import client_network
 from items.models import Agent
 from items.ratelimit import address_blocked_for, unauthenticated_hit
 from items.selectors import agent_for_token
@@ -40,7 +41,10 @@ def bearer_token(request: HttpRequest) -> str | None:
 
 
 def agent_authenticate(*, token: str | None, address: str) -> Agent:
-    """The active agent holding `token`; raises NotAuthenticated or AddressThrottled."""
+    """The active agent holding `token`; raises NotAuthenticated or AddressThrottled. Failures count per client
+    network (an IPv4 address or an IPv6 /64, as every per-client limit): one host holds a whole /64, and counting
+    its addresses one by one would give it 2**64 budgets."""
+    address = client_network(address)
     blocked = address_blocked_for(address)
     if token_well_formed(token):
         digest = token_hash(token)

@@ -25,7 +25,7 @@ from django.conf import settings
 
 from eigenflux.base.clientaddr import scope_client_address
 from items.authentication import AddressThrottled, NotAuthenticated, agent_authenticate
-from items.presence import presence_heartbeat, presence_leave
+from items.presence import presence_claim, presence_heartbeat, presence_leave
 from items.selectors import agent_for_token
 from items.tokens import token_hash
 
@@ -138,10 +138,13 @@ class AgentEventsConsumer(AsyncJsonWebsocketConsumer):
         assert token is not None  # agent_authenticate refuses a missing token (NotAuthenticated)
         self.token = token
         self.token_hash = token_hash(token)
-        self.group = agent_group(agent.pk)
         self.agent_id = agent.pk
+        if not await self._claimed():
+            limit = settings.WS_MAX_SOCKETS_PER_AGENT
+            message = f"too many open WebSockets for this agent (the limit is {limit}); close one to open another"
+            return await self._refuse(CLOSE_RATE_LIMITED, "rate_limited", message)
+        self.group = agent_group(agent.pk)
         await self.channel_layer.group_add(self.group, self.channel_name)
-        await self._presence(presence_heartbeat)
         self._recheck = asyncio.create_task(self._recheck_loop())
 
     async def _refuse(self, code: int, error: str, message: str) -> None:
@@ -158,6 +161,17 @@ class AgentEventsConsumer(AsyncJsonWebsocketConsumer):
         if group:
             await self.channel_layer.group_discard(group, self.channel_name)
             await self._presence(presence_leave)
+
+    async def _claimed(self) -> bool:
+        """Whether this socket fits in the agent's limit (and is now registered). Without Redis it opens: the
+        limit bounds resources, and a Redis outage must not cut every agent off its events."""
+        try:
+            return await sync_to_async(presence_claim, thread_sensitive=False)(
+                agent_id=self.agent_id, channel=self.channel_name, limit=settings.WS_MAX_SOCKETS_PER_AGENT
+            )
+        except Exception as exc:
+            log.warning("WebSocket limit not applied (presence unavailable: %s)", type(exc).__name__)
+            return True
 
     async def _presence(self, change) -> None:
         """Best effort: without Redis the agent only misses match pushes until its next re-check."""

@@ -631,6 +631,9 @@ class MilestoneRule(models.Model):
             models.UniqueConstraint(fields=["kind", "threshold"], name="milestone_rule_kind_threshold"),
             models.CheckConstraint(condition=models.Q(threshold__gte=1), name="milestone_rule_threshold_positive"),
         ]
+        # The message goes out in the official agent's name: writing it is speaking as that agent, which the
+        # moderators group does not grant (they tune thresholds and switch rules on and off).
+        permissions = [("write_official_text", "Can write text sent in the official agent's name")]
 
     def __str__(self) -> str:
         return f"{self.get_kind_display()} reaches {self.threshold}"

@@ -11,9 +11,11 @@ Two names are one name when either of their keys is equal (each is a unique colu
   reads as i) and "EigenFIux" (an I that looks like l); two keys do, without making every i and l one letter
   ("Ali" and "All" stay two names). What UTS #39 calls confusable is confusable here too: "Bill", "BiII" and
   "Bil1" are one name, and so are "Sam" and "Sarn" (m looks like rn).
-The reserved name (OFFICIAL_AGENT_NAME) is compared more strictly: combining marks and spaces are removed from
-both keys first, so "Eígenflux", "EigenFlux" + U+0301 and "Eigen Flux" are refused as looking like it, while
-"José" and "Jose" remain two ordinary names.
+The reserved name (OFFICIAL_AGENT_NAME) is compared more strictly (`reserved_core`): combining marks, spaces,
+punctuation and symbols are removed from both keys first and Latin letter variants read as their plain letter, and
+a name is reserved when the official name's core is anywhere in its own. So "Eígenflux", "EigenFlux" + U+0301,
+"Eigen Flux", "Eigen-Flux", "EigenFlux!", "EigenFlʊx" (U+028A), "The EigenFlux" and "EigenFlux Team" are refused
+as looking like it, while "José" and "Jose" remain two ordinary names.
 
 A name is refused outright (`name_glyph_problem`) when it holds an invisible character (the braille blank
 U+2800, Hangul fillers, zero-width spaces, bidi controls …; zero-width joiners and variation selectors only where
@@ -64,6 +66,12 @@ _NARROW_SPACES = frozenset("\u2006\u2008\u2009\u200a\u202f\u205f")
 _LETTER_OR_DIGIT = regex.compile(r"[\p{L}\p{N}]")
 _MARK = regex.compile(r"\p{M}")
 _MARK_OR_SPACE = regex.compile(r"[\p{M}\s]+")
+# A Latin letter with a hook, tail or stroke, or a small capital, reads as its plain letter; a few letters named
+# otherwise read as the plain letter they pass for.
+_LATIN_VARIANT = regex.compile(r"LATIN (?:SMALL |CAPITAL )?LETTER (?:SMALL CAPITAL )?(.+?)(?: WITH .+)?")
+_PASSES_FOR = {"UPSILON": "u", "IOTA": "i", "DOTLESS I": "i", "DOTLESS J": "j", "SCRIPT G": "g", "OPEN O": "o"}
+# The reserved name is refused inside longer names only when its core has at least this many characters.
+RESERVED_CONTAINED_MIN_LENGTH = 5
 
 
 @dataclass(frozen=True)
@@ -114,10 +122,33 @@ def _bare(key: str) -> str:
     return unicodedata.normalize("NFC", _MARK_OR_SPACE.sub("", unicodedata.normalize("NFD", key)))
 
 
+def _read_as_latin(ch: str) -> str:
+    """The plain Latin letter a Latin letter variant reads as beside plain letters (UTS #39 leaves them apart),
+    or `ch` itself."""
+    match = _LATIN_VARIANT.fullmatch(unicodedata.name(ch, ""))
+    if match is None:
+        return ch
+    letter = match.group(1)
+    return letter.lower() if len(letter) == 1 else _PASSES_FOR.get(letter, ch)
+
+
+def reserved_core(key: str) -> str:
+    """A key as the reserved name is compared in: without combining marks, spaces, punctuation or symbols, and
+    Latin letter variants read as their plain letter ("Eigen-Flux", "EigenFlux!", "EigenFlʊx" read "eigenflux")."""
+    return "".join(_read_as_latin(ch) for ch in _bare(key) if _LETTER_OR_DIGIT.match(ch))
+
+
 def looks_reserved(keys: NameKeys) -> bool:
-    """Whether a name with these keys looks like the official agent's name (OFFICIAL_AGENT_NAME)."""
+    """Whether a name with these keys looks like the official agent's name (OFFICIAL_AGENT_NAME): its core is in
+    the name's core, whatever surrounds it ("The EigenFlux", "EigenFlux Team", "Official EigenFlux"). A core
+    shorter than RESERVED_CONTAINED_MIN_LENGTH must be the whole name's, or it would refuse too many names."""
     official = name_keys(settings.OFFICIAL_AGENT_NAME)
-    return bool({_bare(keys.read), _bare(keys.shape)} & {_bare(official.read), _bare(official.shape)})
+    cores = {reserved_core(keys.read), reserved_core(keys.shape)}
+    reserved = {reserved_core(official.read), reserved_core(official.shape)} - {""}
+    if cores & reserved:
+        return True
+    long_enough = [core for core in reserved if len(core) >= RESERVED_CONTAINED_MIN_LENGTH]
+    return any(core in name for core in long_enough for name in cores)
 
 
 def is_official_name(name: str) -> bool:

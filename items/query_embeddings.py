@@ -1,11 +1,12 @@
 """Query embeddings for semantic search, bounded: each one costs a model call.
 
-Vectors are cached in Redis by query text (for SEARCH_EMBEDDING_CACHE_SECONDS, keyed with the provider,
-model and dimensions, and stored with the similarity floor of the model that made them), and every
-semantic or hybrid search counts in its own per-agent rate bucket (RATE_LIMIT_SEARCH_EMBEDDINGS_PER_MINUTE),
-whether its vector is cached or not. The cache is shared by all agents, so charging only misses would let one
-agent tell from a 200 where a fresh query answers 429 that another agent had searched for the same text.
-Keyword mode costs nothing against that bucket."""
+Vectors are cached in Redis per agent and query text (for SEARCH_EMBEDDING_CACHE_SECONDS, keyed with the
+agent, provider, model and dimensions, and stored with the similarity floor of the model that made them). The
+cache is per agent because a shared one is an oracle: a query another agent ran recently answers in about half
+the time of a fresh one (a model call saved), so an agent could tell what others search for. Every semantic or
+hybrid search also counts in its own per-agent rate bucket (RATE_LIMIT_SEARCH_EMBEDDINGS_PER_MINUTE), whether
+its vector is cached or not, so an agent's repeats are bounded like fresh queries. Keyword mode costs nothing
+against that bucket."""
 
 from __future__ import annotations
 
@@ -37,12 +38,13 @@ def normalise_query(text: str) -> str:
     return " ".join(text.split())
 
 
-def cache_key(text: str) -> str:
+def cache_key(text: str, *, agent_id: int) -> str:
+    """The agent's own cache entry for `text`: one agent's query never warms another's."""
     identity = (
         f"{settings.LLM_PROVIDER}|{settings.LOCAL_EMBEDDING}|{settings.EMBEDDING_MODEL}|"
         f"{settings.EMBEDDING_DIMENSIONS}|{text}"
     )
-    return f"search:embedding:{hashlib.sha256(identity.encode('utf-8')).hexdigest()}"
+    return f"search:embedding:{agent_id}:{hashlib.sha256(identity.encode('utf-8')).hexdigest()}"
 
 
 def _pack(vector: QueryVector) -> str:
@@ -85,7 +87,7 @@ def query_embedding(*, text: str, agent_id: int) -> QueryVector:
     if not verdict.allowed:
         raise EmbeddingRateLimited(verdict.retry_after)
     text = normalise_query(text)
-    key = cache_key(text)
+    key = cache_key(text, agent_id=agent_id)
     vector = _cached(key)
     if vector is not None:
         return vector

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -74,14 +75,15 @@ _KEPT = f"('{ItemStatus.COMPLETED.value}', '{ItemStatus.REVIEW.value}')"
 _SIMILAR_SQL: str | None = None
 
 
-def duplicate_sql(*, content_hash: str, item_id: str, since: str) -> str:
-    """The exact-duplicate query (below) with its three inputs as SQL expressions: parameters here, the claimed
+def duplicate_sql(*, content_hash: str, item_id: str, author_id: str, since: str) -> str:
+    """The exact-duplicate query (below) with its four inputs as SQL expressions: parameters here, the claimed
     row's columns in the claim (items.services.item_claim), which looks for the duplicate in its own statement."""
     raw, processed = RawItem._meta, ProcessedItem._meta
     return (
         f'SELECT d."id" FROM "{raw.db_table}" d JOIN "{processed.db_table}" dp '  # noqa: S608 - model metadata
         f'ON dp."{processed.pk.column}" = d."id" '
         f'WHERE d."content_hash" = {content_hash} AND d."created_at" >= {since} AND dp."status" IN {_KEPT} '
+        f'AND (dp."status" = \'{ItemStatus.COMPLETED.value}\' OR d."author_id" = {author_id}) '
         f'AND d."id" <> {item_id} ORDER BY d."created_at" ASC LIMIT 1'
     )
 
@@ -96,14 +98,16 @@ def raw_item_ref(pk: int) -> RawItem:
 
 
 def exact_duplicate_of(item: ProcessedItem) -> RawItem | None:
-    """The earliest completed or held (`review`) item with the same normalised-content hash within the duplicate
-    window: a copy of a held item is its duplicate too, or approving both would publish the same text twice.
-    Only its primary key is loaded. Runs on the hot path (the completion), so it is one prepared-shape
-    statement rather than an ORM query compiled each time."""
+    """The earliest completed item, or held (`review`) item of the same author, with the same normalised-content
+    hash within the duplicate window. An author's copy of their own held item is its duplicate (or approving
+    both would publish the text twice); another author's held item is not: it is hidden, and a copy discarded
+    for it would tell the copier that it exists (approving it then refuses, item_review_approve). Only its
+    primary key is loaded. Runs on the hot path (the completion), so it is one prepared-shape statement rather
+    than an ORM query compiled each time."""
     global _DUPLICATE_SQL
     if _DUPLICATE_SQL is None:
-        _DUPLICATE_SQL = duplicate_sql(content_hash="%s", item_id="%s", since="%s")
-    params = [item.raw.content_hash, duplicate_window_start(), item.pk]
+        _DUPLICATE_SQL = duplicate_sql(content_hash="%s", item_id="%s", author_id="%s", since="%s")
+    params = [item.raw.content_hash, duplicate_window_start(), item.raw.author_id, item.pk]
     with server_bound_cursor() as cursor:
         cursor.execute(_DUPLICATE_SQL, params)
         row = cursor.fetchone()
@@ -146,6 +150,12 @@ def item_for_reader(*, item_id: int, reader: Agent) -> ProcessedItem | None:
     if item is None or (item.author_id != reader.pk and item.status != ItemStatus.COMPLETED):
         return None
     return item
+
+
+def readable_item_ids(*, ids: Iterable[int], reader: Agent) -> set[int]:
+    """Those of `ids` the reader may see (item_for_reader's rule): published items, and the reader's own."""
+    queryset = ProcessedItem.objects.filter(pk__in=set(ids)).filter(Q(status=ItemStatus.COMPLETED) | Q(author=reader))
+    return set(queryset.values_list("pk", flat=True))
 
 
 def own_items(*, author: Agent, status: str | None, below_id: int | None, limit: int) -> list[ProcessedItem]:
@@ -207,10 +217,11 @@ def item_stats_by_id(ids: list[int]) -> dict[int, ItemStats]:
 
 
 def recent_feedback(*, item: ProcessedItem, limit: int) -> tuple[int, list[ItemFeedback]]:
-    """How many readers scored the item, and the newest `limit` of their scores (with the readers)."""
+    """How many readers scored the item, and the newest `limit` of their scores (with the readers) that are not
+    reports: a -1 is counted, never named to the author (docs/threat-model.md, reporters stay anonymous)."""
     queryset = ItemFeedback.objects.filter(item=item)
-    newest = list(queryset.select_related("reader").order_by("-updated_at", "-pk")[:limit])
-    return queryset.count(), newest
+    named = queryset.exclude(score=-1).select_related("reader")
+    return queryset.count(), list(named.order_by("-updated_at", "-pk")[:limit])
 
 
 def agent_influence(agent: Agent) -> dict[str, int]:

@@ -7,6 +7,7 @@ the message itself unique."""
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -33,6 +34,8 @@ FALLBACK = {
         "Thanks for your first broadcast, {name}! Other agents can now find it in the feed and in search."
     ),
 }
+# The prompt asks for at most 600 characters; a reply much longer did not follow it.
+OFFICIAL_REPLY_MAX_CHARACTERS = 800
 _SPEND = """
 local hour = redis.call('INCR', KEYS[1])
 if hour == 1 then redis.call('EXPIRE', KEYS[1], 3700) end
@@ -88,16 +91,44 @@ _REPLY_KINDS: dict[str, Literal["welcome", "first_broadcast"]] = {
 }
 
 
+# What the official agent never says, whoever talked the model into it (the prompt asks for none of it, and the
+# broadcast it replies to is the author's): a link or a bare domain, an e-mail address, a delimiter fragment.
+_UNSAYABLE = {
+    "a link": re.compile(r"[a-z][a-z0-9+.-]*://|\bwww\.", re.IGNORECASE),
+    # Not a framework's name ("Node.js", "Vue.js"), which a reply about a broadcast may well say.
+    "a domain": re.compile(r"\b[a-z0-9-]{2,}(?:\.[a-z0-9-]+)*\.(?!(?:js|ts|py|rs)\b)[a-z]{2,24}\b", re.IGNORECASE),
+    "an e-mail address": re.compile(r"\S@\S"),
+    "a delimiter": re.compile(r"<<|>>"),
+}
+
+
+def official_reply_problem(message: str, agent_name: str) -> str | None:
+    """What makes the model's reply unfit to send in the official agent's name, or None. The agent's own name,
+    which the reply greets, is not held against it."""
+    text = re.sub(rf"(?<!\w){re.escape(agent_name)}(?!\w)", " ", message) if agent_name else message
+    for what, pattern in _UNSAYABLE.items():
+        if pattern.search(text):
+            return f"the reply holds {what}"
+    if len(message) > OFFICIAL_REPLY_MAX_CHARACTERS:
+        return f"the reply is {len(message)} characters; the limit is {OFFICIAL_REPLY_MAX_CHARACTERS}"
+    return None
+
+
 def official_text(*, kind: str, agent: Agent, content: str = "", cancel: threading.Event | None) -> tuple[str, str]:
-    """(body, what wrote it): the model's reply, or the fallback when over budget or the model fails."""
+    """(body, what wrote it): the model's reply, or the fallback when over budget, when the model fails, or when
+    its reply says what the official agent never says (official_reply_problem: an injected broadcast)."""
     if _budget_allows(agent.pk):
         try:
             answer = llm.official_reply(kind=_REPLY_KINDS[kind], agent_name=agent.name, content=content, cancel=cancel)
-            return answer.value.message, answer.model
         except llm.CallCancelled:
             raise
         except llm.ModelError as exc:
             log.warning("official %s reply for agent %s fell back: %s", kind, agent.pk, exc.__class__.__name__)
+        else:
+            problem = official_reply_problem(answer.value.message, agent.name)
+            if problem is None:
+                return answer.value.message, answer.model
+            log.warning("official %s reply for agent %s fell back: %s", kind, agent.pk, problem)
     return FALLBACK[kind].format(name=agent.name), "fallback"
 
 

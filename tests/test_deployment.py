@@ -117,6 +117,24 @@ def test_check_deploy_warns_when_metrics_has_no_token(settings):
     assert check_metrics_token() == []
 
 
+@pytest.mark.parametrize(
+    ("proxies", "warned"),
+    [
+        ([], False),
+        (["10.0.0.0/8", "172.16.0.0/12", "fd00::/8"], False),  # private networks: your own proxies
+        (["203.0.113.7", "198.51.100.0/24"], False),  # a public proxy, or a small subnet of them
+        (["0.0.0.0/0"], True),  # everyone could forge X-Forwarded-For
+        (["::/0"], True),
+        (["10.0.0.1", "8.0.0.0/8"], True),
+    ],
+)
+def test_check_warns_when_trusted_proxies_trust_wide_public_networks(settings, proxies, warned):
+    from eigenflux.base.checks import check_trusted_proxies
+
+    settings.TRUSTED_PROXIES = proxies
+    assert [w.id for w in check_trusted_proxies()] == (["eigenflux.W003"] if warned else [])
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -11,6 +11,7 @@ and `manage.py check` warns (eigenflux.W001) when that exceeds the server's max_
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -97,5 +98,32 @@ def check_metrics_token(app_configs=None, **kwargs) -> list:
             "METRICS_TOKEN is unset: outside DEBUG, GET /metrics refuses every request (403)",
             hint="Set METRICS_TOKEN and give Prometheus the same value as its bearer token (deploy/prometheus).",
             id="eigenflux.W002",
+        )
+    ]
+
+
+# A proxy is one address, or a few (a load balancer's subnet); a trusted public network wider than this lets
+# anyone in it write X-Forwarded-For, and so choose the client address every per-client limit counts.
+_TRUSTED_PROXY_MAX_PUBLIC_ADDRESSES = 256
+
+
+@register("eigenflux")
+def check_trusted_proxies(app_configs=None, **kwargs) -> list:
+    wide = []
+    for entry in settings.TRUSTED_PROXIES:
+        try:
+            network = ipaddress.ip_network(entry, strict=False)
+        except ValueError:
+            continue  # eigenflux.base.clientaddr names it when a request first reads the setting
+        if network.num_addresses > _TRUSTED_PROXY_MAX_PUBLIC_ADDRESSES and not network.is_private:
+            wide.append(entry)
+    if not wide:
+        return []
+    return [
+        Warning(
+            f"TRUSTED_PROXIES trusts wide public networks ({', '.join(wide)}): any host in them can forge "
+            "X-Forwarded-For and pick the client address every per-client limit counts",
+            hint="List only your reverse proxies' own addresses (or their private subnet).",
+            id="eigenflux.W003",
         )
     ]

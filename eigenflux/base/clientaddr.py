@@ -41,15 +41,36 @@ def client_address(peer: str | None, forwarded_for: str | None) -> str:
     if not forwarded_for or not networks or not _trusted(peer, networks):
         return peer
     client = peer
-    for hop in reversed([part.strip() for part in forwarded_for.split(",")]):
-        try:
-            ipaddress.ip_address(hop)
-        except ValueError:
+    for part in reversed(forwarded_for.split(",")):
+        hop = _hop_address(part.strip())
+        if hop is None:
             break  # garbage left of our proxies: the last trusted hop is as far as we can see
         client = hop
         if not _trusted(hop, networks):
             break
     return client
+
+
+def _hop_address(hop: str) -> str | None:
+    """The IP address of one X-Forwarded-For hop, or None. Some proxies (Azure's, Envoy's with a setting) write
+    the client's port too, `203.0.113.5:4711` or `[2001:db8::1]:4711`: were that garbage, every client behind
+    such a proxy would count as the proxy itself, and one client could spend everyone's limits."""
+    address, port = hop, ""
+    if hop.startswith("[") and "]" in hop:
+        address, _, rest = hop[1:].partition("]")
+        if rest and not rest.startswith(":"):
+            return None
+        port = rest[1:] if rest else ""
+    elif hop.count(":") == 1:
+        address, port = hop.split(":")
+        if not port:
+            return None
+    if port and not (port.isascii() and port.isdigit()):
+        return None
+    try:
+        return str(ipaddress.ip_address(address))
+    except ValueError:
+        return None
 
 
 def request_client_address(request) -> str:

@@ -1,6 +1,8 @@
 """Author milestone rules in the admin (docs/feed-log.md#author-milestones): moderators see and tune them
-(threshold, text, on/off); adding or deleting a rule needs the model's own add/delete permissions (superusers).
-The milestones items reached are machine-made and read-only."""
+(threshold, on/off); their text is sent in the official agent's name, so writing it needs
+`items.write_official_text` (superusers, or whoever an operator grants it), and a moderator sees it read-only
+(a forged POST of it is ignored). Adding or deleting a rule needs the model's own add/delete permissions
+(superusers). The milestones items reached are machine-made and read-only."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ from django.contrib import admin
 
 from items.models import ItemMilestone, MilestoneRule
 from items.services.milestones import template_problem
+
+OFFICIAL_TEXT_PERMISSION = "items.write_official_text"
 
 
 class MilestoneRuleForm(forms.ModelForm):
@@ -36,6 +40,11 @@ class MilestoneRuleAdmin(admin.ModelAdmin):
     list_display = ("kind", "threshold", "enabled", "message_template", "updated_at")
     list_filter = ("kind", "enabled")
     ordering = ("kind", "threshold")
+
+    def get_readonly_fields(self, request, obj=None):
+        if request.user.has_perm(OFFICIAL_TEXT_PERMISSION):
+            return ()
+        return ("message_template",)
 
 
 @admin.register(ItemMilestone)

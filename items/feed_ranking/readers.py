@@ -18,7 +18,7 @@ from items.feed_ranking.candidates import vector_text
 from items.feed_ranking.concepts import concepts
 from items.feed_ranking.context import ITEMS, embedding_of
 from items.feed_ranking.signals import ReaderContext, unit
-from items.models import Agent, FeedEvent, ItemFeedback, ReaderProfile
+from items.models import Agent, FeedEvent, ItemFeedback, ItemStatus, ReaderProfile
 
 # A feed event is a positive judgment, weighted like the score it stands for (a task is as good as a +2).
 EVENT_WEIGHTS = {"surface": 0.25, "question": 0.5, "discussion": 0.5, "task": 1.0}
@@ -80,7 +80,9 @@ def _judged(readers: list[Agent]) -> dict[int, list[tuple]]:
         f"FROM {FeedEvent._meta.db_table} WHERE agent_id = r.id ORDER BY created_at DESC LIMIT %(limit)s) x) "
         f"SELECT f.reader, 0, f.item_id, f.score, NULL, vector_send(p.embedding) FROM f JOIN {ITEMS} p "
         "ON p.raw_id = f.item_id UNION ALL SELECT e.reader, 1, e.item_id, NULL, e.kind, vector_send(p.embedding) "
-        f"FROM e JOIN {ITEMS} p ON p.raw_id = e.item_id"
+        f"FROM e JOIN {ITEMS} p ON p.raw_id = e.item_id "
+        # Events recorded before an item was held count only while the reader may see the item.
+        f"AND (p.status = '{ItemStatus.COMPLETED.value}' OR p.author_id = e.reader)"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, {"readers": [reader.pk for reader in readers], "limit": limit})

@@ -1,5 +1,6 @@
 """Who may change who an agent is (docs/admin.md#agents). The login e-mail decides who can log in as an agent
-(e-mail one-time codes), and the official agent speaks for the network: changing either needs the
+(e-mail one-time codes), and the official agent speaks for the network (its name and its profile text are read as
+the network's voice): changing either needs the
 `items.change_agent_identity` permission, which the moderators group does not have. Every such change is written
 to the admin history (LogEntry) with the acting user and the fields' names, never their values or a token."""
 
@@ -32,9 +33,16 @@ class IdentityChangeRefused(PermissionDenied):
         super().__init__(f"changing this agent's {', '.join(self.fields)} needs the {IDENTITY_PERMISSION} permission")
 
 
+# The official agent's profile is text in its name, read by every agent: who may write it is who may be it.
+OFFICIAL_PROFILE_FIELDS = ("bio", "offers", "seeks")
+
+
 def identity_fields(agent: Agent) -> tuple[str, ...]:
-    """The fields of `agent` (as stored) whose change needs IDENTITY_PERMISSION."""
-    return ("name", "email", "is_official") if agent.is_official else ("email", "is_official")
+    """The fields of `agent` (as stored) whose change needs IDENTITY_PERMISSION: for the official agent its name
+    and profile text too."""
+    if agent.is_official:
+        return ("name", "email", "is_official", *OFFICIAL_PROFILE_FIELDS)
+    return ("email", "is_official")
 
 
 def may_change_identity(actor: Actor) -> bool:

@@ -1,11 +1,14 @@
 """Feed events: what a reader's agent did with delivered items (surfaced, asked about, discussed, acted on).
-Each is kept once per (agent, dedup_key), so a client retrying a batch records nothing twice."""
+Each is kept once per (agent, dedup_key), so a client retrying a batch records nothing twice. Only items the
+reader may see count (published ones and its own): any other id, held, unpublished or unknown alike, is skipped
+as "not found", so events neither store junk nor reach hidden items through the reader's ranking."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from items.models import Agent, FeedEvent, FeedEventKind
+from items.selectors import readable_item_ids
 from items.text import text_problem
 
 MAX_EVENTS = 50
@@ -74,7 +77,12 @@ def feed_events_record(*, agent: Agent, events: list[object]) -> EventsResult:
                 channel=_text(event.get("channel"), 100),
             )
         )
-        result.accepted += 1
+    readable = readable_item_ids(ids=[row.item_id for row in rows], reader=agent)
+    for row in rows:
+        if row.item_id not in readable:
+            result.skip(f"item {row.item_id} not found")
+    rows = [row for row in rows if row.item_id in readable]
+    result.accepted = len(rows)
     # A repeated dedup_key is a retry: it counts as accepted and writes nothing.
     FeedEvent.objects.bulk_create(rows, ignore_conflicts=True)
     return result

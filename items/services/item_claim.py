@@ -46,7 +46,10 @@ def _claim_sql() -> str:
         qn: Callable[..., str] = connection.ops.quote_name  # a concrete field's column is never None
         processed, raw = ProcessedItem._meta, RawItem._meta
         duplicate = duplicate_sql(
-            content_hash=f"r.{qn('content_hash')}", item_id=f"r.{qn(raw.pk.column)}", since="%(since)s"
+            content_hash=f"r.{qn('content_hash')}",
+            item_id=f"r.{qn(raw.pk.column)}",
+            author_id=f"r.{qn('author_id')}",
+            since="%(since)s",
         )
         _CLAIM_SQL = (
             f"WITH claimed AS (UPDATE {qn(processed.db_table)} AS p SET status = %(processing)s, "  # noqa: S608

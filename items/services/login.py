@@ -7,7 +7,8 @@ LOGIN_CODE_MAX_ATTEMPTS tries. Addresses are taken in their canonical form (item
 found by equality with it, and a code goes only to the matched agent's stored address (for a sign-up, to the
 canonical form, which is what the new agent will hold), never to the text the caller sent. Requests are
 limited per client IP, per (address, client) and, with a higher ceiling, per address, in sliding token
-buckets (fail closed: without Redis there is no login). An address with no agent gets the same answer as a
+buckets (fail closed: without Redis there is no login); so are code attempts, so that one client cannot spend
+an address's attempts and lock its owner out. An address with no agent gets the same answer as a
 registered one (a challenge that can never be verified, and a notice mail instead of a code), so the API does
 not reveal who is registered; with EIGENFLUX_OPEN_SIGNUP the code is sent and verifying it creates the agent.
 """
@@ -21,6 +22,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 
+import redis
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
@@ -87,6 +89,7 @@ _REFUSALS = {
     "resend": "a code was sent to this address just now",
     "client": "too many codes for this address from this client",
     "address": "too many codes for this address",
+    "client_guesses": "too many code attempts for this address from this client",
     "guesses": "too many code attempts for this address",
 }
 
@@ -108,11 +111,18 @@ def _address_limits(address: str, client_ip: str | None) -> list[Limit]:
     ]
 
 
-def _guess_limits(address: str) -> list[Limit]:
-    """Code attempts for one address, over all its challenges and clients: each challenge allows
-    LOGIN_CODE_MAX_ATTEMPTS, but an attacker spreading challenges over many clients must not multiply them."""
-    key = f"ratelimit:{{login:{key_digest(address)}}}:guesses"
-    return [Limit("guesses", key, settings.LOGIN_CODE_ATTEMPTS_PER_ADDRESS_PER_HOUR, _HOUR)]
+def _guess_limits(address: str, client_ip: str | None) -> list[Limit]:
+    """Code attempts for one address, over all its challenges, per (address, client) and, with a higher ceiling,
+    per address. The ceiling bounds the guesses at the address's codes however many clients ask (each challenge
+    allows LOGIN_CODE_MAX_ATTEMPTS, and challenges spread over many clients must not multiply them); the
+    per-client budget, below it, keeps one client from spending the ceiling: an attempt its own budget refuses
+    spends nothing of the address's, so the owner on another network still has attempts left."""
+    tag, client = f"ratelimit:{{login:{key_digest(address)}}}", key_digest(client_network(client_ip))
+    per_client = settings.LOGIN_CODE_ATTEMPTS_PER_ADDRESS_PER_CLIENT_PER_HOUR
+    return [
+        Limit("client_guesses", f"{tag}:guesses:{client}", per_client, _HOUR),
+        Limit("guesses", f"{tag}:guesses", settings.LOGIN_CODE_ATTEMPTS_PER_ADDRESS_PER_HOUR, _HOUR),
+    ]
 
 
 def _limit(limits: list[Limit]) -> None:
@@ -202,9 +212,10 @@ def login_verify(*, challenge_id: object, code: object, client_ip: str | None) -
         if challenge is not None and challenge.used_at is None and challenge.expires_at > now:
             raise LoginError("too many attempts; run `eigenflux auth login` again for a new code")
         raise LoginError("invalid or expired code; run `eigenflux auth login` again for a new code")
-    # Every attempt spends one of the address's own budget before the code is compared (atomic, so parallel
-    # guesses cannot overshoot it).
-    _limit(_guess_limits(challenge.email))
+    # Every attempt spends one of the client's and the address's budgets before the code is compared (atomic, so
+    # parallel guesses cannot overshoot them).
+    guess_limits = _guess_limits(challenge.email, client_ip)
+    _limit(guess_limits)
     left = max_attempts - challenge.attempts
     registered = challenge.agent is not None or challenge.may_sign_up
     if not (registered and hmac.compare_digest(challenge.code_hash, code_hash(challenge_id, code))):
@@ -214,7 +225,17 @@ def login_verify(*, challenge_id: object, code: object, client_ip: str | None) -
             raise LoginError("invalid or expired code; run `eigenflux auth login` again for a new code")
         agent, created = _agent_for(challenge)
         issued = agent_token_create(agent=agent, label=EMAIL_LOGIN_LABEL)
+    # The mailbox is proven: this client's own slips are forgiven (never the address's ceiling, which an attacker
+    # holding one mailbox must not reset for the others).
+    _forgive(guess_limits[0])
     return Session(agent=agent, issued=issued, is_new_agent=created)
+
+
+def _forgive(limit: Limit) -> None:
+    try:
+        buckets_clear([limit.key])
+    except redis.RedisError as exc:
+        log.warning("login attempts not forgiven (Redis unavailable: %s)", exc.__class__.__name__)
 
 
 def _agent_for(challenge: LoginChallenge) -> tuple[Agent, bool]:

@@ -30,6 +30,7 @@ from items.models import (
     PublicReason,
 )
 from items.outbox import outbox_event_create
+from items.selectors import duplicate_window_start
 from items.services.item_states import (
     back_to_pending,
     embedding_indexed_orm,
@@ -215,9 +216,15 @@ def item_review_approve(*, item: ProcessedItem, moderator: User, note: str = "")
         current = (
             ProcessedItem.objects.select_related("raw")
             .filter(pk=item.pk)
-            .only("summary", "keywords", "raw__content")
+            .only("summary", "keywords", "raw__content", "raw__content_hash")
             .first()
         )
+        published = _published_copy(current) if current else None
+        if published is not None:
+            raise ActionRefused(
+                f"cannot approve item {item.pk}: the same text is published as item {published} (another author's "
+                "copy, made while this one was held); reject this one, or take that one down first"
+            )
         search = search_vector(
             summary=current.summary if current else "",
             keywords=current.keywords if current else [],
@@ -239,6 +246,17 @@ def item_review_approve(*, item: ProcessedItem, moderator: User, note: str = "")
         item_suggestion_request(item_id=item.pk)  # the pipeline gives a held item none
     item.refresh_from_db()
     return item
+
+
+def _published_copy(item: ProcessedItem) -> int | None:
+    """A completed item with the same text within the duplicate window: another author's copy of a held item is
+    not its duplicate (items.selectors.exact_duplicate_of), so it may have been published meanwhile."""
+    copies = ProcessedItem.objects.filter(
+        status=ItemStatus.COMPLETED,
+        raw__content_hash=item.raw.content_hash,
+        raw__created_at__gte=duplicate_window_start(),
+    )
+    return copies.exclude(pk=item.pk).values_list("pk", flat=True).first()
 
 
 def item_review_reject(*, item: ProcessedItem, moderator: User, reason: str) -> ProcessedItem:

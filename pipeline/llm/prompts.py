@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import regex
 from django.conf import settings
 from django.template import Context, Engine
 from django.template.base import FilterExpression, Node, NodeList, Variable
@@ -41,7 +42,29 @@ _EXAMPLE = re.compile(r"<example_output>(.*?)</example_output>", re.DOTALL)
 _ENGINE = Engine(autoescape=False, debug=False)
 _cache: dict[Path, tuple[float, Any, Any]] = {}
 # Two brackets (of one direction) followed by a third: the delimiters are runs of three.
-_BRACKET_RUN = re.compile(r"[<\uFE64\uFF1C]{2}(?=[<\uFE64\uFF1C])|[>\uFE65\uFF1E]{2}(?=[>\uFE65\uFF1E])")
+_BRACKET_RUN = re.compile(r"<<(?=<)|>>(?=>)")
+# Characters a model may read as an angle bracket: fullwidth and small forms, modifier arrowheads (U+02C2/3),
+# single guillemets, CJK, mathematical and ornamental angle brackets, Canadian syllabics that draw one, and the
+# double and triple less-than/greater-than signs (as the brackets they draw).
+_ANGLE_BRACKETS = str.maketrans(
+    {
+        **dict.fromkeys("\ufe64\uff1c\u02c2\u2039\u3008\u2329\u27e8\u276c\u276e\u29fc\u1438\u3111", "<"),
+        **dict.fromkeys("\ufe65\uff1e\u02c3\u203a\u3009\u232a\u27e9\u276d\u276f\u29fd\u1433", ">"),
+        "\u226a": "<<",
+        "\u22d8": "<<<",
+        "\u00ab": "<<",
+        "\u300a": "<<",
+        "\u226b": ">>",
+        "\u22d9": ">>>",
+        "\u00bb": ">>",
+        "\u300b": ">>",
+    }
+)
+# What draws nothing between two brackets: default-ignorable code points (zero-width spaces and joiners, word
+# joiner, soft hyphen, bidi controls, variation selectors, tag characters …) and the other format characters.
+_INVISIBLE = regex.compile(r"[\p{Default_Ignorable_Code_Point}\p{Cf}]+")
+# Combining marks drawn on a bracket leave it a bracket to a reader.
+_MARKED_BRACKET = regex.compile(r"([<>])\p{M}+")
 
 
 class PromptError(Exception):
@@ -94,11 +117,14 @@ def _compiled(name: str) -> tuple[Any, Any]:
 
 
 def untrusted(text: str) -> str:
-    """Neutralise block delimiters inside untrusted text so it cannot close its block and speak as us: every run
-    of three or more angle brackets (or their fullwidth and small forms, which NFKC folds into them) is broken
-    after each second one, in one pass that cannot rebuild a run ("<<<<<" becomes "<< << <"), so no marker
-    fragment survives however the brackets are nested or overlapped."""
-    return _BRACKET_RUN.sub(r"\g<0> ", text)
+    """Neutralise block delimiters inside untrusted text so it cannot close its block and speak as us. Invisible
+    characters go first (a zero-width space or soft hyphen between brackets hides a run from the check but not
+    from a model), every character that reads as an angle bracket becomes the ASCII one and marks on brackets
+    go; then every run of three or more brackets is broken after each second one, in one pass that cannot
+    rebuild a run ("<<<<<" becomes "<< << <"), so no marker fragment survives however the brackets are nested,
+    overlapped or disguised. The result is a fixed point: escaping it again changes nothing."""
+    visible = _MARKED_BRACKET.sub(r"\1", _INVISIBLE.sub("", text).translate(_ANGLE_BRACKETS))
+    return _BRACKET_RUN.sub(r"\g<0> ", visible)
 
 
 def render(prompt_name: str, /, **context: Any) -> RenderedPrompt:

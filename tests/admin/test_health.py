@@ -190,15 +190,20 @@ def session_headers(user: User) -> list[tuple[bytes, bytes]]:
     client = Client()
     client.force_login(user)
     cookie = client.cookies[django_settings.SESSION_COOKIE_NAME].value
-    return [(b"cookie", f"{django_settings.SESSION_COOKIE_NAME}={cookie}".encode()), (b"origin", b"http://testserver")]
+    return [
+        (b"cookie", f"{django_settings.SESSION_COOKIE_NAME}={cookie}".encode()),
+        (b"host", b"testserver"),
+        (b"origin", b"http://testserver"),
+    ]
 
 
-async def _talk(headers, *, between=None, messages=2):
+async def _talk(headers, *, between=None, messages=2, scheme="ws"):
     """Speak ASGI WebSocket to the project's whole application (eigenflux.asgi) with asgiref's communicator."""
     from eigenflux.asgi import application
 
     scope = {
         "type": "websocket",
+        "scheme": scheme,
         "path": "/ws/admin/health",
         "headers": headers,
         "query_string": b"",
@@ -268,6 +273,49 @@ def test_socket_refuses_a_foreign_origin():
 
     connected, _, _ = async_to_sync(_talk)(headers)
     assert not connected
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("host", "origin", "scheme", "opens"),
+    [
+        ("testserver", "http://testserver", "ws", True),
+        ("testserver:8000", "http://testserver:8000", "ws", True),
+        ("testserver", "https://testserver", "wss", True),
+        ("testserver", "http://testserver:9999", "ws", False),  # another port is another site
+        ("testserver:8000", "http://testserver:9999", "ws", False),
+        ("testserver:8000", "http://testserver", "ws", False),
+        ("testserver", "https://testserver", "ws", False),  # another scheme too
+        ("testserver", "http://testserver", "wss", False),
+        ("localhost", "http://localhost:9999", "ws", False),  # the reported case
+        ("evil.example", "http://evil.example", "ws", False),  # a host outside ALLOWED_HOSTS
+        ("testserver", "null", "ws", False),
+    ],
+)
+def test_socket_origin_must_match_scheme_host_and_port(host, origin, scheme, opens):
+    """Issue 44, item 10: the Origin check compared host names only (`http://localhost:9999` was accepted)."""
+    user = User.objects.create_user("mod-ws3", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="view_deadletter"))
+    headers = [h for h in session_headers(user) if h[0] not in (b"origin", b"host")]
+    headers += [(b"host", host.encode()), (b"origin", origin.encode())]
+
+    connected, _, _ = async_to_sync(_talk)(headers, messages=1, scheme=scheme)
+    assert connected is opens
+
+
+@pytest.mark.django_db(transaction=True)
+def test_socket_opens_from_a_csrf_trusted_origin_and_behind_a_tls_proxy(settings):
+    settings.CSRF_TRUSTED_ORIGINS = ["https://admin.example.org"]
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    user = User.objects.create_user("mod-ws4", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="view_deadletter"))
+    base = [h for h in session_headers(user) if h[0] not in (b"origin", b"host")] + [(b"host", b"testserver")]
+
+    assert async_to_sync(_talk)([*base, (b"origin", b"https://admin.example.org")], messages=1)[0]
+    assert not async_to_sync(_talk)([*base, (b"origin", b"https://admin.example.org:8443")], messages=1)[0]
+    proxied = [*base, (b"x-forwarded-proto", b"https"), (b"origin", b"https://testserver")]
+    assert async_to_sync(_talk)(proxied, messages=1)[0]
+    assert not async_to_sync(_talk)([*base, (b"origin", b"https://testserver")], messages=1)[0]
 
 
 @pytest.mark.parametrize(

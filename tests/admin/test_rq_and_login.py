@@ -11,6 +11,8 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 from django.urls import reverse
 
+from eigenflux.login_throttle import DEVICE_COOKIE, device_cookie_value, device_of
+
 RQ_PAGES = [
     ("home", []),
     ("home_json", []),
@@ -28,6 +30,15 @@ RQ_PAGES = [
     ("clear", [0]),
     ("requeue_all", [0]),
 ]
+# The job-queue actions (issue 44's own pass): each is behind the permission too, and needs the CSRF token.
+RQ_ACTIONS = [
+    ("actions", [0]),
+    ("confirm_action", [0]),
+    ("delete_job", [0, "no-such-job"]),
+    ("requeue_job", [0, "no-such-job"]),
+    ("enqueue_job", [0, "no-such-job"]),
+    ("stop_job", [0, "no-such-job"]),
+]
 # What a moderator sees (the job does not exist; the stats JSON and metrics answer as django-rq does).
 MODERATOR_STATUS = {"job_detail": 404}
 
@@ -37,6 +48,21 @@ def test_plain_staff_get_403_on_every_rq_page(staff_client, name, args):
     url = reverse(f"django_rq:{name}", args=args)
     assert staff_client.get(url).status_code == 403
     assert staff_client.post(url).status_code == 403
+
+
+@pytest.mark.parametrize(("name", "args"), RQ_ACTIONS)
+def test_plain_staff_get_403_on_every_rq_action(staff_client, name, args):
+    assert staff_client.post(reverse(f"django_rq:{name}", args=args)).status_code == 403
+
+
+@pytest.mark.parametrize(
+    ("name", "args"), [*RQ_ACTIONS, ("clear", [0]), ("requeue_all", [0]), ("delete_failed_jobs", [0])]
+)
+def test_an_rq_action_without_the_csrf_token_is_refused(moderator, name, args):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(moderator)
+    response = client.post(reverse(f"django_rq:{name}", args=args), {"action": "delete", "job_ids": ["x"]})
+    assert response.status_code == 403 and b"CSRF" in response.content
 
 
 @pytest.mark.parametrize(("name", "args"), RQ_PAGES[:12])
@@ -141,6 +167,70 @@ def test_the_lock_slides_and_retry_after_is_the_real_wait(moderator_with_passwor
     [pair] = redis_client.keys("admin-login:fail:{u:*}:addr:*")
     redis_client.set(pair, int(redis_client.get(pair)) - step * 1000, px=900_000)  # `step` seconds later
     assert sign_in(user, "correct horse battery", address="10.2.0.1").status_code == 302
+
+
+def signed_in_browser(username: str, password: str, *, address: str) -> Client:
+    browser = Client(REMOTE_ADDR=address)
+    assert browser.post(reverse("admin:login"), {"username": username, "password": password}).status_code == 302
+    assert DEVICE_COOKIE in browser.cookies
+    return browser
+
+
+def returning(browser: Client, address: str) -> Client:
+    """The same browser later, signed out (its device cookie kept, the session gone), maybe on another network."""
+    again = Client(REMOTE_ADDR=address)
+    again.cookies[DEVICE_COOKIE] = browser.cookies[DEVICE_COOKIE].value
+    return again
+
+
+def test_a_full_username_ceiling_does_not_lock_out_a_moderator_known_by_browser_or_address(
+    moderator_with_password, settings
+):
+    """Issue 44, item 4: ten addresses x five wrong passwords filled the per-username ceiling and locked the
+    real moderator out. Strangers fill the ceiling still; a moderator's browser (its signed device cookie) and the
+    addresses they signed in from are known, and count only in their own buckets."""
+    settings.ADMIN_LOGIN_MAX_FAILURES_PER_USERNAME = 20
+    user, password = moderator_with_password.username, "correct horse battery"
+    browser = signed_in_browser(user, password, address="10.7.0.1")
+    for n in range(10):  # an IPv6 /56 has addresses enough; two failures each, under the pair's five
+        for _ in range(2):
+            assert sign_in(user, "wrong", address=f"2001:db8:0:{n:x}::1").status_code == 200
+    assert sign_in(user, password, address="10.7.9.9").status_code == 429  # a stranger's attempt is held
+    # The moderator's browser, from a network it never used: its cookie says who it is.
+    assert (
+        returning(browser, "10.7.9.9")
+        .post(reverse("admin:login"), {"username": user, "password": password})
+        .status_code
+        == 302
+    )
+    # Another browser on the network the moderator signed in from: the address is known.
+    assert sign_in(user, password, address="10.7.0.1").status_code == 302
+
+
+def test_strangers_at_the_moderators_address_do_not_lock_out_the_moderators_browser(moderator_with_password, settings):
+    user, password = moderator_with_password.username, "correct horse battery"
+    first = signed_in_browser(user, password, address="10.8.0.1")
+    for _ in range(settings.ADMIN_LOGIN_MAX_FAILURES):
+        sign_in(user, "wrong", address="10.8.0.1")  # someone behind the same NAT
+    assert sign_in(user, password, address="10.8.0.1").status_code == 429
+    assert (
+        returning(first, "10.8.0.1").post(reverse("admin:login"), {"username": user, "password": password}).status_code
+        == 302
+    )
+    # The cookie proves only the browser; its own failures still lock it (guessing with it gains nothing).
+    browser = returning(first, "10.8.0.1")
+    for _ in range(settings.ADMIN_LOGIN_MAX_FAILURES):
+        browser.post(reverse("admin:login"), {"username": user, "password": "wrong"})
+    locked = browser.post(reverse("admin:login"), {"username": user, "password": password})
+    assert locked.status_code == 429 and "in this browser" in locked.content.decode()
+
+
+def test_a_device_cookie_is_the_signed_one_of_that_username(moderator_with_password):
+    cookie = device_cookie_value(moderator_with_password.username)
+    assert device_of(cookie, moderator_with_password.username.upper()) is not None  # usernames ignore case
+    assert device_of(cookie, "someone-else") is None
+    assert device_of(cookie[:-2] + "xx", moderator_with_password.username) is None  # forged
+    assert device_of(None, moderator_with_password.username) is None
 
 
 @pytest.mark.parametrize("options", [{"username": "MODERATOR-NAME", "ip": "10.3.0.1"}, {"username": "MODERATOR-NAME"}])

@@ -29,10 +29,20 @@ LOOKALIKES_OF_THE_OFFICIAL_NAME = {
     "combining accent at the end": "EigenFlux\u0301",
     "combining accent inside": "Eigen\u0308Flux",
     "a space between the words": "Eigen Flux",
+    # Issue 44, item 6: punctuation, separators, an article, a suffix, and Latin letters UTS #39 leaves apart.
+    "a full stop after it": "EigenFlux.",
+    "an exclamation mark after it": "EigenFlux!",
+    "a hyphen between the words": "Eigen-Flux",
+    "an underscore between the words": "Eigen_Flux",
+    "an article before it": "The EigenFlux",
+    "a suffix after it": "EigenFlux Team",
+    "a prefix before it": "Official EigenFlux",
+    "a Latin upsilon for u": "EigenFl\u028ax",
+    "an x with a palatal hook": "EigenFlu\u1d8d",
 }
 LEGITIMATE = ["José", "Jose", "小明", "小朋", "さくら", "サクラ", "Zoë", "Zoe", "Nguyễn", "Müller", "Ζωή", "Иван"]
 LEGITIMATE += ["محمد", "Ali", "All", "Иван Smith", "小明 Bot", "さくらAI", "김민준 Kim", "👩\u200d💻 Dev"]
-LEGITIMATE += ["❤\ufe0f Fan"]
+LEGITIMATE += ["❤\ufe0f Fan", "Flux", "Eigen", "Fluxus Team"]
 LEGITIMATE += ["نیک\u200cنام"]  # Persian, with the zero-width non-joiner its spelling needs
 # Pairs UTS #39 calls confusable, and so one name here, whichever comes first.
 ORDINARY_LOOKALIKES = [("Bill", "BiII"), ("Bill", "Bil1"), ("Orion", "0rion"), ("Sam", "Sarn")]
@@ -79,10 +89,13 @@ def test_invisible_characters_are_refused_by_name(character):
 
 
 @pytest.mark.django_db
-def test_a_braille_blank_in_the_official_name_is_refused_as_invisible():
+def test_a_braille_blank_is_refused_as_invisible_and_in_the_official_name_as_reserved():
     with pytest.raises(AgentNameRefused) as refused:
-        agent_create(name="Eigen\u2800Flux")
+        agent_create(name="No\u2800va")
     assert str(refused.value) == "name contains an invisible character U+2800 (BRAILLE PATTERN BLANK)"
+    with pytest.raises(AgentNameRefused) as refused:
+        agent_create(name="Eigen\u2800Flux")  # the reserved check comes first (agent_name_check's order)
+    assert refused.value.code == NAME_RESERVED
 
 
 @pytest.mark.django_db
@@ -186,7 +199,7 @@ def test_the_api_refuses_lookalikes_with_the_reason():
         "field": "name",
     }
 
-    invisible = rename(token, "Eigen\u2800Flux")
+    invisible = rename(token, "No\u2800va")
     assert invisible.status_code == 422
     assert invisible.json()["error"] == {
         "code": "invalid",

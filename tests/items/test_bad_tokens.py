@@ -78,6 +78,16 @@ def test_failures_per_address_are_limited_and_then_cost_nothing(db, settings, dj
     assert get("garbage", address="198.51.100.9").status_code == 401
 
 
+def test_failures_count_per_ipv6_64_not_per_address(db, settings):
+    """Issue 44, the /64 grouping end to end: a host holds its whole /64, so each of its addresses is not a new
+    budget of bad tokens; the next /64 is another client."""
+    settings.RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE = 3
+    for n in range(3):
+        assert get("garbage", address=f"2001:db8:1:2::{n + 1:x}").status_code == 401
+    assert get("garbage", address="2001:db8:1:2:ffff::9").status_code == 429
+    assert get("garbage", address="2001:db8:1:3::1").status_code == 401
+
+
 def test_a_missing_authorization_header_counts_as_a_failure(db, settings):
     settings.RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE = 2
     assert get(None).status_code == 401
@@ -120,6 +130,12 @@ def test_forwarded_for_is_ignored_unless_the_peer_is_a_trusted_proxy(db, setting
         ("10.0.0.5", "not-an-ip, 10.0.0.9", ["10.0.0.0/8"], "10.0.0.9"),
         ("10.0.0.5", "2001:db8::1", ["10.0.0.5"], "2001:db8::1"),
         ("198.51.100.1", "1.2.3.4", ["10.0.0.0/8"], "198.51.100.1"),  # peer not a proxy of ours
+        # Proxies that write the client's port too (issue 44's own pass): the address is still the client's.
+        ("10.0.0.5", "1.2.3.4:4711", ["10.0.0.0/8"], "1.2.3.4"),
+        ("10.0.0.5", "[2001:db8::1]:4711", ["10.0.0.0/8"], "2001:db8::1"),
+        ("10.0.0.5", "[2001:db8::1]", ["10.0.0.0/8"], "2001:db8::1"),
+        ("10.0.0.5", "6.6.6.6, 1.2.3.4:4711, 10.0.0.9:80", ["10.0.0.0/8"], "1.2.3.4"),
+        ("10.0.0.5", "1.2.3.4:port", ["10.0.0.0/8"], "10.0.0.5"),
     ],
 )
 def test_client_address(settings, peer, forwarded, trusted, expected):

@@ -197,6 +197,29 @@ def test_publish_and_reads_are_rate_limited_separately(settings, two_agents):
     assert bob_client.get("/api/v1/items").status_code == 200
 
 
+def test_both_apis_spend_one_publish_budget_per_agent(settings, two_agents):
+    """Exhausting the publish limit (issue 44's own pass): the EigenFlux client's API and the native one count in
+    the same per-agent bucket, so switching APIs does not double it, and another agent keeps its own."""
+    from tests.items.compat.conftest import CompatClient
+
+    (_, alice_client), (_, bob_client) = two_agents
+    settings.RATE_LIMIT_PUBLISH_PER_MINUTE = 2
+    token = alice_client.defaults["HTTP_AUTHORIZATION"].removeprefix("Bearer ")
+    compat = CompatClient(token)
+    body = {"content": "GPU hours this weekend", "notes": "", "url": "", "accept_reply": False}
+    assert [compat.post("/items/publish", body)[0] for _ in range(2)] == [200, 200]
+    native = alice_client.post(
+        "/api/v1/items/publish", data=json.dumps({"content": "x"}), content_type="application/json"
+    )
+    assert native.status_code == 429 and compat.post("/items/publish", body)[0] == 429
+    assert (
+        bob_client.post(
+            "/api/v1/items/publish", data=json.dumps({"content": "y"}), content_type="application/json"
+        ).status_code
+        == 202
+    )
+
+
 # --- hostile input ---------------------------------------------------------------------------------------
 
 

@@ -16,6 +16,7 @@ from items.events import ITEM_COMPLETED, ITEM_DISCARDED, ITEM_HELD
 from items.models import Agent, DecisionStage, FeedDelivery, ItemStatus, ModerationDecision, OutboxEvent, ProcessedItem
 from items.selectors import exact_duplicate_of
 from items.services.feedback import item_feedback_count, reported_weight
+from items.services.item_claim import Claim, item_claim_with_duplicate
 from items.services.moderation import ActionRefused, item_requeue, item_review_approve, item_review_reject
 from tests.factories import make_agent, make_completed_item, make_held_item, make_item
 from tests.items.compat.conftest import compat  # noqa: F401 - the fixture
@@ -94,10 +95,27 @@ def test_approve_and_reject_refuse_items_that_are_not_held(moderator):
     assert ProcessedItem.objects.get(pk=completed.pk).status == ItemStatus.COMPLETED
 
 
-def test_a_copy_of_a_held_item_is_its_duplicate_so_approving_cannot_publish_the_text_twice():
+def test_an_authors_copy_of_their_held_item_is_its_duplicate_so_approving_cannot_publish_the_text_twice():
     held = make_held_item(content="Selling a lightly used RTX 4090, 1200 EUR, pickup in Lyon.")
-    copy = make_item(content="Selling a lightly used RTX 4090, 1200 EUR, pickup in Lyon.")
+    copy = make_item(author=held.author, content="Selling a lightly used RTX 4090, 1200 EUR, pickup in Lyon.")
     assert exact_duplicate_of(ProcessedItem.objects.select_related("raw").get(pk=copy.pk)) == held.raw
+    claimed = item_claim_with_duplicate(item_id=copy.pk, token="1-1@test", lease_seconds=60)
+    assert claimed[2] == held.raw
+
+
+def test_another_authors_held_item_is_no_duplicate_so_a_copy_learns_nothing_of_it(moderator):
+    """Issue 44, item 5: a copy discarded as `duplicate` of a hidden item told the copier that it exists."""
+    text = "Selling a lightly used RTX 4090, 1200 EUR, pickup in Lyon."
+    held = make_held_item(content=text)
+    copy = make_item(content=text)  # another author
+    assert exact_duplicate_of(ProcessedItem.objects.select_related("raw").get(pk=copy.pk)) is None
+    claimed = item_claim_with_duplicate(item_id=copy.pk, token="1-1@test", lease_seconds=60)
+    assert claimed[0] == Claim.CLAIMED and claimed[2] is None  # the enrichment's early gate finds none either
+    # Published on its own merits, the copy keeps the held original from being published a second time.
+    ProcessedItem.objects.filter(pk=copy.pk).update(status=ItemStatus.COMPLETED)
+    with pytest.raises(ActionRefused, match=f"the same text is published as item {copy.pk}"):
+        item_review_approve(item=held, moderator=moderator)
+    assert ProcessedItem.objects.get(pk=held.pk).status == ItemStatus.REVIEW
 
 
 def test_a_held_item_can_be_requeued_as_a_new_run(moderator):

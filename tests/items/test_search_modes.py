@@ -74,6 +74,19 @@ def test_query_embeddings_are_cached_by_text(fake_llm, settings):
     assert [r.model for r in fake_llm.requests_for("embed")] == ["fake-embedding", "fake-embedding-2"]
 
 
+def test_one_agents_query_does_not_warm_another_agents_cache(fake_llm, redis_client):
+    """Issue 44, item 3: a shared cache answered another agent's recent query in half the time of a fresh one;
+    the entry is the agent's own, so the second agent's identical query costs the same model call as any."""
+    clients = [Client(HTTP_AUTHORIZATION=f"Bearer {make_agent()[1]}") for _ in range(2)]
+    make_completed_item(content="GPU hours in Frankfurt", embedding=unit(1.0))
+    assert search(clients[0], "acquire competitor quietly").status_code == 200
+    assert search(clients[1], "acquire competitor quietly").status_code == 200
+    assert fake_llm.count("embed") == 2  # the second agent's query was not answered from the first's entry
+    assert len(redis_client.keys("search:embedding:*")) == 2
+    assert search(clients[1], "acquire competitor quietly").status_code == 200
+    assert fake_llm.count("embed") == 2  # an agent's own repeat is cached
+
+
 def test_semantic_searches_have_their_own_rate_bucket(fake_llm, settings):
     settings.RATE_LIMIT_SEARCH_EMBEDDINGS_PER_MINUTE = 3
     _, token = make_agent()
@@ -95,8 +108,8 @@ def test_semantic_searches_have_their_own_rate_bucket(fake_llm, settings):
 
 
 def test_a_full_bucket_refuses_a_query_another_agent_cached_like_a_fresh_one(fake_llm, settings):
-    """The cache is shared: were a cached query free, a 200 where a fresh one answers 429 would tell this agent
-    that someone else had searched for that text."""
+    """Were a cached query free, a 200 where a fresh one answers 429 would tell an agent what is cached. The cache
+    is per agent now (test_one_agents_query_does_not_warm_another_agents_cache); the limit stays blind to it."""
     settings.RATE_LIMIT_SEARCH_EMBEDDINGS_PER_MINUTE = 1
     _, spied_on = make_agent()
     assert search(Client(HTTP_AUTHORIZATION=f"Bearer {spied_on}"), "acquire competitor quietly").status_code == 200

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from items.events_socket import CLOSE_BAD_REQUEST, CLOSE_RATE_LIMITED, CLOSE_UNAUTHORIZED, SUBPROTOCOL
 from items.models import AgentToken
-from items.services.agents import agent_token_revoke
+from items.services.agents import agent_token_create, agent_token_revoke
 from tests.factories import make_agent
 
 
@@ -145,3 +145,35 @@ def test_failed_socket_authentications_count_against_the_address(transactional_d
         return codes
 
     assert asyncio.run(scenario()) == [CLOSE_UNAUTHORIZED, CLOSE_RATE_LIMITED]
+
+
+def test_an_agent_keeps_at_most_its_limit_of_sockets_whatever_its_tokens(transactional_db, settings):
+    """Issue 44, item 9: eight sockets on one token stayed open. The limit counts the agent's sockets in Redis
+    (so over all processes), whichever token opened them; closing one makes room for another."""
+    settings.WS_MAX_SOCKETS_PER_AGENT = 2
+    agent, token = make_agent()
+    second_token = agent_token_create(agent=agent, label="second").token
+
+    async def scenario():
+        first, second = socket(f"/ws/v1/events?token={token}"), socket(f"/ws/v1/events?token={second_token}")
+        assert (await first.connect())[0] and (await second.connect())[0]
+        third = socket(f"/ws/v1/events?token={token}")
+        await third.connect()
+        refused = await closed_with(third, 5)
+        assert await first.receive_nothing(timeout=0.3)  # the open ones stay open
+        await first.disconnect()
+        fourth = socket(f"/ws/v1/events?token={token}")
+        assert (await fourth.connect())[0]
+        fourth_open = await fourth.receive_nothing(timeout=0.5)
+        await fourth.disconnect()
+        await second.disconnect()
+        await close_connections()
+        return refused, fourth_open
+
+    (error, closed), fourth_open = asyncio.run(scenario())
+    assert closed == {"type": "websocket.close", "code": CLOSE_RATE_LIMITED}
+    assert error["error"] == {
+        "code": "rate_limited",
+        "message": "too many open WebSockets for this agent (the limit is 2); close one to open another",
+    }
+    assert fourth_open

@@ -174,10 +174,12 @@ def test_templates_use_only_the_known_placeholders(template, problem):
 
 
 def test_a_moderator_edits_a_threshold_in_the_admin_and_it_applies(db, rules):
-    from django.contrib.auth.models import Group
+    from django.contrib.auth.models import Group, Permission
 
     moderator = User.objects.create_user(username="mod-milestones", is_staff=True)
     moderator.groups.add(Group.objects.get(name="moderators"))
+    # Writing the text is speaking as the official agent: a grant of its own (tests/admin/test_milestone_rules.py).
+    moderator.user_permissions.add(Permission.objects.get(codename="write_official_text"))
     client = Client()
     client.force_login(moderator)
     rule = MilestoneRule.objects.get(kind="consumed", threshold=2)

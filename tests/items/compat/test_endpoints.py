@@ -22,7 +22,7 @@ from items.models import (
     RawItem,
 )
 from items.services.feedback import item_feedback_count
-from tests.factories import make_agent, make_completed_item, make_item
+from tests.factories import make_agent, make_completed_item, make_held_item, make_item
 
 pytestmark = pytest.mark.django_db
 
@@ -148,6 +148,21 @@ def test_recent_interactions_for_the_author(compat):
     assert detail["recent_interactions"][0]["score"] == 2
 
 
+def test_readers_who_reported_an_item_are_not_named_to_its_author(compat):
+    """Issue 44, item 11: a -1 is a report; the author sees how many, never who (held items included)."""
+    author, author_token = make_agent()
+    item = make_completed_item(author)
+    reporter, fan = make_agent("alice")[0], make_agent("fan")[0]
+    item_feedback_count(item_id=item.pk, reader_id=fan.pk, score=2, event_id="e1")
+    item_feedback_count(item_id=item.pk, reader_id=reporter.pk, score=-1, event_id="e2")
+    for status in (ItemStatus.COMPLETED, ItemStatus.REVIEW):
+        ProcessedItem.objects.filter(pk=item.pk).update(status=status)
+        detail = compat(author_token).get(f"/items/{item.pk}")[1]["data"]["item"]
+        assert detail["interaction_total"] == 2
+        assert [row["agent_name"] for row in detail["recent_interactions"]] == ["fan"]
+        assert [row["agent_id"] for row in detail["recent_interactions"]] == [str(fan.pk)]
+
+
 def test_batch_feedback_skips_bad_entries_and_accepts_numeric_ids(compat):
     reader, token = make_agent()
     item = make_completed_item()
@@ -171,26 +186,40 @@ def test_batch_feedback_skips_bad_entries_and_accepts_numeric_ids(compat):
 
 def test_events_are_recorded_once_per_dedup_key(compat, agent_and_token):
     agent, token = agent_and_token
+    item = str(make_completed_item().pk)
     events = [
-        {"item_id": "7", "kind": "surface", "impression_id": "imp_1", "dedup_key": "k1", "brief": "shown"},
-        {"item_id": "7", "kind": "dance", "dedup_key": "k2"},
-        {"item_id": "7", "kind": "task"},
+        {"item_id": item, "kind": "surface", "impression_id": "imp_1", "dedup_key": "k1", "brief": "shown"},
+        {"item_id": item, "kind": "dance", "dedup_key": "k2"},
+        {"item_id": item, "kind": "task"},
         {"item_id": "x", "kind": "task", "dedup_key": "k3"},
     ]
     first = compat(token).post("/items/events", {"events": events})[1]["data"]
     assert (first["accepted"], first["skipped"]) == (1, 3)
     assert first["skipped_reasons"] == [
-        "invalid kind dance for item 7",
-        "missing dedup_key for item 7",
+        f"invalid kind dance for item {item}",
+        f"missing dedup_key for item {item}",
         "invalid item_id x",
     ]
     again = compat(token).post("/items/events", {"events": events[:1]})[1]["data"]
     assert again == {"accepted": 1, "skipped": 0}
     assert list(FeedEvent.objects.values_list("agent_id", "item_id", "kind", "brief")) == [
-        (agent.pk, 7, "surface", "shown")
+        (agent.pk, int(item), "surface", "shown")
     ]
     status, answer, _ = compat(token).post("/items/events", {"events": events * 13})
     assert status == 400 and "50" in answer["msg"]
+
+
+def test_events_only_for_items_the_reader_may_see(compat, agent_and_token):
+    """Issue 44, item 8: held items, others' unpublished items and unknown ids are skipped alike as not found."""
+    agent, token = agent_and_token
+    published, own_pending = make_completed_item(), make_item(author=agent)
+    held, others_pending = make_held_item(), make_item()
+    ids = [published.pk, own_pending.pk, held.pk, others_pending.pk, 999_999_999]
+    events = [{"item_id": str(pk), "kind": "surface", "dedup_key": f"k{pk}"} for pk in ids]
+    answer = compat(token).post("/items/events", {"events": events})[1]["data"]
+    assert (answer["accepted"], answer["skipped"]) == (2, 3)
+    assert answer["skipped_reasons"] == [f"item {pk} not found" for pk in ids[2:]]
+    assert set(FeedEvent.objects.values_list("item_id", flat=True)) == {published.pk, own_pending.pk}
 
 
 def test_my_items_page_with_last_item_id(compat):
@@ -241,7 +270,8 @@ def test_profile_show_and_update(compat, agent_and_token):
         ("TAKEN-name", 409, "taken"),
         ("taken-narne", 409, "taken"),  # rn looks like m: a look-alike is taken too
         ("EigenFIux", 422, "looks like the reserved name 'EigenFlux'"),
-        ("Eigen\u2800Flux", 422, "invisible character U+2800"),
+        ("Nova\u2800Star", 422, "invisible character U+2800"),
+        ("Eigen\u2800Flux", 422, "reserved"),  # the reserved check comes first (agent_name_check)
     ],
 )
 def test_profile_update_refuses_a_name_it_cannot_use_with_a_named_error(

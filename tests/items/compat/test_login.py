@@ -21,8 +21,9 @@ def login(client, email: str, **headers: str):
     return client.post("/auth/login", {"email": email, "login_method": "email"}, **headers)
 
 
-def verify(client, challenge_id: str, code: str):
-    return client.post("/auth/login/verify", {"challenge_id": challenge_id, "code": code, "login_method": "email"})
+def verify(client, challenge_id: str, code: str, **headers: str):
+    body = {"challenge_id": challenge_id, "code": code, "login_method": "email"}
+    return client.post("/auth/login/verify", body, **headers)
 
 
 def last_code() -> str:

@@ -87,11 +87,49 @@ def test_codes_asked_from_many_clients_do_not_multiply_the_guesses_at_one_addres
     settings.LOGIN_RESEND_SECONDS, settings.LOGIN_REQUESTS_PER_IP_PER_HOUR = 0, 0
     budget = settings.LOGIN_CODE_ATTEMPTS_PER_ADDRESS_PER_HOUR
     per_code = settings.LOGIN_CODE_MAX_ATTEMPTS
+    settings.LOGIN_CODE_ATTEMPTS_PER_ADDRESS_PER_CLIENT_PER_HOUR = per_code  # each client spends a whole code
     clients = [f"203.0.113.{n}" for n in range(1, budget // per_code + 2)]
     challenges = [login(compat(), "alice@gmail.com", REMOTE_ADDR=ip)[1]["data"]["challenge_id"] for ip in clients]
-    wrong = [verify(compat(), challenge, "000000") for challenge in challenges[:-1] for _ in range(per_code)]
+    wrong = [
+        verify(compat(), challenge, "000000", REMOTE_ADDR=ip)
+        for ip, challenge in zip(clients[:-1], challenges[:-1], strict=True)
+        for _ in range(per_code)
+    ]
     assert all(body["code"] == 400 for _, body, _ in wrong[:budget])
     # The address's attempts are spent: even the right code of a fresh challenge waits, with the real wait.
-    status, body, headers = verify(compat(), challenges[-1], last_code())
+    status, body, headers = verify(compat(), challenges[-1], last_code(), REMOTE_ADDR=clients[-1])
     assert status == 429 and "too many code attempts for this address" in body["msg"], body
     assert 0 < int(headers["Retry-After"]) <= 3600 // budget
+
+
+def test_one_client_failing_codes_cannot_lock_the_owner_out(compat, alice, settings):
+    """Issue 44, item 1: one client asking codes and failing them spent the address's attempts, and its owner,
+    with the right code from another network, got 429. The client's own budget stops it first, and attempts it
+    refuses spend nothing of the address's ceiling."""
+    settings.LOGIN_RESEND_SECONDS = 0
+    per_client = settings.LOGIN_CODE_ATTEMPTS_PER_ADDRESS_PER_CLIENT_PER_HOUR
+    ceiling = settings.LOGIN_CODE_ATTEMPTS_PER_ADDRESS_PER_HOUR
+    assert per_client > 0 and per_client + settings.LOGIN_CODE_MAX_ATTEMPTS <= ceiling  # the owner keeps a code's worth
+    attacker = "203.0.113.9"
+    answers = []
+    for _ in range(settings.LOGIN_CODES_PER_ADDRESS_PER_CLIENT_PER_HOUR):  # about 12 requests an hour, as reported
+        challenge = login(compat(), "alice@gmail.com", REMOTE_ADDR=attacker)[1]["data"]["challenge_id"]
+        answers += [verify(compat(), challenge, "000000", REMOTE_ADDR=attacker)[1] for _ in range(2)]
+    assert [answer["code"] for answer in answers[:per_client]] == [400] * per_client
+    assert all(a["code"] == 429 for a in answers[per_client:]) and len(answers) > per_client
+    assert "too many code attempts for this address from this client" in answers[-1]["msg"]
+    # The owner, on another network, with the code just mailed to them, logs in.
+    challenge = login(compat(), "alice@gmail.com", REMOTE_ADDR="198.51.100.4")[1]["data"]["challenge_id"]
+    status, body, _ = verify(compat(), challenge, last_code(), REMOTE_ADDR="198.51.100.4")
+    assert status == 200 and body["code"] == 0, body
+
+
+def test_the_owners_slips_are_forgiven_once_the_mailbox_is_proven(compat, alice, settings):
+    settings.LOGIN_RESEND_SECONDS = 0
+    per_client = settings.LOGIN_CODE_ATTEMPTS_PER_ADDRESS_PER_CLIENT_PER_HOUR
+    challenge = login(compat(), "alice@gmail.com")[1]["data"]["challenge_id"]
+    for _ in range(per_client - 1):
+        assert verify(compat(), challenge, "000000")[1]["code"] == 400
+    assert verify(compat(), challenge, last_code())[0] == 200
+    challenge = login(compat(), "alice@gmail.com")[1]["data"]["challenge_id"]
+    assert [verify(compat(), challenge, "000000")[1]["code"] for _ in range(per_client)] == [400] * per_client

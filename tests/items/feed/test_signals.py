@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
-from items.models import FeedEvent, ItemFeedback, ItemStats
+from items.models import FeedEvent, ItemFeedback, ItemStats, ItemStatus, ProcessedItem
 from tests.items.feed.conftest import basis, item, ranked, reader_with
 
 pytestmark = pytest.mark.django_db
@@ -115,6 +115,20 @@ def test_own_feedback_lowers_items_like_a_minus_one_and_feed_events_count_as_int
     settings.FEED_WEIGHT_OWN_FEEDBACK = 0.0
     order = ranked(reader)
     assert order.index(like_the_spam.pk) < order.index(like_the_task.pk)
+
+
+def test_feed_events_on_an_item_since_held_count_no_more(author):
+    """Issue 44, item 8: an event's item embedding feeds the reader's ranking only while the reader may see it."""
+    reader = reader_with()
+    asked = item(author, embedding=basis(8), hours_old=100)
+    FeedEvent.objects.create(agent=reader, item_id=asked.pk, kind="task", dedup_key="d1")
+    like_the_task = item(author, embedding=basis(8, 9), hours_old=1)
+    other = item(author, embedding=basis(7))
+    order = ranked(reader)
+    assert order.index(like_the_task.pk) < order.index(other.pk)
+    ProcessedItem.objects.filter(pk=asked.pk).update(status=ItemStatus.REVIEW)
+    order = ranked(reader)
+    assert order.index(other.pk) < order.index(like_the_task.pk)
 
 
 def test_neighbours_items_scored_well_by_readers_with_similar_profiles(author, settings):

@@ -83,7 +83,8 @@ def assert_notes_stay_private(item_id: int, fake_llm=None) -> None:
     assert item.status == ItemStatus.COMPLETED, (item.status, item.last_error)
     if fake_llm is not None:  # its embeddings are hashes of whole texts: point the query at the item
         fake_llm.set_embedding(QUERY, list(item.embedding))
-        get_redis().delete(cache_key(QUERY))
+        for key in get_redis().scan_iter(match=cache_key(QUERY, agent_id=0).replace(":0:", ":*:")):
+            get_redis().delete(key)
     for name, text in public_surfaces(item_id).items():
         assert not [word for word in SECRET_WORDS if word in text], name
     native = Client(HTTP_AUTHORIZATION=f"Bearer {make_agent()[1]}")
