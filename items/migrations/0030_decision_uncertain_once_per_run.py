@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("items", "0028_item_hnsw_build_params"),
+        ("items", "0029_official_text_permission"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
