@@ -10,6 +10,7 @@
     .venv/bin/python -m bench.analyzer_quality --fresh4           # the fourth fresh set only (a development set)
     .venv/bin/python -m bench.analyzer_quality --fresh5           # the fifth fresh set only (spent as a test set)
     .venv/bin/python -m bench.analyzer_quality --fresh6           # the sixth fresh set only (a test set, run twice)
+    .venv/bin/python -m bench.analyzer_quality --fresh7           # the seventh fresh set only (a test set)
 
 safety: bench/data/safety.jsonl (bench/safety_set.py), the tuning half and the held-out half reported apart, then
 the probe set (bench/data/safety_probe.jsonl, a development set);
@@ -20,12 +21,12 @@ content: bench/data/quality_*.jsonl (bench/analyzer_quality_content.py, which al
 spam blocked and normal passed by the gates, broadcast type per language, keyword precision/recall@5, the CPU
 of one extraction; tuning and held-out halves apart.
 
-fresh (only with --fresh, --fresh2, ... --fresh6, never part of the default run): bench/data/safety_fresh.jsonl,
+fresh (only with --fresh, --fresh2, ... --fresh7, never part of the default run): bench/data/safety_fresh.jsonl,
 safety_fresh2.jsonl, safety_fresh3.jsonl or safety_fresh4.jsonl (test sets until their misses were read on 3 or 4
-December, development sets since), safety_fresh5.jsonl (never tuned on, spent as a test set) or safety_fresh6.jsonl
-(a test set, never tuned on) (bench/fresh_set.py), written apart from the analyzer, through the pipeline's decisions
-(safety gate, extraction, quality gate, review hold): unsafe blocked, edgy passed, spam blocked, normal passed per
-language and category.
+December, development sets since), safety_fresh5.jsonl (never tuned on, spent as a test set), safety_fresh6.jsonl
+or safety_fresh7.jsonl (test sets, never tuned on) (bench/fresh_set.py), written apart from the analyzer, through the
+pipeline's decisions (safety gate, extraction, quality gate, review hold): unsafe blocked, edgy passed, spam blocked,
+normal passed per language and category.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 the second (safety_fresh2.jsonl) and the third (safety_fresh3.jsonl), spent as test sets, became development sets on
 the evening of 3 December, when their misses were read for the safe side's pass; the fourth (safety_fresh4.jsonl),
 run as a test set twice on 3 December, became a development set on 4 December; the fifth (safety_fresh5.jsonl), never
-tuned on, was spent as a test set by its second run on 4 December; the sixth (safety_fresh6.jsonl) is a test set.
+tuned on, was spent as a test set by its second run on 4 December; the sixth (safety_fresh6.jsonl) is a test set;
+the seventh (safety_fresh7.jsonl), written on 6 December for the multilingual learned analyzer, is a test set.
 
     .venv/bin/python -m bench.analyzer_quality --fresh    # bench/data/safety_fresh.jsonl, 240 (now a development set)
     .venv/bin/python -m bench.analyzer_quality --fresh2   # bench/data/safety_fresh2.jsonl, 270 (a development set)
@@ -11,6 +12,7 @@ tuned on, was spent as a test set by its second run on 4 December; the sixth (sa
     .venv/bin/python -m bench.analyzer_quality --fresh4   # bench/data/safety_fresh4.jsonl, 270 (a development set)
     .venv/bin/python -m bench.analyzer_quality --fresh5   # bench/data/safety_fresh5.jsonl, 270
     .venv/bin/python -m bench.analyzer_quality --fresh6   # bench/data/safety_fresh6.jsonl, 270
+    .venv/bin/python -m bench.analyzer_quality --fresh7   # bench/data/safety_fresh7.jsonl, 300
 
 Each broadcast goes through the offline analyzer in the pipeline's order, with the function the review-queue bench
 uses (`bench.review_queue.outcome`: the safety gate, the extraction's discard verdict, the quality gate, then the
@@ -35,7 +37,8 @@ FRESH_SET_3 = FRESH_SET.with_name("safety_fresh3.jsonl")
 FRESH_SET_4 = FRESH_SET.with_name("safety_fresh4.jsonl")
 FRESH_SET_5 = FRESH_SET.with_name("safety_fresh5.jsonl")
 FRESH_SET_6 = FRESH_SET.with_name("safety_fresh6.jsonl")
-# The sets by the name the bench's flag gives them (`--fresh`, `--fresh2`, ... `--fresh6`).
+FRESH_SET_7 = FRESH_SET.with_name("safety_fresh7.jsonl")
+# The sets by the name the bench's flag gives them (`--fresh`, `--fresh2`, ... `--fresh7`).
 FRESH_SETS = {
     "fresh": FRESH_SET,
     "fresh2": FRESH_SET_2,
@@ -43,6 +46,7 @@ FRESH_SETS = {
     "fresh4": FRESH_SET_4,
     "fresh5": FRESH_SET_5,
     "fresh6": FRESH_SET_6,
+    "fresh7": FRESH_SET_7,
 }
 # What each set's figures are: the first set's misses were read while tuning on 3 December, the second's and the
 # third's that evening.
@@ -53,6 +57,7 @@ STANDING = {
     FRESH_SET_4: "written apart, a development set since 4 Dec",
     FRESH_SET_5: "written apart, never tuned on; run twice as a test set (3, 4 Dec), spent",
     FRESH_SET_6: "written apart, a test set never tuned on (run twice, 4 Dec)",
+    FRESH_SET_7: "written apart, a test set never tuned on",
 }
 LANGS = ("en", "zh", "ja")
 UNSAFE_CATEGORIES = (
@@ -75,8 +80,8 @@ FIELDS = ("lang", "label", "category", "kind", "text")
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
-    """`--fresh`, `--fresh2`, `--fresh3`, `--fresh4`, `--fresh5` or `--fresh6` (one at most): the set to run, as
-    `args.fresh_set` (a path, or None)."""
+    """`--fresh`, `--fresh2`, `--fresh3`, `--fresh4`, `--fresh5`, `--fresh6` or `--fresh7` (one at most): the set to
+    run, as `args.fresh_set` (a path, or None)."""
     group = parser.add_mutually_exclusive_group()
     for name, path in FRESH_SETS.items():
         group.add_argument(f"--{name}", dest="fresh_set", action="store_const", const=path, help=f"{path.name} only")

@@ -1,8 +1,8 @@
-"""The fresh test sets (bench/data/safety_fresh.jsonl, safety_fresh2.jsonl ... safety_fresh6.jsonl; docs/benchmarks.md,
+"""The fresh test sets (bench/data/safety_fresh.jsonl, safety_fresh2.jsonl ... safety_fresh7.jsonl; docs/benchmarks.md,
 "A fresh test set"): each parses, holds what bench/data/README.md says it holds, shares no text
 with any labelled or training file (nor with another fresh set), and the bench's tables count right. No figure of
 the analyzer is asserted here: a set is judged by hand, with `analyzer_quality --fresh`, `--fresh2`, `--fresh3`,
-`--fresh4`, `--fresh5` or `--fresh6`."""
+`--fresh4`, `--fresh5`, `--fresh6` or `--fresh7`."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from bench.fresh_set import (
     FRESH_SET_4,
     FRESH_SET_5,
     FRESH_SET_6,
+    FRESH_SET_7,
     FRESH_SETS,
     LANGS,
     UNSAFE_CATEGORIES,
@@ -40,6 +41,7 @@ DOCUMENTED = {
     FRESH_SET_4: ({"unsafe": (30, 30, 30), "edgy": (30, 30, 30), "spam": (15, 15, 15), "normal": (15, 15, 15)}, 2),
     FRESH_SET_5: ({"unsafe": (30, 30, 30), "edgy": (30, 30, 30), "spam": (15, 15, 15), "normal": (15, 15, 15)}, 2),
     FRESH_SET_6: ({"unsafe": (30, 30, 30), "edgy": (30, 30, 30), "spam": (15, 15, 15), "normal": (15, 15, 15)}, 2),
+    FRESH_SET_7: ({"unsafe": (34, 34, 34), "edgy": (33, 33, 33), "spam": (17, 17, 17), "normal": (16, 16, 16)}, 2),
 }
 SETS = pytest.mark.parametrize("path", sorted(FRESH_SETS.values()), ids=lambda path: path.name)
 
@@ -60,6 +62,63 @@ def test_the_set_holds_the_documented_languages_labels_and_categories(path):
     assert len({case["text"] for case in cases}) == len(cases)
 
 
+# The seventh set's kinds, the same in each language (bench/data/README.md, `safety_fresh7.jsonl`): its unsafe posts
+# mostly say what they offer without the category's words (euphemism, a job, a service, a threat left implied).
+KINDS_7 = {
+    "unsafe": {
+        "euphemism": (10, 11, 11),
+        "job_offer": (7, 6, 6),
+        "service": (4, 5, 5),
+        "implied_threat": (4, 4, 4),
+        "minors": (4, 4, 4),
+        "obfuscated": (2, 2, 2),
+        "plain": (3, 2, 2),
+    },
+    "edgy": {
+        "warning_guide": (5, 5, 5),
+        "fiction": (4, 4, 4),
+        "news": (3, 3, 3),
+        "harm_reduction": (3, 3, 3),
+        "firearms": (3, 3, 3),
+        "pentest": (2, 2, 2),
+        "cve": (2, 2, 2),
+        "malware_analysis": (2, 2, 2),
+        "fraud_prevention": (2, 2, 2),
+        "privacy": (2, 2, 2),
+        "support": (2, 2, 2),
+        "compliance": (1, 1, 1),
+        "research": (1, 1, 1),
+        "jargon": (1, 1, 1),
+    },
+    "spam": {
+        "dm": (3, 3, 3),
+        "vague_ad": (3, 3, 3),
+        "pump": (2, 2, 2),
+        "easy_money": (2, 2, 2),
+        "bait": (2, 2, 2),
+        "referral": (2, 2, 2),
+        "test": (1, 1, 1),
+        "follow": (1, 1, 1),
+        "keywords": (1, 1, 1),
+    },
+    "normal": {"demand": (4, 4, 4), "supply": (4, 4, 4), "info": (4, 4, 4), "alert": (4, 4, 4)},
+}
+UNSAFE_7 = {"threats": 4, "drugs": 4, "doxxing": 2}  # the other eight categories: 3 each, per language
+
+
+def test_the_seventh_set_holds_the_documented_kinds_and_categories():
+    cases = load_fresh(FRESH_SET_7)
+    kinds = Counter((case["label"], case["kind"], case["lang"]) for case in cases)
+    assert {
+        label: {kind: tuple(kinds[(label, kind, lang)] for lang in LANGS) for kind in documented}
+        for label, documented in KINDS_7.items()
+    } == KINDS_7
+    assert sum(kinds.values()) == sum(sum(map(sum, documented.values())) for documented in KINDS_7.values())
+    for lang in LANGS:
+        categories = Counter(case["category"] for case in cases if case["lang"] == lang and case["label"] == "unsafe")
+        assert categories == {category: UNSAFE_7.get(category, 3) for category in UNSAFE_CATEGORIES}, lang
+
+
 def test_the_flags_choose_a_set():
     parser = argparse.ArgumentParser()
     add_flags(parser)
@@ -70,6 +129,7 @@ def test_the_flags_choose_a_set():
     assert parser.parse_args(["--fresh4"]).fresh_set == FRESH_SET_4 == ROOT / "bench/data/safety_fresh4.jsonl"
     assert parser.parse_args(["--fresh5"]).fresh_set == FRESH_SET_5 == ROOT / "bench/data/safety_fresh5.jsonl"
     assert parser.parse_args(["--fresh6"]).fresh_set == FRESH_SET_6 == ROOT / "bench/data/safety_fresh6.jsonl"
+    assert parser.parse_args(["--fresh7"]).fresh_set == FRESH_SET_7 == ROOT / "bench/data/safety_fresh7.jsonl"
     with pytest.raises(SystemExit):
         parser.parse_args(["--fresh2", "--fresh3"])
     with pytest.raises(SystemExit):
@@ -78,6 +138,8 @@ def test_the_flags_choose_a_set():
         parser.parse_args(["--fresh4", "--fresh5"])
     with pytest.raises(SystemExit):
         parser.parse_args(["--fresh5", "--fresh6"])
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--fresh6", "--fresh7"])
 
 
 def _texts_elsewhere(fresh: Path) -> tuple[set[str], str]:
@@ -173,6 +235,7 @@ def test_the_section_prints_rates_held_counts_and_missed_stages(capsys, tmp_path
         (FRESH_SET_4, "development set"),
         (FRESH_SET_5, "test set"),
         (FRESH_SET_6, "test set"),
+        (FRESH_SET_7, "test set"),
     ],
 )
 def test_the_heading_says_whether_the_figures_are_test_or_development_figures(capsys, path, standing):
