@@ -16,6 +16,7 @@ from django.test import Client
 from django.urls import reverse
 
 from items.events import ITEM_MILESTONE, STREAM_ITEM_EVENTS, STREAM_ITEM_STATS
+from items.events_socket import agent_group
 from items.models import ItemMilestone, Message, MessageKind, MilestoneRule, OutboxEvent
 from items.services.feedback import item_feedback_submit
 from items.services.milestones import template_problem
@@ -126,6 +127,16 @@ def test_the_client_sees_a_milestone_once_among_its_notifications(db, rules):
     assert again["notifications"] == []
 
 
+async def _joined(group: str, timeout: float = 30.0) -> None:
+    """Until a socket is in the channel layer's `group` (channels_redis keeps a group as a sorted set)."""
+    layer = channel_layers["default"]
+    connection = layer.connection(layer.consistent_hash(group))
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await connection.zcard(layer._group_key(group)):
+        assert asyncio.get_running_loop().time() < deadline, f"no socket joined {group}"
+        await asyncio.sleep(0.02)
+
+
 def test_the_websocket_receives_the_milestone(transactional_db, rules):
     from eigenflux.asgi import application
 
@@ -141,6 +152,9 @@ def test_the_websocket_receives_the_milestone(transactional_db, rules):
         socket = WebsocketCommunicator(application, f"/ws/v1/events?token={token}")
         connected, _ = await socket.connect()
         assert connected
+        # The socket is accepted before it authenticates and joins its agent's group: a push sent before it joined
+        # would reach nobody, as for any client that connects a moment later.
+        await _joined(agent_group(author.pk))
         # The consumer's handler, synchronous as the runtime runs it, in a worker thread of this event loop.
         await database_sync_to_async(ItemNotifyConsumer().handle)(event)
         received = await socket.receive_json_from(timeout=30)
