@@ -11,6 +11,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 from django.db.models import Q
 
+from eigenflux.base.embedding_space import configured_embedding_model
 from items.models import ProcessedItem
 from items.services.enrichment_state import item_embeddings_store
 from pipeline import llm
@@ -39,7 +40,7 @@ class Command(BaseCommand):
             except llm.ModelError as exc:
                 raise CommandError(f"embedding failed after {done} of {total} items: {exc}") from exc
             by_item = {pk: vector for (pk, _), vector in zip(batch, vectors, strict=True)}
-            done += item_embeddings_store(vectors=by_item)
+            done += item_embeddings_store(vectors=by_item, model=configured_embedding_model())
             last = batch[-1][0]
             self.stdout.write(f"{done}/{total}")
         self.stdout.write(self.style.SUCCESS(f"re-embedded {done} items"))
