@@ -122,8 +122,9 @@ def _no_connection_across_fork() -> None:
     from django.db.backends.postgresql.base import DatabaseWrapper
 
     connections.close_all()
+    pools = getattr(DatabaseWrapper, "_connection_pools", {})  # Django's (private) pools by alias, built on first use
     for wrapper in connections.all(initialized_only=True):
-        if isinstance(wrapper, DatabaseWrapper) and wrapper.alias in DatabaseWrapper._connection_pools:
+        if isinstance(wrapper, DatabaseWrapper) and wrapper.alias in pools:
             wrapper.close_pool()
 
 
