@@ -1,6 +1,7 @@
 """Provenance for the vectors stored before there was any: assumed, not known. Vectors written before provenance
-came from the model configured at upgrade (the settings this migration runs with); an operator who changed the
-embedding model without re-embedding should run `manage.py reembed_items --all` after it (docs/operations.md)."""
+came from the model configured at upgrade (the settings this migration runs with). An operator who changed the
+embedding model earlier without re-embedding clears the stamp and re-embeds everything
+(docs/operations.md#changing-the-embedding-model)."""
 
 from django.db import migrations
 
