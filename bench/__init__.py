@@ -33,6 +33,7 @@ BENCHMARKS = (
     "pipeline_pg_statements",
     "pipeline_throughput",
     "publish_throughput",
+    "reembed_rate",
     "relay_latency",
     "review_queue",
     "runtime_throughput",

@@ -16,6 +16,7 @@ import numpy as np
 from django.conf import settings
 from django.db import connection
 
+from eigenflux.base.embedding_space import configured_embedding_model
 from items.feed_ranking.concepts import item_concepts
 from items.models import (
     Agent,
@@ -107,7 +108,8 @@ def seed_agents(world: World, count: int) -> tuple[int, list[int]]:
         profiles.write(
             _row(
                 [n, _vector(world.near(seeks, 0.6)), _vector(world.near(offers, 0.6)),
-                 json.dumps([[round(x, 4) for x in part] for part in parts_seeks]), "[]", stamp, stamp]
+                 json.dumps([[round(x, 4) for x in part] for part in parts_seeks]), "[]", stamp, stamp,
+                 configured_embedding_model()]
             )
         )  # fmt: skip
     with connection.cursor() as cursor:
@@ -121,7 +123,8 @@ def seed_agents(world: World, count: int) -> tuple[int, list[int]]:
         _copy(
             cursor,
             ReaderProfile._meta.db_table,
-            "agent_id, seeks_embedding, offers_embedding, seeks_parts, offers_parts, version, updated_at",
+            "agent_id, seeks_embedding, offers_embedding, seeks_parts, offers_parts, version, updated_at, "
+            "embedding_model",
             profiles,
         )
         cursor.execute(f"SELECT setval(pg_get_serial_sequence('{Agent._meta.db_table}', 'id'), {base + count})")
@@ -157,7 +160,8 @@ def _item_rows(
                 [pk, author, "completed", kind, content[:120], _array(keywords),
                  _array(world.domains(topic)), "en", round(quality, 3), group, _vector(world.near(topic, 1.0)),
                  "local", at.isoformat(), at.isoformat(), at.isoformat(), expire, "", "", "", "", "", "", 0, "", "",
-                 _array([str(concept) for concept in item_concepts(content, keywords)])]
+                 _array([str(concept) for concept in item_concepts(content, keywords)]),
+                 configured_embedding_model()]
             )
         )  # fmt: skip
         if world.rng.random() < 0.6:
@@ -174,7 +178,7 @@ def _item_rows(
 PROCESSED_COLUMNS = (
     "raw_id, author_id, status, broadcast_type, summary, keywords, domains, lang, quality, group_id, embedding, "
     "analyzer, created_at, processed_at, updated_at, expire_time, reason, timeliness, geo, source_type, "
-    "expected_response, suggestion, attempts, last_error, claimed_by, concepts"
+    "expected_response, suggestion, attempts, last_error, claimed_by, concepts, embedding_model"
 )
 
 

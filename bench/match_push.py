@@ -37,6 +37,7 @@ def populate(readers: int, rng) -> tuple[list, list[int]]:
     from django.conf import settings
     from django.utils import timezone
 
+    from eigenflux.base.embedding_space import configured_embedding_model
     from items.models import Agent, ReaderProfile
 
     centres = rng.standard_normal((CLUSTERS, settings.EMBEDDING_DIMENSIONS))
@@ -52,6 +53,7 @@ def populate(readers: int, rng) -> tuple[list, list[int]]:
                 agent=agent,
                 seeks_embedding=near(rng, centres[n % CLUSTERS]),
                 offers_embedding=near(rng, centres[(n + 1) % CLUSTERS]),
+                embedding_model=configured_embedding_model(),
                 version=now,
             )
             for n, agent in enumerate(agents)

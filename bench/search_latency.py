@@ -38,6 +38,7 @@ from django.db import connection, transaction  # noqa: E402
 from django.test import Client  # noqa: E402
 
 import eigenflux.wsgi  # noqa: E402, F401  set up as a web process is (gunicorn loads this module)
+from eigenflux.base.embedding_space import configured_embedding_model  # noqa: E402
 from items.models import ProcessedItem  # noqa: E402
 from items.search import semantic_candidates  # noqa: E402
 from items.services.agents import agent_create, agent_token_create  # noqa: E402
@@ -56,7 +57,7 @@ EXTRA_QUERIES = ["team update", "project details", "available soon"]  # common w
 PROCESSED_COLUMNS = (
     "raw_id, author_id, status, broadcast_type, summary, keywords, domains, lang, quality, group_id, embedding, "
     "analyzer, created_at, processed_at, updated_at, reason, timeliness, geo, source_type, expected_response, "
-    "suggestion, attempts, last_error, claimed_by"
+    "suggestion, attempts, last_error, claimed_by, embedding_model"
 )
 LIVE_BATCH = 10  # items per transaction for the newest items, as the pipeline completes them
 
@@ -108,6 +109,7 @@ def seed(
                     0,
                     "",
                     "",
+                    configured_embedding_model(),  # the corpus's MiniLM vectors: the configured local model's
                 ]
             )
         )

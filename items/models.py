@@ -202,6 +202,10 @@ class ProcessedItem(models.Model):
     # update. The completion moves it into `embedding`; a discarded, failed or held item keeps it here, so a
     # requeue or an approval still pays for no embedding twice (docs/performance.md).
     pending_embedding = VectorField(dimensions=settings.EMBEDDING_DIMENSIONS, null=True, blank=True)
+    # The model that made the row's vectors (`embedding` or `pending_embedding`, both from the same content), as
+    # eigenflux.base.embedding_space names it; "" while there is none. Similarity reads only the configured model's
+    # vectors, and `manage.py reembed_items` rewrites the others (docs/operations.md#changing-the-embedding-model).
+    embedding_model = models.CharField(max_length=100, blank=True, default="", db_default="")
     analyzer = models.CharField(max_length=100, blank=True, help_text="Model name, or 'local'.")
     attempts = models.PositiveIntegerField(default=0)
     last_error = models.TextField(blank=True)
@@ -664,6 +668,9 @@ class ReaderProfile(models.Model):
     agent = models.OneToOneField(Agent, on_delete=models.CASCADE, primary_key=True, related_name="reader_profile")
     seeks_embedding = VectorField(dimensions=settings.EMBEDDING_DIMENSIONS, null=True, blank=True)
     offers_embedding = VectorField(dimensions=settings.EMBEDDING_DIMENSIONS, null=True, blank=True)
+    # The model that made every vector of the profile (both sides and their clauses): read only when it is the
+    # configured one (eigenflux.base.embedding_space), rewritten by `manage.py reembed_items`.
+    embedding_model = models.CharField(max_length=100, blank=True, default="", db_default="")
     # When a side names several wants, each one's vector too (items.feed_ranking.clauses): lists of floats.
     seeks_parts = models.JSONField(default=list, blank=True)
     offers_parts = models.JSONField(default=list, blank=True)

@@ -42,6 +42,7 @@ from prometheus_client import Counter
 
 from eigenflux.base import tracing
 from eigenflux.base.dbpool import connection_to_spare
+from eigenflux.base.embedding_space import configured_embedding_model
 from items import ports, textsearch
 from items.models import ProcessedItem
 from items.ports import QueryEmbedder, QueryVector, SemanticSearchUnavailable
@@ -345,7 +346,12 @@ def _nearest(
     min_similarity: float | None = None,
 ) -> list[tuple[int, float]]:
     distance = CosineDistance("embedding", embedding)
-    queryset = visible_items(broadcast_type, domain).filter(embedding__isnull=False).annotate(distance=distance)
+    # Only the configured model's vectors: during a re-embed the others are not comparable with the query's. The
+    # filter is checked on the rows the HNSW walk yields (the plan stays an index scan; tests/pipeline/test_reembed.py).
+    queryset = visible_items(broadcast_type, domain).filter(
+        embedding__isnull=False, embedding_model=configured_embedding_model()
+    )
+    queryset = queryset.annotate(distance=distance)
     if min_similarity is not None:
         queryset = queryset.filter(distance__lte=1.0 - min_similarity)
     rows = queryset.order_by("distance").values_list("pk", "distance")[:depth]

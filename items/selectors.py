@@ -12,6 +12,7 @@ from django.db.models import BigIntegerField, Count, Exists, OuterRef, Q, QueryS
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from eigenflux.base.embedding_space import configured_embedding_model
 from eigenflux.base.sqlrows import BinaryVector, server_bound_cursor
 from items.models import (
     VERDICT_TAKEN_DOWN,
@@ -115,18 +116,20 @@ def exact_duplicate_of(item: ProcessedItem) -> RawItem | None:
 
 
 def most_similar(*, embedding, exclude_id: int) -> SimilarHit | None:
-    """The completed item nearest by cosine (pgvector HNSW), or None when there is none."""
+    """The completed item nearest by cosine (pgvector HNSW), or None when there is none. Only items embedded by the
+    configured model are compared (a half-done re-embed never groups across two models' spaces); the HNSW scan still
+    serves, the model filtered on its rows (tests/pipeline/test_reembed.py reads the plan)."""
     global _SIMILAR_SQL
     if _SIMILAR_SQL is None:
         table = ProcessedItem._meta.db_table
         _SIMILAR_SQL = (
             f'SELECT "raw_id", "author_id", "group_id", "created_at", ("embedding" <=> %s) AS "distance" '  # noqa: S608
             f'FROM "{table}" WHERE "status" = \'{ItemStatus.COMPLETED.value}\' AND "embedding" IS NOT NULL '
-            'AND "raw_id" <> %s '
+            'AND "raw_id" <> %s AND "embedding_model" = %s '
             'ORDER BY "distance" ASC LIMIT 1'
         )
     with server_bound_cursor() as cursor:
-        cursor.execute(_SIMILAR_SQL, [BinaryVector(embedding), exclude_id])
+        cursor.execute(_SIMILAR_SQL, [BinaryVector(embedding), exclude_id, configured_embedding_model()])
         row = cursor.fetchone()
     if row is None:
         return None

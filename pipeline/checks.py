@@ -5,10 +5,14 @@ offline embedding: the all-MiniLM-L6-v2 package is installed and EMBEDDING_DIMEN
 from __future__ import annotations
 
 from django.conf import settings
-from django.core.checks import Error, register
+from django.core.checks import Error, Tags, register
+from django.core.checks import Warning as CheckWarning
+from django.db import DatabaseError
 from django.template import TemplateSyntaxError, VariableDoesNotExist
 from pydantic import ValidationError
 
+from eigenflux.base.embedding_space import configured_embedding_model
+from items.vector_provenance import other_models
 from pipeline.llm.local import glossary, minilm
 from pipeline.llm.prompts import (
     PROMPT_NAMES,
@@ -41,7 +45,8 @@ SAMPLE_CONTEXT = {
 # eigenflux.E001 missing/unreadable prompt or example, E002 required key (no default) missing from the example,
 # E003 unexpected key in the example, E004 example fails the schema, E005 template does not render,
 # E006 template names a variable the code does not pass (it would render as empty text),
-# E007 EMBEDDING_DIMENSIONS does not fit the local model, E008 the local model's package is missing.
+# E007 EMBEDDING_DIMENSIONS does not fit the local model, E008 the local model's package is missing,
+# W004 stored vectors were made by another embedding model than the configured one.
 
 
 @register("eigenflux")
@@ -130,3 +135,36 @@ def check_local_embedding(app_configs=None, **kwargs) -> list[Error]:
     except glossary.GlossaryMissing as exc:
         errors.append(Error(str(exc), hint="Run `make install`.", id="eigenflux.E009"))
     return errors
+
+
+@register("eigenflux", Tags.database)
+def check_embedding_provenance(app_configs=None, databases=None, **kwargs) -> list[CheckWarning]:
+    """Vectors of another model than the configured one are stored (a model change not re-embedded yet, or half
+    done). A warning, not an error: every similarity read compares only the configured model's vectors (the
+    provenance filter), so mixed vectors cost recall (the others are invisible to search, grouping, candidates and
+    match push until re-embedded), never a wrong answer; and an error would stop `migrate` (which runs the database
+    checks) during the upgrade that has to come before the re-embed, and every command for the hours a large
+    re-embed takes. Runs where the database is asked for: `manage.py check --database default`, and `migrate`."""
+    if not databases or "default" not in databases:
+        return []
+    model = configured_embedding_model()
+    try:
+        counts = other_models(model=model)
+    except DatabaseError:  # not migrated yet (the provenance column comes with items 0031), or unreachable
+        return []
+    if not any(counts.values()):
+        return []
+    found = "; ".join(
+        f"{sum(by_model.values())} {name} ({', '.join(f'{other}: {rows}' for other, rows in sorted(by_model.items()))})"
+        for name, by_model in counts.items()
+        if by_model
+    )
+    return [
+        CheckWarning(
+            f"stored vectors were made by another embedding model than the configured {model}: {found}. "
+            "Similarity leaves them out until they are re-embedded",
+            hint="Run `manage.py reembed_items` (resumable; --processes N to use more cores), "
+            "docs/operations.md#changing-the-embedding-model.",
+            id="eigenflux.W004",
+        )
+    ]

@@ -21,6 +21,7 @@ from django.db import DatabaseError
 from django.utils import timezone
 
 from eigenflux.base import tracing
+from eigenflux.base.embedding_space import configured_embedding_model
 from items.blacklist_cache import blacklist_match
 from items.models import EXTRACTED_FIELDS, DecisionStage, ItemStatus, ProcessedItem, PublicReason, RawItem
 from items.selectors import SimilarHit, exact_duplicate_of, most_similar
@@ -225,14 +226,17 @@ class Enrichment:
             self._checkpoint(suggestion=suggestion, suggested_at=suggested_at)
 
     def _embedding(self) -> list[float]:
-        for kept in (self.item.embedding, self.item.pending_embedding):
-            if kept is not None:
-                return list(kept)
+        model = configured_embedding_model()
+        if self.item.embedding_model == model:  # a vector of another model is not reused: it is made again
+            for kept in (self.item.embedding, self.item.pending_embedding):
+                if kept is not None:
+                    return list(kept)
         # The content alone: notes are the author's, and a vector holding them would let other agents find the
         # item by words only the notes contain (semantic search) and group it by them.
         answer = self._call(DecisionStage.EMBEDDING, "unavailable", llm.embed, [self.raw.content])
         vector = answer.value[0]
-        self._checkpoint(pending_embedding=vector)  # unindexed until the completion (items.models)
+        # Unindexed until the completion (items.models); stamped with the model that made it.
+        self._checkpoint(pending_embedding=vector, embedding_model=model)
         return vector
 
     def _group(self, hit: SimilarHit | None, broadcast_type: str) -> int:

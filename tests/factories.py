@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import re
 
+from eigenflux.base.embedding_space import configured_embedding_model
 from items.models import Agent, ItemStatus, ProcessedItem, RawItem
 from items.services.agents import agent_create, agent_token_create
 from items.services.publish import item_publish
@@ -56,6 +57,8 @@ def make_completed_item(
         "analyzer": fields.pop("analyzer", "local"),
         "group_id": group_id or raw.pk,
         "embedding": embedding,
+        # Stamped as the pipeline stamps it: made by the embedding configured now (eigenflux.base.embedding_space).
+        "embedding_model": fields.pop("embedding_model", configured_embedding_model() if embedding is not None else ""),
         "processed_at": timezone.now(),
         **fields,
     }

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 
+from eigenflux.base.embedding_space import configured_embedding_model
 from items.feed_ranking.signals import SEEKS_SIDE, ReaderContext
 from items.models import BroadcastType, ItemStats, ItemStatus, ProcessedItem
 from items.search import semantic_candidates
@@ -78,6 +79,7 @@ def _nearest_sql(walks: list, params: dict[str, Any]) -> list[str]:
         kind_sql = f"AND p.broadcast_type = %(walk_kind_{number})s " if kind else ""
         parts.append(
             f"(SELECT {SOURCE_COLUMNS} FROM {ITEMS} p WHERE p.embedding IS NOT NULL {kind_sql}AND {VISIBLE_SQL} "  # noqa: S608
+            "AND p.embedding_model = %(embedding_model)s "
             f"ORDER BY p.embedding <=> %(walk_{number})s::vector LIMIT %(nearest)s)"
         )
         params[f"walk_kind_{number}"] = kind
@@ -85,6 +87,7 @@ def _nearest_sql(walks: list, params: dict[str, Any]) -> list[str]:
             texts[id(vector)] = vector_text(vector)
         params[f"walk_{number}"] = texts[id(vector)]
     params["nearest"] = settings.FEED_CANDIDATES_NEAREST
+    params["embedding_model"] = configured_embedding_model()  # never a walk through another model's vectors
     return parts
 
 

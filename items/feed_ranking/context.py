@@ -11,6 +11,7 @@ import numpy as np
 from django.conf import settings
 from django.db import connection, transaction
 
+from eigenflux.base.embedding_space import configured_embedding_model_sql
 from items.feed_ranking.candidates import VISIBLE_SQL, candidate_sources, hnsw_ef_search, type_and_domain
 from items.feed_ranking.concepts import item_concepts
 from items.feed_ranking.signals import ItemFacts, ReaderContext, unit
@@ -35,7 +36,7 @@ def facts_sql(source: str) -> str:
     """SELECT the facts of each row of `source` (aliased p: the items table, or rows with its columns)."""
     return (
         "SELECT p.raw_id, p.author_id, p.broadcast_type, p.keywords, p.domains, p.quality, "  # noqa: S608
-        "extract(epoch FROM COALESCE(p.processed_at, p.created_at))::float8, vector_send(p.embedding), p.concepts, "
+        f"extract(epoch FROM COALESCE(p.processed_at, p.created_at))::float8, {model_vector_sql()}, p.concepts, "
         # The author's flag by its primary key per row: a join let the planner hash the whole agents table
         # (a sequential scan growing with the network) for a few hundred rows.
         f"(SELECT a.is_official FROM {Agent._meta.db_table} a WHERE a.id = p.author_id), "
@@ -47,7 +48,13 @@ def facts_sql(source: str) -> str:
 
 # The item columns facts_sql reads.
 FACT_COLUMNS = "p.raw_id, p.author_id, p.broadcast_type, p.keywords, p.domains, p.quality, p.processed_at, "
-FACT_COLUMNS += "p.created_at, p.embedding, p.concepts"
+FACT_COLUMNS += "p.created_at, p.embedding, p.embedding_model, p.concepts"
+
+
+def model_vector_sql() -> str:
+    """An item's embedding (`p`) in vector_send's binary form when the configured model made it, else NULL: a
+    vector of another model is not comparable with the reader's, so it ranks as an item without one."""
+    return f"vector_send(CASE WHEN p.embedding_model = {configured_embedding_model_sql()} THEN p.embedding END)"
 
 
 def servable_facts(

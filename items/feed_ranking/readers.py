@@ -13,10 +13,11 @@ import redis
 from django.conf import settings
 from django.db import connection
 
+from eigenflux.base.embedding_space import configured_embedding_model
 from eigenflux.base.redis import get_redis, reply_text
 from items.feed_ranking.candidates import vector_text
 from items.feed_ranking.concepts import concepts
-from items.feed_ranking.context import ITEMS, embedding_of
+from items.feed_ranking.context import ITEMS, embedding_of, model_vector_sql
 from items.feed_ranking.signals import ReaderContext, unit
 from items.models import Agent, FeedEvent, ItemFeedback, ItemStatus, ReaderProfile
 
@@ -36,7 +37,14 @@ def reader_contexts(readers: list[Agent], *, only_items: set[int] | None = None)
     similar readers liked (one query per reader, kept in Redis). With `only_items` (the caller scores just these
     items), nobody's neighbours are read when none of them was scored +1/+2: the neighbours signal of an item
     nobody liked is 0 for every reader (a match push's new item)."""
-    profiles = {profile.agent_id: profile for profile in ReaderProfile.objects.filter(agent__in=readers)}
+    # A profile embedded by another model than the configured one (a re-embed not done yet) counts as none: its
+    # vectors are not comparable with the items'.
+    model = configured_embedding_model()
+    profiles = {
+        profile.agent_id: profile
+        for profile in ReaderProfile.objects.filter(agent__in=readers)
+        if profile.embedding_model == model
+    }
     judged = _judged(readers)
     neighbours = only_items is None or ItemFeedback.objects.filter(item_id__in=only_items, score__gte=1).exists()
     contexts = []
@@ -72,14 +80,15 @@ def _judged(readers: list[Agent]) -> dict[int, list[tuple]]:
     limit = settings.FEED_OWN_FEEDBACK_ITEMS
     if limit <= 0 or not readers:
         return {}
+    vector = model_vector_sql()  # a judged item of another model has no vector here
     sql = (
         "WITH r AS (SELECT unnest(%(readers)s::bigint[]) AS id), "  # noqa: S608
         "f AS (SELECT r.id AS reader, x.item_id, x.score FROM r CROSS JOIN LATERAL (SELECT item_id, score "
         f"FROM {ItemFeedback._meta.db_table} WHERE reader_id = r.id ORDER BY updated_at DESC LIMIT %(limit)s) x), "
         "e AS (SELECT r.id AS reader, x.item_id, x.kind FROM r CROSS JOIN LATERAL (SELECT item_id, kind "
         f"FROM {FeedEvent._meta.db_table} WHERE agent_id = r.id ORDER BY created_at DESC LIMIT %(limit)s) x) "
-        f"SELECT f.reader, 0, f.item_id, f.score, NULL, vector_send(p.embedding) FROM f JOIN {ITEMS} p "
-        "ON p.raw_id = f.item_id UNION ALL SELECT e.reader, 1, e.item_id, NULL, e.kind, vector_send(p.embedding) "
+        f"SELECT f.reader, 0, f.item_id, f.score, NULL, {vector} FROM f JOIN {ITEMS} p "
+        f"ON p.raw_id = f.item_id UNION ALL SELECT e.reader, 1, e.item_id, NULL, e.kind, {vector} "
         f"FROM e JOIN {ITEMS} p ON p.raw_id = e.item_id "
         # Events recorded before an item was held count only while the reader may see the item.
         f"AND (p.status = '{ItemStatus.COMPLETED.value}' OR p.author_id = e.reader)"
@@ -140,6 +149,7 @@ def _neighbour_likes(reader: Agent, seeks) -> dict[int, float]:
     sql = (
         "WITH near AS (SELECT agent_id, 1 - (seeks_embedding <=> %(seeks)s::vector) AS similarity "  # noqa: S608
         f"FROM {ReaderProfile._meta.db_table} WHERE seeks_embedding IS NOT NULL AND agent_id <> %(reader)s "
+        "AND embedding_model = %(model)s "
         "ORDER BY seeks_embedding <=> %(seeks)s::vector LIMIT %(count)s) "
         f"SELECT f.item_id, f.score, n.similarity FROM near n JOIN {ItemFeedback._meta.db_table} f "
         "ON f.reader_id = n.agent_id WHERE n.similarity > %(floor)s AND f.score >= 1 "
@@ -148,6 +158,7 @@ def _neighbour_likes(reader: Agent, seeks) -> dict[int, float]:
     params: dict[str, Any] = {
         "seeks": vector_text(seeks),
         "reader": reader.pk,
+        "model": configured_embedding_model(),
         "count": count,
         "floor": settings.FEED_MATCH_FLOOR,
         "likes": settings.FEED_CANDIDATES_NEIGHBOURS * 5,

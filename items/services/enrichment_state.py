@@ -32,7 +32,16 @@ from items.services.item_states import embedding_indexed, outcome, unclaimed
 from items.textsearch import search_vector_params, search_vector_sql
 
 CHECKPOINT_FIELDS = frozenset(
-    {"pending_embedding", "safety_passed_at", "safety_risk", "extraction", "analyzer", "suggestion", "suggested_at"}
+    {
+        "pending_embedding",
+        "embedding_model",
+        "safety_passed_at",
+        "safety_risk",
+        "extraction",
+        "analyzer",
+        "suggestion",
+        "suggested_at",
+    }
 )
 
 
@@ -345,12 +354,18 @@ def parse_expire_time(value: str, *, now: datetime | None = None) -> datetime | 
     return expiry_capped(parsed, now=now)
 
 
-def item_embeddings_store(*, vectors: dict[int, list[float]]) -> int:
-    """Replace stored embeddings (a new embedding model: `manage.py reembed_items`), indexed or pending; returns how
-    many rows changed. Only the vectors change; status, groups and every other field stay as they are."""
+def item_embeddings_store(*, vectors: dict[int, list[float]], model: str) -> int:
+    """Replace stored embeddings with the embedding `model`'s (`manage.py reembed_items`), indexed or pending, and
+    stamp the rows with it; returns how many rows changed. Only the vectors and their model change; status, groups
+    and every other field stay as they are. One transaction: a batch is done entirely or not at all, so an
+    interrupted re-embed resumes at the first row still of another model."""
     changed = 0
-    for item_id, vector in vectors.items():
-        row = ProcessedItem.objects.filter(pk=item_id)
-        indexed = row.filter(embedding__isnull=False).update(embedding=vector)
-        changed += bool(indexed | row.filter(pending_embedding__isnull=False).update(pending_embedding=vector))
+    with transaction.atomic():
+        for item_id, vector in vectors.items():
+            row = ProcessedItem.objects.filter(pk=item_id)
+            indexed = row.filter(embedding__isnull=False).update(embedding=vector, embedding_model=model)
+            pending = row.filter(pending_embedding__isnull=False).update(
+                pending_embedding=vector, embedding_model=model
+            )
+            changed += bool(indexed or pending)
     return changed

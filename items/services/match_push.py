@@ -20,6 +20,7 @@ from django.db.models import F
 from django.utils import timezone
 from pgvector.django import CosineDistance
 
+from eigenflux.base.embedding_space import configured_embedding_model
 from eigenflux.base.redis import get_redis
 from items.events_socket import agent_group, matched_message
 from items.feed_ranking import scores_for_readers
@@ -131,14 +132,18 @@ def _log_no_push(item_id: int, why: str) -> None:
 
 def nearest_profiles(*, item: ProcessedItem) -> list[tuple[int, float]]:
     """(agent id, cosine) of the MATCH_PUSH_CANDIDATES reader profiles nearest to the item, on the side it is read
-    against (seeks, or offers for a demand), nearest first."""
+    against (seeks, or offers for a demand), nearest first. Only vectors of the configured embedding model are
+    compared: an item or a profile of another (a re-embed under way) is nobody's match yet."""
+    model = configured_embedding_model()
+    if item.embedding_model != model:
+        return []
     column = f"{SIDE_BY_TYPE[item.broadcast_type]}_embedding"
     limit = settings.MATCH_PUSH_CANDIDATES
     with transaction.atomic(), connection.cursor() as cursor:
         # The HNSW scan returns at most ef_search rows (40 by default): widen it to the limit, for this query only.
         cursor.execute("SET LOCAL hnsw.ef_search = %s", [max(40, min(limit, _HNSW_EF_SEARCH_MAX))])
         rows = list(
-            ReaderProfile.objects.filter(**{f"{column}__isnull": False})
+            ReaderProfile.objects.filter(**{f"{column}__isnull": False}, embedding_model=model)
             .annotate(distance=CosineDistance(column, item.embedding))
             .order_by("distance")
             .values_list("agent_id", "distance")[:limit]

@@ -98,12 +98,13 @@ def agent_reader_vectors_set(
     seeks: list[float] | None,
     offers: list[float] | None,
     version: datetime,
+    model: str,
     seeks_parts: list[list[float]] | None = None,
     offers_parts: list[list[float]] | None = None,
 ) -> bool:
     """Store the reader model (docs/feed.md): the seeks and offers vectors read from profile `version`, and the
-    vectors of their separate clauses. An older version never overwrites a newer one. Returns whether it was
-    written."""
+    vectors of their separate clauses, all made by the embedding `model` (eigenflux.base.embedding_space). An older
+    version never overwrites a newer one. Returns whether it was written."""
     with transaction.atomic():
         current = ReaderProfile.objects.select_for_update().filter(agent_id=agent_id).first()
         if current is not None and current.version >= version:
@@ -115,7 +116,31 @@ def agent_reader_vectors_set(
                 "offers_embedding": offers,
                 "seeks_parts": [[round(x, 6) for x in vector] for vector in seeks_parts or []],
                 "offers_parts": [[round(x, 6) for x in vector] for vector in offers_parts or []],
+                "embedding_model": model,
                 "version": version,
             },
         )
     return True
+
+
+def reader_vectors_replace(
+    *,
+    agent_id: int,
+    version: datetime,
+    model: str,
+    seeks: list[float] | None,
+    offers: list[float] | None,
+    seeks_parts: list[list[float]],
+    offers_parts: list[list[float]],
+) -> bool:
+    """Replace a reader profile's vectors with another model's (`manage.py reembed_items`), only while the profile
+    is still the `version` they were made from: a newer profile's vectors, written meanwhile, are left alone."""
+    return bool(
+        ReaderProfile.objects.filter(agent_id=agent_id, version=version).update(
+            seeks_embedding=seeks,
+            offers_embedding=offers,
+            seeks_parts=[[round(x, 6) for x in vector] for vector in seeks_parts],
+            offers_parts=[[round(x, 6) for x in vector] for vector in offers_parts],
+            embedding_model=model,
+        )
+    )

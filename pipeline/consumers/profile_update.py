@@ -11,6 +11,7 @@ agent that updates its profile often cannot hold up other agents' extractions.""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -18,6 +19,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from eigenflux.base.embedding_space import configured_embedding_model
 from eigenflux.base.redis import get_redis
 from items.events import PROFILE_UPDATED, STREAM_PROFILE_UPDATE
 from items.feed_ranking.clauses import clauses
@@ -91,7 +93,7 @@ class ProfileUpdateConsumer(Consumer):
                 agent_id=agent.pk,
                 cancel=event.lease.cancelled,
             )
-            vectors = reader_vectors(agent, event)
+            vectors = reader_vectors(agent, cancel=event.lease.cancelled)
         except llm.CallCancelled as exc:
             raise LeaseLost(str(exc)) from exc
         except llm.ModelError as exc:
@@ -112,6 +114,7 @@ class ProfileUpdateConsumer(Consumer):
                     offers=vectors.offers,
                     seeks_parts=vectors.seeks_parts,
                     offers_parts=vectors.offers_parts,
+                    model=vectors.model,
                     version=agent.updated_at,
                 )
 
@@ -122,9 +125,10 @@ class ReaderVectors:
     offers: list[float] | None
     seeks_parts: list[list[float]]
     offers_parts: list[list[float]]
+    model: str  # the embedding model that made them (eigenflux.base.embedding_space)
 
 
-def reader_vectors(agent: Agent, event: Event) -> ReaderVectors:
+def reader_vectors(agent: Agent, *, cancel: threading.Event | None = None) -> ReaderVectors:
     """The reader model (docs/feed.md): what the agent seeks and what it offers, embedded separately, each whole
     and clause by clause. Without seeks the bio stands in for them (what a reader is about is what it reads)."""
     sides = {"seeks": agent.seeks.strip() or agent.bio.strip(), "offers": agent.offers.strip()}
@@ -134,10 +138,11 @@ def reader_vectors(agent: Agent, event: Event) -> ReaderVectors:
         start = len(texts)
         texts += [text, *clauses(text)] if text else []
         spans[side] = (start, len(texts))
-    vectors = llm.embed(texts, cancel=event.lease.cancelled).value if texts else []
+    model = configured_embedding_model()  # read before the call: a vector is never stamped with a later model
+    vectors = llm.embed(texts, cancel=cancel).value if texts else []
     whole = {side: vectors[start] if end > start else None for side, (start, end) in spans.items()}
     parts = {side: vectors[start + 1 : end] for side, (start, end) in spans.items()}
-    return ReaderVectors(whole["seeks"], whole["offers"], parts["seeks"], parts["offers"])
+    return ReaderVectors(whole["seeks"], whole["offers"], parts["seeks"], parts["offers"], model)
 
 
 def agent_of(event: Event) -> Agent:

@@ -8,6 +8,7 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
+from eigenflux.base.embedding_space import configured_embedding_model
 from items.feed_ranking import rank_feed
 from items.models import Agent, ProcessedItem, ReaderProfile
 from tests.factories import make_agent, make_completed_item
@@ -31,7 +32,11 @@ def reader_with(
         reader.save(update_fields=list(profile))
     if seeks_vector is not None or offers_vector is not None:
         ReaderProfile.objects.create(
-            agent=reader, seeks_embedding=seeks_vector, offers_embedding=offers_vector, version=timezone.now()
+            agent=reader,
+            seeks_embedding=seeks_vector,
+            offers_embedding=offers_vector,
+            embedding_model=configured_embedding_model(),
+            version=timezone.now(),
         )
     return reader
 

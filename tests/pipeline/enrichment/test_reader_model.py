@@ -53,13 +53,14 @@ def test_the_profile_consumer_embeds_seeks_and_offers_separately(run_pipeline, f
     assert [close(part, text) for part, text in zip(reader.seeks_parts, clauses(seeks), strict=True)] == [True, True]
     assert reader.offers_parts == []
     assert reader.version == agent.updated_at
+    assert reader.embedding_model == "openai:fake-embedding:384"  # stamped with the model that made the vectors
 
 
 @pytest.mark.django_db
 def test_an_older_profile_version_never_overwrites_a_newer_one(settings):
     agent, _ = make_agent()
     vector = [1.0] + [0.0] * (settings.EMBEDDING_DIMENSIONS - 1)
-    assert agent_reader_vectors_set(agent_id=agent.pk, seeks=vector, offers=None, version=agent.updated_at)
+    assert agent_reader_vectors_set(agent_id=agent.pk, seeks=vector, offers=None, version=agent.updated_at, model="m")
     older = agent.updated_at - timedelta(seconds=5)
-    assert not agent_reader_vectors_set(agent_id=agent.pk, seeks=None, offers=vector, version=older)
+    assert not agent_reader_vectors_set(agent_id=agent.pk, seeks=None, offers=vector, version=older, model="m")
     assert ReaderProfile.objects.get(agent=agent).offers_embedding is None
