@@ -35,40 +35,51 @@ def endpoints_verdict() -> Verdict:
     remote dependency: always UP."""
     if provider() == "local":
         return Verdict.UP
-    verdicts = {_endpoint_verdict(config) for config in _distinct_configs()}
+    endpoints, _ = _endpoints()  # a client not configured: the calls themselves will say what is missing
+    verdicts = {_probe(configs[0])[0] for configs in endpoints}
     for verdict in (Verdict.DOWN, Verdict.UNKNOWN):
         if verdict in verdicts:
             return verdict
     return Verdict.UP
 
 
-def _distinct_configs() -> list[ClientConfig]:
-    configs: list[ClientConfig] = []
-    seen: set[tuple[str | None, str]] = set()
+def _endpoints() -> tuple[list[list[ClientConfig]], list[EndpointReport]]:
+    """The configured clients grouped by endpoint (base URL and key: one probe each), and a report for each client
+    that cannot be configured."""
+    grouped: dict[tuple[str | None, str], list[ClientConfig]] = {}
+    missing: list[EndpointReport] = []
     kinds: tuple[ClientKind, ...] = ("main", "safety", "embedding")
     for kind in kinds:
         try:
             config = client_config(kind)
-        except ImproperlyConfigured:
-            continue  # the calls themselves will say what is missing
-        if (config.base_url, config.api_key) not in seen:
-            seen.add((config.base_url, config.api_key))
-            configs.append(config)
-    return configs
+        except ImproperlyConfigured as exc:
+            missing.append(EndpointReport((kind,), "", (), str(exc)))
+            continue
+        grouped.setdefault((config.base_url, config.api_key), []).append(config)
+    return list(grouped.values()), missing
 
 
-def _endpoint_verdict(config: ClientConfig) -> Verdict:
+def _probe(config: ClientConfig) -> tuple[Verdict, str]:
+    """GET /models at the endpoint: the breaker's verdict, and what is wrong in words ("" when the answer says
+    nothing against it)."""
     client = openai_client(config).with_options(timeout=PROBE_TIMEOUT_SECONDS, max_retries=0)
+    started = time.monotonic()
     try:
         aio.run(client.models.list, None)  # awaiting the first page is the request
-    except (openai.APIConnectionError, openai.APITimeoutError):
-        return Verdict.DOWN
+    except openai.APIConnectionError as exc:  # APITimeoutError too
+        # The aiohttp transport reports a refused connection as a connect timeout: told apart by how soon it came.
+        if isinstance(exc, openai.APITimeoutError) and time.monotonic() - started > PROBE_TIMEOUT_SECONDS / 2:
+            return Verdict.DOWN, f"did not answer within {PROBE_TIMEOUT_SECONDS:.0f} s"
+        return Verdict.DOWN, f"is unreachable ({exc.__cause__ or exc})"[:200]
     except openai.APIStatusError as exc:
-        return Verdict.DOWN if exc.status_code in _DOWN_STATUS else Verdict.UNKNOWN
+        if exc.status_code in _DOWN_STATUS:
+            return Verdict.DOWN, f"answers HTTP {exc.status_code}"
+        refused = {401: "", 403: ": no permission"}.get(exc.status_code)
+        return Verdict.UNKNOWN, "" if refused is None else f"refuses the API key (HTTP {exc.status_code}{refused})"
     except Exception:  # it answered, not the question: a page that is not a model list (a default page)
         log.info("GET /models at %s answered something that is not a model list", config.base_url)
-        return Verdict.UNKNOWN
-    return Verdict.UP
+        return Verdict.UNKNOWN, ""
+    return Verdict.UP, ""
 
 
 @dataclass(frozen=True)
@@ -88,43 +99,18 @@ def endpoints_report() -> list[EndpointReport]:
     from "cannot tell"). Empty for the local analyzer."""
     if provider() == "local":
         return []
-    grouped: dict[tuple[str | None, str], list[ClientConfig]] = {}
-    for kind in ("main", "safety", "embedding"):
-        try:
-            config = client_config(kind)
-        except ImproperlyConfigured as exc:
-            return [EndpointReport((kind,), "", (), str(exc))]
-        grouped.setdefault((config.base_url, config.api_key), []).append(config)
+    endpoints, missing = _endpoints()
+    if missing:
+        return missing[:1]
     return [
         EndpointReport(
             clients=tuple(config.kind for config in configs),
             base_url=configs[0].base_url or "https://api.openai.com/v1",
             models=tuple(dict.fromkeys(config.model for config in configs)),
-            problem=_endpoint_problem(configs[0]),
+            problem=_probe(configs[0])[1],
         )
-        for configs in grouped.values()
+        for configs in endpoints
     ]
-
-
-def _endpoint_problem(config: ClientConfig) -> str:
-    client = openai_client(config).with_options(timeout=PROBE_TIMEOUT_SECONDS, max_retries=0)
-    started = time.monotonic()
-    try:
-        aio.run(client.models.list, None)
-    except openai.APIConnectionError as exc:  # APITimeoutError too
-        # The aiohttp transport reports a refused connection as a connect timeout: told apart by how soon it came.
-        if isinstance(exc, openai.APITimeoutError) and time.monotonic() - started > PROBE_TIMEOUT_SECONDS / 2:
-            return f"did not answer within {PROBE_TIMEOUT_SECONDS:.0f} s"
-        return f"is unreachable ({exc.__cause__ or exc})"[:200]
-    except openai.AuthenticationError as exc:
-        return f"refuses the API key (HTTP {exc.status_code})"
-    except openai.PermissionDeniedError as exc:
-        return f"refuses the API key (HTTP {exc.status_code}: no permission)"
-    except openai.APIStatusError as exc:
-        return f"answers HTTP {exc.status_code}" if exc.status_code in _DOWN_STATUS else ""
-    except Exception:
-        return ""  # an answer that is not a model list: the calls themselves will tell
-    return ""
 
 
 def model_degraded() -> str:
