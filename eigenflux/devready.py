@@ -76,20 +76,22 @@ class Startup:
         return f"WARNING: {' and '.join(waiting)} not ready after {seconds:.0f} s{warming}; see the log above."
 
 
-def model_lines(settings) -> list[str]:
-    """The banner's analyzer lines: the offline analyzer, or each model endpoint with what a GET /models found (a
-    clear warning when it is unreachable, too slow or refuses the key: items then wait in `pending`)."""
+def model_check(settings) -> tuple[list[str], list[str]]:
+    """The banner's analyzer lines, and the warnings among them: the offline analyzer, or each model endpoint with
+    what a GET /models found (a clear warning when it is unreachable, too slow or refuses the key: items then wait
+    in `pending`)."""
     from pipeline.llm.reachability import endpoints_report
 
     if settings.LLM_PROVIDER == "local":
-        return ["  analyzer   local, offline (set LLM_API_KEY and LLM_BASE_URL to use a model)"]
-    lines = []
+        return ["  analyzer   local, offline (set LLM_API_KEY and LLM_BASE_URL to use a model)"], []
+    lines, warnings = [], []
     for report in endpoints_report():
         where = f"{', '.join(report.models)} at {report.base_url}" if report.base_url else "not configured"
         lines.append(f"  analyzer   openai ({', '.join(report.clients)}): {where}")
         if report.problem:
-            lines.append(
-                f"  WARNING    the model endpoint {report.problem}: items wait in `pending` until it works; "
+            warnings.append(
+                f"the model endpoint {report.problem}: items wait in `pending` until it works; "
                 "/readyz and the health page show the model as degraded"
             )
-    return lines
+            lines.append(f"  WARNING    {warnings[-1]}")
+    return lines, warnings

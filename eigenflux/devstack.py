@@ -29,7 +29,7 @@ from django.core.management import call_command
 from eigenflux.base import embedded
 from eigenflux.base.devlock import DevstackLock, StackRunning, devstack_lock
 from eigenflux.base.environ import env_path, settings_or_exit
-from eigenflux.devready import Startup, local_url, model_lines
+from eigenflux.devready import Startup, local_url, model_check
 
 HOST = os.environ.get("HOST", "127.0.0.1")
 PORT = os.environ.get("PORT", "8000")
@@ -90,10 +90,9 @@ def _run(lock: DevstackLock, data_dir: Path) -> int:
     metrics_token, metrics_auth = _metrics_token(settings)
     token = _demo_agent_token()
     call_command("schedule_jobs", verbosity=0)
-    model = model_lines(settings)
-    for line in model:
-        if line.lstrip().startswith("WARNING"):
-            print(f"make run: {line.strip().removeprefix('WARNING').strip()}", file=sys.stderr)
+    model, warnings = model_check(settings)
+    for warning in warnings:
+        print(f"make run: {warning}", file=sys.stderr)
     children = _start_children(settings, lock, metrics_token)
     print(f"EigenFlux is starting: web, pipeline and jobs.{_first_start_note(settings)}", flush=True)
     startup = Startup(web=local_url(HOST, PORT), pipeline_port=settings.PIPELINE_METRICS_PORT)

@@ -130,10 +130,15 @@ def redis_url(data_dir: Path) -> str:
 
 
 def _postgres_running(pgdata: Path) -> bool:
+    return _postmaster_pid(pgdata) is not None
+
+
+def _postmaster_pid(pgdata: Path) -> int | None:
+    """The pid of the PostgreSQL running on `pgdata`, or None."""
     from pgserver.utils import PostmasterInfo
 
     info = PostmasterInfo.read_from_pgdata(pgdata) if (pgdata / "PG_VERSION").exists() else None
-    return info is not None and info.is_running()
+    return info.pid if info is not None and info.is_running() else None
 
 
 def add_users(pids: list[int]) -> None:
@@ -182,9 +187,9 @@ def started_here() -> list[str]:
 def running_servers(data_dir: Path) -> dict[str, int]:
     """The embedded servers of `data_dir` that are running, with their pids."""
     running: dict[str, int] = {}
-    pgdata = (data_dir / "pg").resolve()
-    if pgdata.exists() and _postgres_running(pgdata):
-        running["postgresql"] = int((pgdata / "postmaster.pid").read_text().split()[0])
+    postmaster = _postmaster_pid((data_dir / "pg").resolve())
+    if postmaster is not None:
+        running["postgresql"] = postmaster
     root = data_dir / "redis"
     if _redis_answers(_socket_path(root / "redis.sock")):
         try:

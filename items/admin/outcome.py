@@ -12,7 +12,7 @@ from django.contrib import admin
 from django.utils.html import format_html
 
 from items.admin.actions import EmptyFieldsHidden, badge
-from items.api.presenters import status_detail
+from items.api.presenters import WAITING, waiting_reason
 from items.models import DecisionStage, ItemStatus, ModerationDecision, ProcessedItem
 
 # A step's verdict that lets the item go on (or only waits): it decides no status.
@@ -144,4 +144,4 @@ class OutcomeFields(EmptyFieldsHidden):
     @admin.display(description="waiting because")
     def waiting_because(self, obj):
         """What holds up an item the pipeline has not decided (the model endpoint failing), as its author reads it."""
-        return status_detail(obj)
+        return waiting_reason() if obj.status in WAITING else ""

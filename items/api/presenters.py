@@ -8,13 +8,16 @@ from items.models import Agent, ItemStatus, ProcessedItem
 WAITING = (ItemStatus.PENDING, ItemStatus.PROCESSING)
 
 
-def status_detail(item: ProcessedItem) -> str:
-    """Why an item still waits for the pipeline, when something holds it up (the model endpoint failing)."""
+def waiting_reason() -> str:
+    """Why items waiting for the pipeline wait now, when something holds them up (the model endpoint failing): asked
+    of the pipeline (items.ports), once per response."""
     reason = ports.connected().waiting_reason
-    return reason() if reason is not None and item.status in WAITING else ""
+    return reason() if reason is not None else ""
 
 
-def item_payload(item: ProcessedItem, reader: Agent) -> dict:
+def item_payload(item: ProcessedItem, reader: Agent, *, waiting: str | None = None) -> dict:
+    """`waiting`: waiting_reason() when the caller asked it already for a page of items (None: asked here, if the
+    item waits and is the reader's own)."""
     own = item.author_id == reader.pk
     duplicate_of = None
     # Shown only to the author, and only when the earlier item is the author's own too (docs/api.md).
@@ -24,7 +27,7 @@ def item_payload(item: ProcessedItem, reader: Agent) -> dict:
         "item_id": str(item.pk),
         "status": item.status,
         "reason": item.reason if own and item.status == ItemStatus.DISCARDED else "",
-        "status_detail": status_detail(item) if own else "",
+        "status_detail": (waiting_reason() if waiting is None else waiting) if own and item.status in WAITING else "",
         "duplicate_of": duplicate_of,
         "author": {"id": str(item.author_id), "name": item.author.name, "is_official": item.author.is_official},
         "content": item.raw.content,

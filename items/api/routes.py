@@ -12,7 +12,7 @@ from eigenflux.base.replicas import primary_reads, replica_reads
 from items import selectors
 from items.api.auth import AgentRequest, RateLimited
 from items.api.errors import ApiError
-from items.api.presenters import item_payload
+from items.api.presenters import WAITING, item_payload, waiting_reason
 from items.api.publishing import PublishRefused, publish_request
 from items.api.schemas import (
     CURSOR_DESCRIPTION,
@@ -156,7 +156,8 @@ def list_own_items(request: AgentRequest, filters: Query[OwnItemsQuery]):
         author=request.auth, status=filters.status, below_id=_cursor(filters.cursor), limit=filters.limit
     )
     rows, next_cursor = page(rows, filters.limit)
-    return {"items": [item_payload(item, request.auth) for item in rows], "next_cursor": next_cursor}
+    waiting = waiting_reason() if any(item.status in WAITING for item in rows) else ""  # asked once for the page
+    return {"items": [item_payload(item, request.auth, waiting=waiting) for item in rows], "next_cursor": next_cursor}
 
 
 class ItemFilters(Schema):
