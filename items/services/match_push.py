@@ -151,15 +151,6 @@ def nearest_profiles(*, item: ProcessedItem) -> list[tuple[int, float]]:
     return [(agent_id, 1.0 - distance) for agent_id, distance in rows]
 
 
-def match_candidates(*, item: ProcessedItem) -> list[int]:
-    """The agents whose seeks (or offers, for a demand) are nearest to the item: at most MATCH_PUSH_CANDIDATES,
-    above the embedding's noise floor (FEED_MATCH_FLOOR), never the author."""
-    floor = settings.FEED_MATCH_FLOOR
-    return [
-        agent_id for agent_id, cosine in nearest_profiles(item=item) if agent_id != item.author_id and cosine > floor
-    ]
-
-
 def _near_online_readers(item: ProcessedItem, decisions: PushDecisions) -> list[Agent]:
     """The online agents whose profile is near the item and who may be pushed to (active, opted in, not its
     author); the others are recorded in `decisions` with their reason."""
@@ -268,7 +259,6 @@ __all__ = [
     "PushDecisions",
     "RateLimitUnavailable",
     "item_match_push",
-    "match_candidates",
     "match_targets",
     "nearest_profiles",
 ]
