@@ -29,18 +29,26 @@ def safety_reading(risk: float | None) -> tuple[str, str]:
     band (the item is then held, review_hold), with the risk and the band in words."""
     if risk is None:
         return "pass", ""
+    if _in_safety_band(risk):
+        return SAFETY_UNCERTAIN, f"risk {risk:.2f}, {_safety_band_words()} (REVIEW_SAFETY_RISK)"
+    return "pass", f"risk {risk:.2f}, under the review band (REVIEW_SAFETY_RISK {settings.REVIEW_SAFETY_RISK:.2f})"
+
+
+def _in_safety_band(risk: float | None) -> bool:
+    return risk is not None and risk >= settings.REVIEW_SAFETY_RISK
+
+
+def _safety_band_words() -> str:
     low, high = safety_band()
-    if risk >= low:
-        return SAFETY_UNCERTAIN, f"risk {risk:.2f}, in the review band {low:.2f} to {high:.2f} (REVIEW_SAFETY_RISK)"
-    return "pass", f"risk {risk:.2f}, under the review band (REVIEW_SAFETY_RISK {low:.2f})"
+    return f"in the review band {low:.2f} to {high:.2f}"
 
 
 def review_hold(safety_risk: float | None, quality: float) -> Decision | None:
     """The decision that holds a kept item for a moderator, or None. Held when the safety verdict was safe with a
     risk of at least REVIEW_SAFETY_RISK, or when the quality is in [QUALITY_THRESHOLD, REVIEW_QUALITY_BELOW)."""
-    if safety_risk is not None and safety_risk >= settings.REVIEW_SAFETY_RISK:
-        low, high = safety_band()
-        reason = f"risk {safety_risk:.2f} is in the review band {low:.2f} to {high:.2f} (REVIEW_SAFETY_RISK {low:.2f})"
+    if _in_safety_band(safety_risk):
+        low = settings.REVIEW_SAFETY_RISK
+        reason = f"risk {safety_risk:.2f} is {_safety_band_words()} (REVIEW_SAFETY_RISK {low:.2f})"
         return Decision(DecisionStage.REVIEW, "held", "safety_risk", reason)
     if settings.QUALITY_THRESHOLD <= quality < settings.REVIEW_QUALITY_BELOW:
         reason = (
