@@ -162,6 +162,8 @@ def parse_entry(
     missing = [name for name in REQUIRED_ATTRIBUTES if not fields.get(name)]
     if missing:
         raise MalformedEntry(f"missing required field(s): {', '.join(missing)}")
+    if fields["type"] not in event_types and fields["type"] in stream_types(stream):
+        raise NotHandled(fields["type"])  # before its data is decoded: another group's, not this one's, to judge
     try:
         data = json.loads(fields["data"])
     except (ValueError, RecursionError) as exc:  # RecursionError: hostile nesting within the size limit
@@ -169,8 +171,6 @@ def parse_entry(
     if not isinstance(data, dict):
         raise MalformedEntry(f"data must be a JSON object, got {type(data).__name__}")
     if fields["type"] not in event_types:
-        if fields["type"] in stream_types(stream):
-            raise NotHandled(fields["type"])
         raise MalformedEntry(f"unknown type {fields['type']!r} on stream {stream} (group {group})")
     return Event(
         stream=stream,
