@@ -41,34 +41,29 @@ def readyz(request: HttpRequest) -> JsonResponse:
     ready = all(value == "ok" for value in checks.values())
     body: dict[str, Any] = {"status": "ok" if ready else "unavailable", "checks": checks}
     if checks["redis"] == "ok":
-        body["pipeline"] = {"breakers_open_too_long": pipeline_breakers_open_too_long()}
+        from pipeline.llm.reachability import model_degraded
+        from pipeline.runtime import liveness
+
+        try:
+            statuses = liveness.live_consumers(get_redis())  # read once for both
+        except redis.RedisError:
+            statuses = []
+        body["pipeline"] = {"breakers_open_too_long": pipeline_breakers_open_too_long(statuses)}
         # Still ready (the API serves, publishing works), but items wait: said, never failed on.
-        model = model_degraded()
+        model = model_degraded(statuses)
         if model:
             body["degraded"] = {"model": model}
             body["status"] = "degraded"
     return JsonResponse(body, status=200 if ready else 503)
 
 
-def model_degraded() -> str:
-    """What the pipeline says about the model endpoint ("" when nothing holds items up), through the port it
-    connects (items.ports): this module imports no app."""
-    from items import ports
-
-    reason = ports.connected().waiting_reason
-    return reason() if reason is not None else ""
-
-
-def pipeline_breakers_open_too_long() -> list[dict[str, Any]]:
+def pipeline_breakers_open_too_long(statuses: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The running pipeline consumers' circuit breakers open past PIPELINE_BREAKER_STUCK_SECONDS, as they report
-    themselves. Shown, never failed on: this process is ready, and taking it out of service would close no
-    pipeline breaker (EigenfluxBreakerStuckOpen pages; the pipeline's own /readyz answers 503)."""
+    themselves (`statuses`, liveness.live_consumers). Shown, never failed on: this process is ready, and taking it
+    out of service would close no pipeline breaker (EigenfluxBreakerStuckOpen pages; the pipeline's own /readyz
+    answers 503)."""
     from pipeline.runtime import liveness
 
-    try:
-        statuses = liveness.live_consumers(get_redis())
-    except redis.RedisError:
-        return []
     return [
         {"consumer": status.get("consumer"), "group": status.get("group"), "dependency": name, "open_seconds": age}
         for status in statuses

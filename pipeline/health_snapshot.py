@@ -188,11 +188,12 @@ def model_latency_figures(window: timedelta = LATENCY_WINDOW) -> list[dict]:
     return [{**row, "avg_ms": round(row["avg_ms"] or 0, 1), "p95_ms": round(row["p95_ms"] or 0, 1)} for row in rows]
 
 
-def consumer_figures(client: redis.Redis) -> list[dict]:
-    """The consumers of the running run_pipeline processes, as they last reported themselves: each loop alive
-    (or dead, or stalled), each circuit breaker's state, the entries held."""
+def consumer_figures(statuses: list[dict[str, Any]]) -> list[dict]:
+    """The consumers of the running run_pipeline processes, as they last reported themselves (`statuses`,
+    liveness.live_consumers): each loop alive (or dead, or stalled), each circuit breaker's state, the entries
+    held."""
     out = []
-    for status in liveness.live_consumers(client):
+    for status in statuses:
         stall = status.get("stall_seconds", 30)
         loops = []
         for loop in status.get("loops", []):
@@ -230,9 +231,10 @@ def health_snapshot(client: redis.Redis | None = None) -> dict:
     """Everything the health page shows, JSON-serialisable (pushed over the WebSocket as is)."""
     client = client or get_redis()
     try:
-        streams, consumers, redis_error = stream_figures(client), consumer_figures(client), ""
+        statuses = liveness.live_consumers(client)  # read once: the consumers and the model's breakers
+        streams, consumers, redis_error = stream_figures(client), consumer_figures(statuses), ""
     except redis.RedisError as exc:
-        streams, consumers, redis_error = [], [], f"Redis unavailable: {exc}"
+        statuses, streams, consumers, redis_error = [], [], [], f"Redis unavailable: {exc}"
     attach_live_consumers(streams, consumers)
     return {
         "generated_at": timezone.now().strftime("%Y-%m-%d %H:%M:%S %Z"),
@@ -240,7 +242,7 @@ def health_snapshot(client: redis.Redis | None = None) -> dict:
         "consumers": consumers,
         "unhealthy_consumers": sum(1 for c in consumers if not c["healthy"]),
         "redis_error": redis_error,
-        "model_degraded": model_degraded() if not redis_error else "",
+        "model_degraded": model_degraded(statuses),
         "outbox": outbox_figures(),
         "dead_letters": dead_letter_figures(),
         "throughput": throughput_figures(),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import openai
 import redis
@@ -113,12 +114,13 @@ def endpoints_report() -> list[EndpointReport]:
     ]
 
 
-def model_degraded() -> str:
+def model_degraded(statuses: list[dict[str, Any]] | None = None) -> str:
     """In words, why the model layer holds items up now ("" when it does not): a running consumer's circuit breaker
     for the model endpoint is open (the endpoint fails, refuses the key or cannot be reached). For /readyz, the
-    health page and the `status_detail` of the items that wait (items.ports)."""
+    health page and the `status_detail` of the items that wait (items.ports). `statuses`: the consumers' reports
+    when the caller has read them already (liveness.live_consumers)."""
     try:
-        opened = liveness.open_dependencies(liveness.live_consumers(get_redis()))
+        opened = liveness.open_dependencies(liveness.live_consumers(get_redis()) if statuses is None else statuses)
     except redis.RedisError:
         return ""
     if MODEL not in opened:
