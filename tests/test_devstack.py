@@ -233,6 +233,10 @@ def test_a_model_that_cannot_work_is_said_at_start_in_readyz_and_to_the_waiting_
         assert "analyzer   openai (main, safety, embedding): gpt-4.1-mini" in output
         banner = output[output.index("pipeline ready:") :]
         assert BANNER in banner and "run_pipeline: ready" not in banner, "the banner is printed last"
+        # The consumers in one line, not one each.
+        assert (
+            output.count(" consumers started (concurrency ") == 1 and "pipeline.runtime.runner consumer " not in output
+        )
         assert (
             "PIPELINE_CONCURRENCY" not in output
             and "PIPELINE_CONCURRENCY = " in (data_dir / "pipeline-settings.txt").read_text()

@@ -158,6 +158,8 @@ def test_health_page_shows_a_breaker_open_past_its_bound_as_a_problem(mod_client
     assert by_name["c-stuck"]["problems"] == ["model breaker open 312s"]
     html = mod_client.get(reverse("admin:pipeline_health")).content.decode()
     assert 'data-consumer="c-stuck" data-healthy="no"' in html and "model breaker open 312s" in html
+    # Either breaker open (a pause too) holds items up: the page says so above the tables, with the longest.
+    assert 'id="health-model-degraded">Model degraded: the model endpoint is failing (calls paused for 312 s' in html
 
 
 def test_prompts_page_lists_each_prompt_with_its_validation_status(mod_client):

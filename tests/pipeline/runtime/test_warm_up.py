@@ -103,3 +103,21 @@ def test_the_consumers_that_run_the_model_layer_warm_it_up(monkeypatch):
     for consumer in (ItemPublishConsumer, ProfileUpdateConsumer, OfficialFirstBroadcastConsumer):
         consumer().warm_up()
     assert len(calls) == 3
+
+
+def test_the_process_readiness_lists_a_consumer_until_its_warm_up_is_over(warming):
+    """What `make run` waits for before its banner (eigenflux.devready): the pipeline's /readyz body."""
+    from pipeline.runtime.supervisor import Supervisor
+
+    _SlowWarming.release = threading.Event()
+    supervisor = Supervisor([_SlowWarming], services=[], concurrency=1)
+    thread = threading.Thread(target=supervisor.run)
+    thread.start()
+    try:
+        wait_for(lambda: supervisor.probe()[1]["warming_up"] == ["test-slow-warming"], 10, message="warming listed")
+        _SlowWarming.release.set()
+        wait_for(lambda: supervisor.probe()[1]["warming_up"] == [], 10, message="no longer warming")
+    finally:
+        _SlowWarming.release.set()
+        supervisor.request_stop()
+        thread.join(30)
