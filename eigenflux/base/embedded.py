@@ -73,11 +73,7 @@ def secret_key(data_dir: Path) -> str:
 
 def postgres_url(data_dir: Path) -> str:
     """Start (or join) the embedded PostgreSQL 16 + pgvector server and return its URL."""
-    with warnings.catch_warnings():
-        # platformdirs warns that XDG_RUNTIME_DIR is unset (normal on servers and in CI).
-        warnings.simplefilter("ignore")
-        import pgserver  # imported lazily: only the embedded default needs it
-
+    pgserver = _import_pgserver()
     data_dir.mkdir(parents=True, exist_ok=True)
     pgdata = (data_dir / "pg").resolve()
     # cleanup_mode="stop": pgserver keeps its own list of user pids and the last one stops the server. It never
@@ -94,6 +90,17 @@ def postgres_url(data_dir: Path) -> str:
     info = server.get_postmaster_info()
     socket_dir = str(info.socket_dir)
     return f"postgresql://postgres@{quote(socket_dir, safe='')}/postgres"
+
+
+def _import_pgserver():
+    """pgserver, imported lazily (only the embedded default needs it) and quietly, whichever function here needs it
+    first: on import platformdirs warns that XDG_RUNTIME_DIR is unset (normal on servers and in CI)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pgserver
+        import pgserver.utils
+
+    return pgserver
 
 
 def _prune_postgres_users(pgdata: Path) -> None:
@@ -135,8 +142,7 @@ def _postgres_running(pgdata: Path) -> bool:
 
 def _postmaster_pid(pgdata: Path) -> int | None:
     """The pid of the PostgreSQL running on `pgdata`, or None."""
-    from pgserver.utils import PostmasterInfo
-
+    PostmasterInfo = _import_pgserver().utils.PostmasterInfo
     info = PostmasterInfo.read_from_pgdata(pgdata) if (pgdata / "PG_VERSION").exists() else None
     return info.pid if info is not None and info.is_running() else None
 

@@ -18,7 +18,6 @@ import json
 import os
 import sys
 import time
-import warnings
 from pathlib import Path
 
 from eigenflux.base import embedded
@@ -79,8 +78,6 @@ def reap(data_dir: Path, stack_pid: int, started: list[str]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    # platformdirs (under pgserver) warns that XDG_RUNTIME_DIR is unset, as it is on servers: nothing to say.
-    warnings.simplefilter("ignore")
     data_dir, stack_pid, started = Path(argv[0]), int(argv[1]), argv[2:]
     message = reap(data_dir, stack_pid, started)
     if message:
