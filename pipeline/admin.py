@@ -279,3 +279,4 @@ def item_model_calls_panel(item: ProcessedItem):
 
 if item_model_calls_panel not in ITEM_DETAIL_PANELS:
     ITEM_DETAIL_PANELS.append(item_model_calls_panel)
+from pipeline import admin_analyzer  # noqa: E402,F401  (registers the analyzer models' page)

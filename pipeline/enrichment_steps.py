@@ -36,6 +36,7 @@ from items.services.enrichment_state import (
 )
 from pipeline import llm, metrics
 from pipeline.llm.accounting import carried_rows, write_deferred
+from pipeline.llm.embeddings import grouping_thresholds
 from pipeline.llm.errors import MODEL
 from pipeline.review_holds import discard_hold, review_hold, safety_reading
 from pipeline.runtime import Event, LeaseLost, NothingToDo, RetryLater, dependencies
@@ -242,14 +243,15 @@ class Enrichment:
     def _group(self, hit: SimilarHit | None, broadcast_type: str) -> int:
         """docs/enrichment.md#grouping: join the nearest item's group at cosine >= SIMILARITY_THRESHOLD; the type
         may only ungroup (demand/supply: same author only; alert: cosine >= 0.85 and under 6 h old)."""
-        if hit is None or hit.cosine < settings.SIMILARITY_THRESHOLD:
+        join, alert = grouping_thresholds()
+        if hit is None or hit.cosine < join:
             return self.item.pk
         if broadcast_type in ("demand", "supply") and hit.author_id != self.item.author_id:
             return self.item.pk
         if broadcast_type == "alert":
             window = timedelta(hours=settings.ALERT_GROUP_WINDOW_HOURS)
             recent = self.item.created_at - hit.created_at < window
-            if hit.cosine < settings.ALERT_SIMILARITY_THRESHOLD or not recent:
+            if hit.cosine < alert or not recent:
                 return self.item.pk
         return hit.group_id
 

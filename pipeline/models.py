@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 from items.models import RawItem
 
@@ -142,3 +143,39 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.event_type} {self.subject}"
+
+
+class AnalyzerModelState(models.TextChoices):
+    ACTIVE = "active", "active"
+    RETIRED = "retired", "retired (was active)"
+    REFUSED = "refused", "refused by the evaluation gate"
+    CANDIDATE = "candidate", "candidate (not activated)"
+
+
+class AnalyzerModel(models.Model):
+    """A version of the local analyzer's learned gates (pipeline.llm.local.gates), written by `manage.py
+    train_analyzer`: its weights, what it learned from, and its figures on the held-out sets. At most one is
+    active; with none active, the model shipped in the repository serves (docs/model-layer.md, "Learned gates")."""
+
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    contract = models.CharField(max_length=32)
+    state = models.CharField(max_length=16, choices=AnalyzerModelState.choices, default=AnalyzerModelState.CANDIDATE)
+    document = models.JSONField(help_text="The model file: contract, weights of both layers, provenance.")
+    metrics = models.JSONField(default=dict, help_text="Figures on the held-out sets.")
+    compared_with = models.JSONField(default=dict, help_text="The active model's figures it was compared with.")
+    moderator_labels = models.PositiveIntegerField(default=0, help_text="Moderators' decisions it learned from.")
+    note = models.TextField(blank=True, help_text="Why it was activated or refused.")
+    activated_at = models.DateTimeField(null=True, blank=True)
+    activated_by = models.CharField(max_length=150, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["state"], condition=models.Q(state="active"), name="analyzer_model_one_active"
+            ),
+        ]
+        permissions = [("activate_analyzermodel", "Can activate (or roll back to) an analyzer model")]
+
+    def __str__(self) -> str:
+        return f"analyzer model {self.pk} ({self.state})"

@@ -14,9 +14,16 @@ from django.conf import settings
 from pipeline.llm.clients import provider
 
 SEMANTIC_FLOORS = {
+    "local:e5": 0.225,
     "local:minilm": 0.35,
     "local:hashing": 0.225,
 }
+# Similarity grouping (docs/enrichment.md#grouping). On the benchmark corpus (326 broadcasts, 37 labelled near-
+# duplicates) e5's language-neutral vectors put no pair of different topics above 0.59; at 0.70 they group 34 of
+# the 37 near-duplicates and 8 other pairs of one topic, which are translations of one message (docs/search.md,
+# "One meaning space"). MiniLM's 0.80 was chosen on the same corpus.
+GROUPING_THRESHOLDS = {"local:e5": (0.70, 0.75)}
+DEFAULT_GROUPING = (0.80, 0.85)
 # OpenAI's text-embedding-3 models place related short texts at roughly 0.3-0.6 and unrelated ones below
 # 0.2; not calibrated here (no such model offline), so a middle value: measure and set SEARCH_MIN_SIMILARITY.
 UNCALIBRATED_FLOOR = 0.25
@@ -31,3 +38,14 @@ def embedding_model() -> str:
 
 def semantic_floor() -> float:
     return SEMANTIC_FLOORS.get(embedding_model(), UNCALIBRATED_FLOOR)
+
+
+def grouping_thresholds() -> tuple[float, float]:
+    """The cosine at which a new item joins its nearest item's group, and the higher one an alert needs
+    (SIMILARITY_THRESHOLD and ALERT_SIMILARITY_THRESHOLD when set, else the embedding's own)."""
+    join, alert = GROUPING_THRESHOLDS.get(embedding_model(), DEFAULT_GROUPING)
+    configured_join, configured_alert = settings.SIMILARITY_THRESHOLD, settings.ALERT_SIMILARITY_THRESHOLD
+    return (
+        join if configured_join is None else configured_join,
+        alert if configured_alert is None else configured_alert,
+    )

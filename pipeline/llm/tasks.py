@@ -180,11 +180,13 @@ def warm_up() -> None:
 
 
 def embed(
-    texts: list[str], *, item_id: int | None = None, cancel: threading.Event | None = None
+    texts: list[str], *, item_id: int | None = None, cancel: threading.Event | None = None, query: bool = False
 ) -> ModelAnswer[list[list[float]]]:
+    """The texts' vectors; `query`: they are search queries (a model trained with query and passage prefixes, the
+    local e5, reads them as such; other models read them as they are)."""
     dimensions = int(settings.EMBEDDING_DIMENSIONS)
     if provider() == "local":
-        return _local("embedding", item_id, cancel, lambda: local.embed_texts(list(texts), dimensions))
+        return _local("embedding", item_id, cancel, lambda: local.embed_texts(list(texts), dimensions, query=query))
     config = client_config("embedding")
     if not texts:
         return ModelAnswer(value=[], model=config.model)

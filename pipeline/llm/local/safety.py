@@ -15,7 +15,7 @@ import re
 
 from django.conf import settings
 
-from pipeline.llm.local import safety_embedding
+from pipeline.llm.local import gates, safety_embedding
 from pipeline.llm.local.lexicon import hits, lexicon
 from pipeline.llm.local.normalise import fold
 from pipeline.llm.local.quality import names_spam_bait
@@ -133,12 +133,12 @@ def _assess(text: str, content: str) -> tuple[float, list[str], bool]:
     if learned >= settings.SAFETY_LOCAL_BLOCK_THRESHOLD and not flags:
         flags += _learned_flags(hits_found, nearest, text)
     risk = max(risk, learned)
-    # The embedding layer (safety_embedding.py) only adds blocks: below its threshold it leaves the risk alone,
-    # so what it is unsure of does not fill the review queue. It reads the content, whose vector the pipeline
-    # has just computed for duplicate detection (the embedding cache returns it).
+    # The learned gate (gates.py: the e5 vector and the other signals) blocks at its threshold, holds from
+    # SAFETY_LOCAL_GATE_HOLD, and otherwise leaves the risk alone, so what it is unsure of does not fill the review
+    # queue. It reads the content, whose vector the pipeline has just computed for duplicate detection (cached).
     if settings.SAFETY_LOCAL_EMBEDDING_BLOCK_THRESHOLD < 1.0 and safety_embedding.readable(content or text):
-        layer = safety_embedding.model()
-        combined = layer.combined(ngram, layer.risk(content or text), is_defused)
+        model = gates.current()
+        combined = model.safety.probability(model.row(content or text))
         if combined > risk and (
             combined >= settings.SAFETY_LOCAL_EMBEDDING_BLOCK_THRESHOLD
             or (_corroborated(ngram, combined, is_defused) and not names_spam_bait(text))
@@ -158,6 +158,10 @@ def _assess(text: str, content: str) -> tuple[float, list[str], bool]:
                 # Both learned layers read harm in a text with no rule and no defusing word: the n-gram estimate
                 # counts in full, but without a rule it never blocks alone (a moderator decides).
                 risk = max(risk, min(ngram, CORROBORATED_CEILING * settings.SAFETY_LOCAL_BLOCK_THRESHOLD))
+        if combined >= settings.SAFETY_LOCAL_GATE_HOLD and risk < settings.SAFETY_LOCAL_BLOCK_THRESHOLD:
+            # The learned gate reads harm that no rule names (a crime offered as an ordinary job, a threat
+            # implied): never a block on its own, but a moderator looks (docs/model-layer.md, "Learned gates").
+            risk = max(risk, min(combined, CORROBORATED_CEILING * settings.SAFETY_LOCAL_BLOCK_THRESHOLD))
     return risk, flags, any(hit.kind == "hard_rule" for hit in hits_found)
 
 

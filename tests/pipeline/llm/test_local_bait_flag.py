@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.llm import local
+from pipeline.llm.local.safety import _learned_flags
 
 BAIT_ONLY = [
     "BUY NOW!!! Limited time offer, make money fast from home, click here http://a.example http://b.example",
@@ -17,8 +18,12 @@ BAIT_ONLY = [
 
 @pytest.mark.parametrize("text", BAIT_ONLY)
 def test_bait_blocked_on_the_learned_layers_alone_is_named_fraud_not_malware(text):
+    """The learned gate (gates.py) leaves these to the spam gate, which discards them; a learned block of bait with
+    no category word is named fraud whatever category is nearest."""
     verdict = local.safety_verdict(content=text)
-    assert (verdict.safe, verdict.flag) == (False, "fraud")
+    assert verdict.safe or verdict.flag == "fraud", verdict
+    assert local.extract(content=text).discard
+    assert _learned_flags([], "malware", text) == ["fraud"]
 
 
 def test_a_category_word_keeps_its_own_flag():

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from bench.safety_set import TRAINING_FILE, training_lines
 from pipeline.llm import local
+from pipeline.llm.local import gates
 from pipeline.llm.local import safety as safety_module
 from pipeline.llm.local.normalise import fold
 from pipeline.llm.local.safety_classifier import SafetyClassifier, classifier
@@ -196,7 +198,10 @@ def test_without_the_learned_layer_the_lexicon_misses_these(text, monkeypatch):
     trained = classifier()
     silent = SafetyClassifier(trained.weights * 0.0, -30.0, trained.centroids, trained.categories)
     monkeypatch.setattr(safety_module, "classifier", lambda: silent)
-    assert local.safety_verdict(content=text).safe
+    # The learned gate reads the n-gram estimate too, and the meaning vector: silenced as well.
+    mute = gates.Layer(np.zeros(gates.WIDTH), -30.0)
+    with gates.using(gates.GateModel(mute, gates.shipped().spam, version="silent")):
+        assert local.safety_verdict(content=text).safe
 
 
 @pytest.mark.parametrize("text", [UNSAFE[0][2], EDGY[0], "Weekly notes on Django releases."])

