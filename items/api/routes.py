@@ -226,7 +226,13 @@ def _for_me_feed(request: AgentRequest, filters: FeedQuery) -> dict:
     rows = [entry.item for entry in served]
     more = len(ranked) > offset + filters.limit
     impressions.impressions_record(
-        reader=request.auth, items=rows, scores=[entry.score for entry in served], feed=FeedName.FOR_ME
+        reader=request.auth,
+        items=rows,
+        scores=[entry.score for entry in served],
+        feed=FeedName.FOR_ME,
+        ranking_version=next((entry.ranker for entry in served if entry.ranker), None),
+        features=[entry.features for entry in served],
+        propensities=[entry.propensity for entry in served],
     )
     return {
         "items": [item_payload(item, request.auth) for item in rows],

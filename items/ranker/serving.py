@@ -1,0 +1,110 @@
+"""The ranker in the feed (docs/feed-ranker.md#serving): each process keeps the active model it loaded, asks
+which model is active at most every FEED_RANKER_CHECK_SECONDS (a newly activated one is picked up without a
+restart), loads it through its checks, and falls back to the formula, counted by reason, when it does not
+load. A reader with no history is ranked by the formula (the cold start)."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+
+import numpy as np
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from prometheus_client import Counter
+
+from items.models import RankerModel, RankerModelStatus
+from items.ranker.contract import feature_matrix
+from items.ranker.model import LoadedModel, ModelRefused, model_load
+
+log = logging.getLogger(__name__)
+
+FALLBACKS = Counter(
+    "eigenflux_feed_ranker_fallbacks_total",
+    "Rankings served by the formula although a ranker model is active, by why the model was refused.",
+    ["reason"],
+)
+
+
+@dataclasses.dataclass
+class _Cache:
+    checked: float = -1e18
+    active_id: int | None = None
+    model: LoadedModel | None = None
+    refused: str = ""  # the reason the active model was refused, "" when it loaded (or none is active)
+
+
+_cache = _Cache()
+_lock = threading.Lock()
+
+
+def _load(active_id: int | None) -> None:
+    _cache.active_id, _cache.model, _cache.refused = active_id, None, ""
+    if active_id is None:
+        return
+    document = RankerModel.objects.filter(pk=active_id).values_list("document", flat=True).first()
+    try:
+        _cache.model = model_load(document or {}, model_id=active_id)
+    except ModelRefused as exc:
+        _cache.refused = exc.reason
+        log.error("ranker model %s refused (%s): %s; the feed ranks by the formula", active_id, exc.reason, exc)
+
+
+def active_model() -> LoadedModel | None:
+    """The active model, loaded and checked; None when none is active or it was refused (a fallback, counted)."""
+    with _lock:
+        now = time.monotonic()
+        if now - _cache.checked >= settings.FEED_RANKER_CHECK_SECONDS:
+            _cache.checked = now
+            active = RankerModel.objects.filter(status=RankerModelStatus.ACTIVE).values_list("pk", flat=True).first()
+            if active != _cache.active_id:
+                _load(active)
+        model, refused = _cache.model, _cache.refused
+    if refused:
+        FALLBACKS.labels(reason=refused).inc()
+    return model
+
+
+def ranker_cache_clear() -> None:
+    """Forget the loaded model and ask again at the next ranking (tests; a process after a fork)."""
+    with _lock:
+        _cache.checked, _cache.active_id, _cache.model, _cache.refused = -1e18, None, None, ""
+
+
+def ranker_apply(scored: list, raw: dict[str, np.ndarray], explorable: set[int], *, reader_history: bool) -> list:
+    """The formula's entries with their feature vectors; with an active model and a reader with history, scored
+    by the model instead (its logit is the entry's total) and marked with the model's ranking version."""
+    if not scored:
+        return scored
+    kinds = [entry.facts.broadcast_type for entry in scored]
+    flags = np.array([entry.facts.item_id in explorable for entry in scored], dtype=bool)
+    matrix = feature_matrix(raw, kinds, flags, reader_history)
+    model = active_model() if reader_history else None
+    if model is None:
+        return [dataclasses.replace(entry, features=row) for entry, row in zip(scored, matrix, strict=True)]
+    version = f"{settings.FEED_RANKING_VERSION}+ranker-{model.model_id}"
+    return [
+        dataclasses.replace(entry, total=float(logit), features=row, ranker=version)
+        for entry, row, logit in zip(scored, matrix, model.logits(matrix).tolist(), strict=True)
+    ]
+
+
+def ranker_activate(*, model: RankerModel, actor: str, reason: str = "") -> RankerModel:
+    """Make `model` the active one (the previous one retired), if it loads and passes its self-tests: after the
+    gate in training, or a rollback by a superuser in the admin. Raises ModelRefused otherwise."""
+    model_load(model.document, model_id=model.pk)
+    if model.status == RankerModelStatus.REFUSED:
+        raise ModelRefused("gate", f"model {model.pk} was refused by the gate: {model.reason}")
+    with transaction.atomic():
+        RankerModel.objects.filter(status=RankerModelStatus.ACTIVE).exclude(pk=model.pk).update(
+            status=RankerModelStatus.RETIRED
+        )
+        note = f"activated by {actor}" + (f": {reason}" if reason else "")
+        RankerModel.objects.filter(pk=model.pk).update(
+            status=RankerModelStatus.ACTIVE, activated_at=timezone.now(), reason=note
+        )
+    model.refresh_from_db()
+    return model
