@@ -12,8 +12,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from items.feed_ranking import rank_entries
-from items.ranker.serving import active_model
 from items.models import ItemFeedback, ProcessedItem, ReaderProfile
+from items.ranker.serving import active_model
 from tests.factories import make_agent
 from tests.items.feed.conftest import basis, item, ranked, reader_with
 
