@@ -108,3 +108,16 @@ def ranker_activate(*, model: RankerModel, actor: str, reason: str = "") -> Rank
         )
     model.refresh_from_db()
     return model
+
+
+def ranker_problem() -> str:
+    """What the health page says of the learned ranker: '' when no model is active or the active one loads,
+    else which model is refused and why (every process runs the same checks, so this holds for each of them)."""
+    active = RankerModel.objects.filter(status=RankerModelStatus.ACTIVE).values_list("pk", "document").first()
+    if active is None:
+        return ""
+    try:
+        model_load(active[1], model_id=active[0])
+    except ModelRefused as exc:
+        return f"ranker model {active[0]} refused ({exc.reason}: {exc}); the feeds rank by the formula"
+    return ""
