@@ -121,3 +121,13 @@ def ranker_problem() -> str:
     except ModelRefused as exc:
         return f"ranker model {active[0]} refused ({exc.reason}: {exc}); the feeds rank by the formula"
     return ""
+
+
+def model_terms(features: list[float] | None, ranker: str, *, top: int = 4) -> list[tuple[str, float]]:
+    """ "Why this item" in the model's terms: the largest contributions of its features to the logit of the
+    model that ranked it (by `ranker`, its ranking version); empty for an item the formula ranked."""
+    model = _cache.model
+    if not ranker or features is None or model is None or not ranker.endswith(f"+ranker-{model.model_id}"):
+        return []
+    parts = sorted(model.parts(np.asarray(features, dtype=float)).items(), key=lambda pair: -abs(pair[1]))
+    return [(name, round(value, 2)) for name, value in parts[:top]]
