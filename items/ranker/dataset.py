@@ -51,6 +51,7 @@ def _sql() -> str:
                        AS times
             FROM {impressions} i
             WHERE i.served_at >= %(since)s AND i.contract = %(contract)s AND i.features IS NOT NULL
+                AND NOT i.reader_id = ANY(%(excluded)s)
             WINDOW w AS (PARTITION BY i.reader_id, i.item_id ORDER BY i.served_at, i.id)
         )
         SELECT imp.page_id::text, (imp.served_at AT TIME ZONE 'UTC')::date, imp.reader_id, imp.features,
@@ -77,10 +78,12 @@ def label(*, score: int | None, acted: bool, times_served: int, skips: int) -> i
     return None
 
 
-def training_set(*, since: datetime, skips: int) -> TrainingSet:
-    """Every labelled impression served since `since` under the current contract, oldest first."""
+def training_set(*, since: datetime, skips: int, excluded_readers: frozenset[int] = frozenset()) -> TrainingSet:
+    """Every labelled impression served since `since` under the current contract, oldest first, but those of
+    `excluded_readers` (readers held out for an evaluation, bench/feed_sim.py)."""
+    params = {"since": since, "contract": CONTRACT, "excluded": sorted(excluded_readers)}
     with connection.cursor() as cursor:
-        cursor.execute(_sql(), {"since": since, "contract": CONTRACT})
+        cursor.execute(_sql(), params)
         rows = cursor.fetchall()
     kept, labels, ignored = [], [], 0
     for row in rows:

@@ -82,7 +82,7 @@ def ranker_apply(scored: list, raw: dict[str, np.ndarray], explorable: set[int],
     kinds = [entry.facts.broadcast_type for entry in scored]
     flags = np.array([entry.facts.item_id in explorable for entry in scored], dtype=bool)
     matrix = feature_matrix(raw, kinds, flags, reader_history)
-    model = active_model() if reader_history else None
+    model = active_model() if reader_history and settings.FEED_RANKER_ENABLED else None
     if model is None:
         return [dataclasses.replace(entry, features=row) for entry, row in zip(scored, matrix, strict=True)]
     version = f"{settings.FEED_RANKING_VERSION}+ranker-{model.model_id}"

@@ -108,9 +108,17 @@ def _counts(data: TrainingSet) -> dict:
     }
 
 
-def ranker_train(*, days: int, held_out_days: int, skips: int, l2: float, now: datetime | None = None) -> Trained:
+def ranker_train(
+    *,
+    days: int,
+    held_out_days: int,
+    skips: int,
+    l2: float,
+    now: datetime | None = None,
+    excluded_readers: frozenset[int] = frozenset(),
+) -> Trained:
     now = now or timezone.now()
-    data = training_set(since=now - timedelta(days=days), skips=skips)
+    data = training_set(since=now - timedelta(days=days), skips=skips, excluded_readers=excluded_readers)
     train, test = split_by_day(data, held_out_days=held_out_days)
     weights, intercept = fit_logistic(train.features, train.labels, l2=l2)
     candidate = evaluate(test.features @ weights + intercept, test.labels, test.pages, test.propensities)

@@ -56,6 +56,15 @@ def test_the_active_model_ranks_a_reader_with_history_and_the_formula_a_new_one(
     assert order(newcomer, info, demand) == [info.pk, demand.pk]  # cold start: the formula
 
 
+def test_the_switch_turns_the_model_off_without_a_database_write(network, settings):
+    seasoned, _, info, demand = network
+    stored_model(document(PREFERS_DEMAND))
+    settings.FEED_RANKER_ENABLED = False
+    assert order(seasoned, info, demand) == [info.pk, demand.pk]
+    settings.FEED_RANKER_ENABLED = True
+    assert order(seasoned, info, demand) == [demand.pk, info.pk]
+
+
 def _fallbacks(reason: str) -> float:
     return FALLBACKS.labels(reason=reason)._value.get()
 

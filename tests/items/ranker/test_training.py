@@ -47,6 +47,7 @@ def test_the_training_set_joins_answers_to_the_impression_they_answer():
     data = training_set(since=day - timedelta(hours=1), skips=2)
     assert sorted(data.labels.tolist()) == [0, 0, 1, 1]  # item 0 (+2), item 2 (follow-up), item 3 twice
     assert data.ignored == 1 and data.features.shape == (4, len(FEATURES))
+    assert not len(training_set(since=day - timedelta(hours=1), skips=2, excluded_readers=frozenset({reader.pk})))
 
 
 def _history(days: int = 3, per_day: int = 6, *, tastes_change: bool = False):
