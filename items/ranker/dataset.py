@@ -59,6 +59,13 @@ def _sql() -> str:
                EXISTS (
                    SELECT 1 FROM {events} e WHERE e.agent_id = imp.reader_id AND e.item_id = imp.item_id
                    AND e.created_at >= imp.served_at AND (imp.next_served IS NULL OR e.created_at < imp.next_served)
+               ),
+               EXISTS (
+                   SELECT 1 FROM {events} e WHERE e.agent_id = imp.reader_id AND e.item_id = imp.item_id
+                   AND e.created_at < imp.served_at
+               ) OR EXISTS (
+                   SELECT 1 FROM {feedback} b WHERE b.reader_id = imp.reader_id AND b.item_id = imp.item_id
+                   AND b.created_at < imp.served_at
                )
         FROM imp LEFT JOIN {feedback} f ON f.reader_id = imp.reader_id AND f.item_id = imp.item_id
             AND f.created_at >= imp.served_at AND (imp.next_served IS NULL OR f.created_at < imp.next_served)
@@ -66,9 +73,14 @@ def _sql() -> str:
     """  # noqa: S608 - table names from model metadata, values as parameters
 
 
-def label(*, score: int | None, acted: bool, times_served: int, skips: int) -> int | None:
+def label(
+    *, score: int | None, acted: bool, times_served: int, skips: int, answered_before: bool = False
+) -> int | None:
     """1: a follow-up (a feed event) or a +1/+2; 0: a -1, or no answer to an item served `skips` times or more;
-    None (ignored): a 0 score, or no answer to an item served fewer times (perhaps never looked at)."""
+    None (ignored): a 0 score, no answer to an item served fewer times (perhaps never looked at), or an item
+    the reader had answered before this impression (served again, it owes no second answer: not a skip)."""
+    if answered_before:
+        return None
     if score == -1:
         return 0
     if acted or (score is not None and score >= 1):
@@ -87,7 +99,7 @@ def training_set(*, since: datetime, skips: int, excluded_readers: frozenset[int
         rows = cursor.fetchall()
     kept, labels, ignored = [], [], 0
     for row in rows:
-        value = label(score=row[6], acted=row[7], times_served=row[5], skips=skips)
+        value = label(score=row[6], acted=row[7], times_served=row[5], skips=skips, answered_before=row[8])
         if value is None or len(row[3]) != WIDTH:
             ignored += 1
             continue

@@ -75,8 +75,10 @@ def ranker_cache_clear() -> None:
 
 
 def ranker_apply(scored: list, raw: dict[str, np.ndarray], explorable: set[int], *, reader_history: bool) -> list:
-    """The formula's entries with their feature vectors; with an active model and a reader with history, scored
-    by the model instead (its logit is the entry's total) and marked with the model's ranking version."""
+    """The formula's entries with their feature vectors; with an active model and a reader with history, the
+    formula's best FEED_RANKER_DEPTH re-ranked by the model (its logit is their total), the others after them in
+    the formula's order, all marked with the model's ranking version. The model learned from what was served,
+    which the formula's best resemble; far below them it would judge items unlike any it saw."""
     if not scored:
         return scored
     kinds = [entry.facts.broadcast_type for entry in scored]
@@ -86,10 +88,25 @@ def ranker_apply(scored: list, raw: dict[str, np.ndarray], explorable: set[int],
     if model is None:
         return [dataclasses.replace(entry, features=row) for entry, row in zip(scored, matrix, strict=True)]
     version = f"{settings.FEED_RANKING_VERSION}+ranker-{model.model_id}"
+    totals = _reranked(scored, model.logits(matrix), settings.FEED_RANKER_DEPTH)
     return [
-        dataclasses.replace(entry, total=float(logit), features=row, ranker=version)
-        for entry, row, logit in zip(scored, matrix, model.logits(matrix).tolist(), strict=True)
+        dataclasses.replace(entry, total=total, features=row, ranker=version)
+        for entry, row, total in zip(scored, matrix, totals, strict=True)
     ]
+
+
+def _reranked(scored: list, logits: np.ndarray, depth: int) -> list[float]:
+    """Each entry's total: its logit within the formula's best `depth` (in the page order's sense: by total, then
+    newest), below the lowest of them by one and a thousandth per place in the formula's order for the rest."""
+    order = sorted(range(len(scored)), key=lambda n: (-scored[n].total, -scored[n].facts.item_id))
+    totals = [0.0] * len(scored)
+    top = order[:depth]
+    for index in top:
+        totals[index] = float(logits[index])
+    floor = min(totals[index] for index in top) - 1.0
+    for place, index in enumerate(order[depth:]):
+        totals[index] = floor - place / 1000
+    return totals
 
 
 def ranker_activate(*, model: RankerModel, actor: str, reason: str = "") -> RankerModel:

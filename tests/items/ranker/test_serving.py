@@ -56,6 +56,17 @@ def test_the_active_model_ranks_a_reader_with_history_and_the_formula_a_new_one(
     assert order(newcomer, info, demand) == [info.pk, demand.pk]  # cold start: the formula
 
 
+def test_the_model_re_ranks_only_the_formulas_best(network, settings):
+    seasoned, _, info, demand = network
+    stored_model(document(PREFERS_DEMAND))
+    settings.FEED_RANKER_DEPTH = 1  # the formula's best alone: the demand, below it, stays below
+    assert order(seasoned, info, demand) == [info.pk, demand.pk]
+    entries = rank_entries(reader=seasoned, page_size=10, depth=10)
+    assert all(entry.ranker for entry in entries) and entries[0].total > entries[1].total
+    settings.FEED_RANKER_DEPTH = 50
+    assert order(seasoned, info, demand) == [demand.pk, info.pk]
+
+
 def test_the_switch_turns_the_model_off_without_a_database_write(network, settings):
     seasoned, _, info, demand = network
     stored_model(document(PREFERS_DEMAND))

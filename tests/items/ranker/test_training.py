@@ -31,6 +31,7 @@ def test_labels_positives_negatives_and_what_is_ignored():
     assert label(score=None, acted=False, times_served=2, skips=2) == 0  # served twice, skipped twice
     assert label(score=None, acted=False, times_served=1, skips=2) is None  # perhaps never looked at
     assert label(score=0, acted=False, times_served=3, skips=2) is None
+    assert label(score=None, acted=False, times_served=3, skips=2, answered_before=True) is None  # not a skip
 
 
 def test_the_training_set_joins_answers_to_the_impression_they_answer():
@@ -44,9 +45,10 @@ def test_the_training_set_joins_answers_to_the_impression_they_answer():
     ItemFeedback.objects.create(reader=reader, item=items[0], score=2, event_id="a")
     ItemFeedback.objects.create(reader=reader, item=items[1], score=0, event_id="b")  # ignored
     FeedEvent.objects.create(agent=reader, item_id=items[2].pk, kind="task", dedup_key="c")
+    logged(reader.pk, items[0].pk, timezone.now() + timedelta(minutes=1), vector())  # served again once answered
     data = training_set(since=day - timedelta(hours=1), skips=2)
     assert sorted(data.labels.tolist()) == [0, 0, 1, 1]  # item 0 (+2), item 2 (follow-up), item 3 twice
-    assert data.ignored == 1 and data.features.shape == (4, len(FEATURES))
+    assert data.ignored == 2 and data.features.shape == (4, len(FEATURES))  # item 1's 0, item 0 served again
     assert not len(training_set(since=day - timedelta(hours=1), skips=2, excluded_readers=frozenset({reader.pk})))
 
 
