@@ -204,7 +204,7 @@ def measure(readers: list[Reader], *, learned: bool) -> tuple[float, float]:
 def retrain(held_out: list[Reader]) -> str:
     excluded = frozenset(reader.agent.pk for reader in held_out)
     try:
-        trained = ranker_train(days=28, held_out_days=1, skips=2, l2=1.0, excluded_readers=excluded)
+        trained = ranker_train(days=28, held_out_days=1, skips=1, l2=1.0, excluded_readers=excluded)
     except TrainingRefused as exc:
         return f"not trained: {exc}"
     held = trained.model.metrics["held_out"]

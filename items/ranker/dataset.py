@@ -44,48 +44,56 @@ class TrainingSet:
 
 def _sql() -> str:
     impressions, feedback, events = (m._meta.db_table for m in (FeedImpression, ItemFeedback, FeedEvent))
+    # `next_served` bounds each impression's attribution window (items.feed_log); `last_answered` is the lowest
+    # place of its page the reader answered, so an unanswered place above it was read past (a skip).
     return f"""
         WITH imp AS (
-            SELECT i.page_id, i.served_at, i.reader_id, i.item_id, i.features, i.propensity,
-                   lead(i.served_at) OVER w AS next_served, count(*) OVER (PARTITION BY i.reader_id, i.item_id)
-                       AS times
+            SELECT i.page_id, i.served_at, i.reader_id, i.item_id, i.position, i.features, i.propensity,
+                   lead(i.served_at) OVER (PARTITION BY i.reader_id, i.item_id ORDER BY i.served_at, i.id)
+                       AS next_served
             FROM {impressions} i
             WHERE i.served_at >= %(since)s AND i.contract = %(contract)s AND i.features IS NOT NULL
                 AND NOT i.reader_id = ANY(%(excluded)s)
-            WINDOW w AS (PARTITION BY i.reader_id, i.item_id ORDER BY i.served_at, i.id)
-        )
-        SELECT imp.page_id::text, (imp.served_at AT TIME ZONE 'UTC')::date, imp.reader_id, imp.features,
-               coalesce(imp.propensity, 1), imp.times, f.score,
-               EXISTS (
+        ), answered AS (
+            SELECT imp.*, f.score, EXISTS (
                    SELECT 1 FROM {events} e WHERE e.agent_id = imp.reader_id AND e.item_id = imp.item_id
                    AND e.created_at >= imp.served_at AND (imp.next_served IS NULL OR e.created_at < imp.next_served)
-               ),
-               EXISTS (
+               ) AS acted, EXISTS (
                    SELECT 1 FROM {events} e WHERE e.agent_id = imp.reader_id AND e.item_id = imp.item_id
                    AND e.created_at < imp.served_at
                ) OR EXISTS (
                    SELECT 1 FROM {feedback} b WHERE b.reader_id = imp.reader_id AND b.item_id = imp.item_id
                    AND b.created_at < imp.served_at
-               )
-        FROM imp LEFT JOIN {feedback} f ON f.reader_id = imp.reader_id AND f.item_id = imp.item_id
-            AND f.created_at >= imp.served_at AND (imp.next_served IS NULL OR f.created_at < imp.next_served)
-        ORDER BY imp.served_at, imp.page_id
+               ) AS before
+            FROM imp LEFT JOIN {feedback} f ON f.reader_id = imp.reader_id AND f.item_id = imp.item_id
+                AND f.created_at >= imp.served_at AND (imp.next_served IS NULL OR f.created_at < imp.next_served)
+        ), skips AS (
+            SELECT answered.*, score IS NULL AND NOT acted AND position < coalesce(
+                   max(position) FILTER (WHERE score IS NOT NULL OR acted) OVER (PARTITION BY page_id), 0)
+                   AS skipped
+            FROM answered
+        )
+        SELECT page_id::text, (served_at AT TIME ZONE 'UTC')::date, reader_id, features, coalesce(propensity, 1),
+               score, acted, before, skipped,
+               count(*) FILTER (WHERE skipped) OVER (PARTITION BY reader_id, item_id)
+        FROM skips ORDER BY served_at, page_id, position
     """  # noqa: S608 - table names from model metadata, values as parameters
 
 
 def label(
-    *, score: int | None, acted: bool, times_served: int, skips: int, answered_before: bool = False
+    *, score: int | None, acted: bool, skipped: bool, skips: int, min_skips: int, answered_before: bool = False
 ) -> int | None:
-    """1: a follow-up (a feed event) or a +1/+2; 0: a -1, or no answer to an item served `skips` times or more;
-    None (ignored): a 0 score, no answer to an item served fewer times (perhaps never looked at), or an item
-    the reader had answered before this impression (served again, it owes no second answer: not a skip)."""
+    """1: a follow-up (a feed event) or a +1/+2; 0: a -1, or an item the reader read past unanswered (it
+    answered one below it on the same page) at least `min_skips` times; None (ignored): a 0 score, an unanswered
+    item nothing shows was read (no answer below it), or an item the reader had answered before this impression
+    (served again, it owes no second answer)."""
     if answered_before:
         return None
     if score == -1:
         return 0
     if acted or (score is not None and score >= 1):
         return 1
-    if score is None and times_served >= skips:
+    if skipped and skips >= min_skips:
         return 0
     return None
 
@@ -99,7 +107,7 @@ def training_set(*, since: datetime, skips: int, excluded_readers: frozenset[int
         rows = cursor.fetchall()
     kept, labels, ignored = [], [], 0
     for row in rows:
-        value = label(score=row[6], acted=row[7], times_served=row[5], skips=skips, answered_before=row[8])
+        value = label(score=row[5], acted=row[6], answered_before=row[7], skipped=row[8], skips=row[9], min_skips=skips)
         if value is None or len(row[3]) != WIDTH:
             ignored += 1
             continue

@@ -21,7 +21,10 @@ class Command(BaseCommand):
         parser.add_argument("--days", type=int, default=28, help="Impressions of this many days back (28).")
         parser.add_argument("--held-out-days", type=int, default=1, help="The last days, held out (1).")
         parser.add_argument(
-            "--skips", type=int, default=2, help="An item served this often with no answer is a negative (2)."
+            "--skips",
+            type=int,
+            default=1,
+            help="An item read past this often with no answer (one below it answered) is a negative (1).",
         )
         parser.add_argument("--l2", type=float, default=1.0, help="L2 regularisation of the weights (1.0).")
 

@@ -24,32 +24,35 @@ pytestmark = pytest.mark.django_db
 
 
 def test_labels_positives_negatives_and_what_is_ignored():
-    assert label(score=2, acted=False, times_served=1, skips=2) == 1
-    assert label(score=1, acted=False, times_served=1, skips=2) == 1
-    assert label(score=None, acted=True, times_served=1, skips=2) == 1  # a follow-up
-    assert label(score=-1, acted=True, times_served=1, skips=2) == 0  # a -1 outweighs having looked
-    assert label(score=None, acted=False, times_served=2, skips=2) == 0  # served twice, skipped twice
-    assert label(score=None, acted=False, times_served=1, skips=2) is None  # perhaps never looked at
-    assert label(score=0, acted=False, times_served=3, skips=2) is None
-    assert label(score=None, acted=False, times_served=3, skips=2, answered_before=True) is None  # not a skip
+    def of(score=None, acted=False, skipped=False, skips=0, before=False):
+        return label(score=score, acted=acted, skipped=skipped, skips=skips, min_skips=1, answered_before=before)
+
+    assert of(score=2) == 1 and of(score=1) == 1 and of(acted=True) == 1  # a follow-up
+    assert of(score=-1, acted=True) == 0  # a -1 outweighs having looked
+    assert of(skipped=True, skips=1) == 0  # read past: an item below it answered
+    assert of() is None  # perhaps never looked at
+    assert of(score=0) is None
+    assert of(skipped=True, skips=1, before=True) is None  # answered before it was served again: not a skip
+    assert label(score=None, acted=False, skipped=True, skips=1, min_skips=2) is None
 
 
 def test_the_training_set_joins_answers_to_the_impression_they_answer():
     author, _ = make_agent()
-    items = [make_completed_item(author, f"Offering GPU hours, batch {n}.") for n in range(4)]
+    items = [make_completed_item(author, f"Offering GPU hours, batch {n}.") for n in range(5)]
     reader, _ = make_agent()
-    day = timezone.now() - timedelta(days=1)
-    for item in items:
-        logged(reader.pk, item.pk, day, vector(match=item.pk % 2))
-    logged(reader.pk, items[3].pk, day + timedelta(hours=1), vector())  # served again: skipped twice
+    day, page = timezone.now() - timedelta(days=1), uuid.uuid4()
+    for position, item in enumerate([items[3], items[0], items[1], items[2], items[4]], 1):
+        logged(reader.pk, item.pk, day, vector(match=item.pk % 2), page_id=page, position=position)
     ItemFeedback.objects.create(reader=reader, item=items[0], score=2, event_id="a")
     ItemFeedback.objects.create(reader=reader, item=items[1], score=0, event_id="b")  # ignored
     FeedEvent.objects.create(agent=reader, item_id=items[2].pk, kind="task", dedup_key="c")
     logged(reader.pk, items[0].pk, timezone.now() + timedelta(minutes=1), vector())  # served again once answered
-    data = training_set(since=day - timedelta(hours=1), skips=2)
-    assert sorted(data.labels.tolist()) == [0, 0, 1, 1]  # item 0 (+2), item 2 (follow-up), item 3 twice
-    assert data.ignored == 2 and data.features.shape == (4, len(FEATURES))  # item 1's 0, item 0 served again
-    assert not len(training_set(since=day - timedelta(hours=1), skips=2, excluded_readers=frozenset({reader.pk})))
+    data = training_set(since=day - timedelta(hours=1), skips=1)
+    # item 3 (read past), item 0 (+2), item 2 (a follow-up); ignored: item 1's 0, item 4 below the last answer,
+    # item 0 served again
+    assert data.labels.tolist() == [0, 1, 1]
+    assert data.ignored == 3 and data.features.shape == (3, len(FEATURES))
+    assert not len(training_set(since=day - timedelta(hours=1), skips=1, excluded_readers=frozenset({reader.pk})))
 
 
 def _history(days: int = 3, per_day: int = 6, *, tastes_change: bool = False):
