@@ -8,10 +8,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
+import numpy as np
 from django.utils import timezone
 
 from items.feed_ranking.context import item_facts, servable_facts
-from items.feed_ranking.pages import explorable_ids_of, paginate
+from items.feed_ranking.pages import explorable_flags, paginate
 from items.feed_ranking.readers import reader_context, reader_contexts
 from items.feed_ranking.scoring import raw_signals, score_many, score_signals
 from items.feed_ranking.signals import (
@@ -22,6 +23,7 @@ from items.feed_ranking.signals import (
     weights,
 )
 from items.models import Agent, ProcessedItem
+from items.ranker.contract import feature_matrix
 from items.ranker.serving import ranker_apply
 from items.selectors import with_raw
 
@@ -49,9 +51,13 @@ class RankedItem:
 def _scored(context: ReaderContext, facts: list[ItemFacts], now: datetime) -> list[Scored]:
     """The formula's scores, replaced by the active learned model's for a reader with history (the ranker's
     serving side, items.ranker.serving); each entry carries its feature vector either way."""
-    raw = raw_signals(context, facts, now=now) if facts else {}
-    formula = score_signals(facts, raw, weights=weights())
-    return ranker_apply(formula, raw, explorable_ids_of(formula, now=now), reader_history=bool(context.judged))
+    if not facts:
+        return []
+    raw = raw_signals(context, facts, now=now)
+    history = bool(context.judged)
+    kinds = [item.broadcast_type for item in facts]
+    matrix = feature_matrix(raw, kinds, np.array(explorable_flags(facts, now=now)), history)
+    return ranker_apply(score_signals(facts, raw, weights=weights(), features=matrix), matrix, reader_history=history)
 
 
 def rank_entries(

@@ -13,7 +13,7 @@ from datetime import datetime
 
 from django.conf import settings
 
-from items.feed_ranking.signals import Scored
+from items.feed_ranking.signals import ItemFacts, Scored
 
 
 @dataclass(frozen=True)
@@ -46,15 +46,18 @@ class _Limits:
 _draw = random.Random()  # an exploration draw, not a secret
 
 
-def explorable_ids_of(scored: list[Scored], *, now: datetime) -> set[int]:
-    """The ids of the entries the exploration rule would take (the ranker's `explorable` feature)."""
+def explorable_flags(items: list[ItemFacts], *, now: datetime) -> list[bool]:
+    """Whether the exploration rule would take each item (the ranker's `explorable` feature)."""
     limits = _Limits.current()
-    return {entry.facts.item_id for entry in scored if explorable(entry, now=now, limits=limits)}
+    return [_explorable(facts, now=now, limits=limits) for facts in items]
 
 
 def explorable(entry: Scored, *, now: datetime, limits: _Limits) -> bool:
+    return _explorable(entry.facts, now=now, limits=limits)
+
+
+def _explorable(facts: ItemFacts, *, now: datetime, limits: _Limits) -> bool:
     """Fresh, decent, and nobody has judged it yet: the kind of item a new author's reach depends on."""
-    facts = entry.facts
     age_hours = (now - facts.completed_at).total_seconds() / 3600
     quality = 0.0 if facts.quality is None else facts.quality
     return (

@@ -124,15 +124,22 @@ def raw_signals(reader: ReaderContext, items: list[ItemFacts], *, now: datetime)
     return {**_complementarity(reader, items), **_item_signals(reader, items, now)}
 
 
-def score_signals(items: list[ItemFacts], raw: dict[str, np.ndarray], *, weights: dict[str, float]) -> list[Scored]:
-    """The formula: each item's weighted signals and their sum."""
+def score_signals(
+    items: list[ItemFacts],
+    raw: dict[str, np.ndarray],
+    *,
+    weights: dict[str, float],
+    features: np.ndarray | None = None,
+) -> list[Scored]:
+    """The formula: each item's weighted signals and their sum (with each one's ranker features, when given)."""
     if not items:
         return []
     parts = np.stack([weights[name] * raw[name].astype(float) for name in SIGNALS], axis=1)
     totals = np.zeros(len(items))
     for column in range(len(SIGNALS)):  # left to right, as score_item's sum()
         totals = totals + parts[:, column]
+    vectors = [None] * len(items) if features is None else list(features)
     return [
-        Scored(facts=item, total=total, parts=dict(zip(SIGNALS, row, strict=True)))
-        for item, total, row in zip(items, totals.tolist(), parts.tolist(), strict=True)
+        Scored(facts=item, total=total, parts=dict(zip(SIGNALS, row, strict=True)), features=vector)
+        for item, total, row, vector in zip(items, totals.tolist(), parts.tolist(), vectors, strict=True)
     ]

@@ -17,7 +17,6 @@ from django.utils import timezone
 from prometheus_client import Counter
 
 from items.models import RankerModel, RankerModelStatus
-from items.ranker.contract import feature_matrix
 from items.ranker.model import LoadedModel, ModelRefused, model_load
 
 log = logging.getLogger(__name__)
@@ -74,24 +73,19 @@ def ranker_cache_clear() -> None:
         _cache.checked, _cache.active_id, _cache.model, _cache.refused = -1e18, None, None, ""
 
 
-def ranker_apply(scored: list, raw: dict[str, np.ndarray], explorable: set[int], *, reader_history: bool) -> list:
-    """The formula's entries with their feature vectors; with an active model and a reader with history, the
+def ranker_apply(scored: list, matrix: np.ndarray, *, reader_history: bool) -> list:
+    """The formula's entries (with their feature vectors, `matrix`), as they are; with an active model and a
+    reader with history, the
     formula's best FEED_RANKER_DEPTH re-ranked by the model (its logit is their total), the others after them in
     the formula's order, all marked with the model's ranking version. The model learned from what was served,
     which the formula's best resemble; far below them it would judge items unlike any it saw."""
-    if not scored:
-        return scored
-    kinds = [entry.facts.broadcast_type for entry in scored]
-    flags = np.array([entry.facts.item_id in explorable for entry in scored], dtype=bool)
-    matrix = feature_matrix(raw, kinds, flags, reader_history)
-    model = active_model() if reader_history and settings.FEED_RANKER_ENABLED else None
+    model = active_model() if scored and reader_history and settings.FEED_RANKER_ENABLED else None
     if model is None:
-        return [dataclasses.replace(entry, features=row) for entry, row in zip(scored, matrix, strict=True)]
+        return scored
     version = f"{settings.FEED_RANKING_VERSION}+ranker-{model.model_id}"
     totals = _reranked(scored, model.logits(matrix), settings.FEED_RANKER_DEPTH)
     return [
-        dataclasses.replace(entry, total=total, features=row, ranker=version)
-        for entry, row, total in zip(scored, matrix, totals, strict=True)
+        dataclasses.replace(entry, total=total, ranker=version) for entry, total in zip(scored, totals, strict=True)
     ]
 
 
