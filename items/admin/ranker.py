@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 from django.contrib import admin, messages
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from items.admin.actions import badge
 from items.models import RankerModel, RankerModelStatus
@@ -81,8 +81,8 @@ class RankerModelAdmin(admin.ModelAdmin):
     @admin.display(description="weights")
     def weights(self, model: RankerModel):
         pairs = zip(model.document.get("features", []), model.document.get("weights", []), strict=False)
-        rows = "".join(format_html("<tr><td>{}</td><td>{}</td></tr>", name, f"{w:+.3f}") for name, w in pairs)
-        return format_html("<table>{}</table>", format_html(rows)) if rows else "-"
+        rows = format_html_join("", "<tr><td>{}</td><td>{}</td></tr>", ((name, f"{w:+.3f}") for name, w in pairs))
+        return format_html("<table>{}</table>", rows) if rows else "-"
 
     @admin.display(description="provenance")
     def provenance(self, model: RankerModel):

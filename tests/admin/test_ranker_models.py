@@ -51,6 +51,10 @@ def test_a_viewer_sees_the_models_but_cannot_roll_back(models):
     assert 'value="activate"' not in text
     _activate(client, earlier)  # a forged POST
     assert RankerModel.objects.get(status=RankerModelStatus.ACTIVE) == active
+    detail = client.get(reverse("admin:items_rankermodel_change", args=[active.pk])).content.decode()
+    assert "<td>match</td><td>+1.000</td>" in detail and "&quot;rows&quot;: 0" in detail  # weights, provenance
+    assert client.get(reverse("admin:items_rankermodel_add")).status_code == 403  # machine-made rows
+    assert client.get(reverse("admin:items_rankermodel_delete", args=[active.pk])).status_code == 403
 
 
 def test_a_superuser_rolls_back_but_not_to_a_refused_or_broken_model(models):
