@@ -80,6 +80,20 @@ def impressions_record(
     return True
 
 
+def ranking_fields(ranked: Sequence | None) -> dict:
+    """What impressions_record logs of a ranked page (items.feed_ranking.RankedItem, in the order served): each
+    item's score, ranker features and propensity, and the ranking version of a learned model that ranked it;
+    nothing for a page that was not ranked here (a load_more page from the delivery cache)."""
+    if not ranked:
+        return {}
+    return {
+        "scores": [entry.score for entry in ranked],
+        "features": [entry.features for entry in ranked],
+        "propensities": [entry.propensity for entry in ranked],
+        "ranking_version": next((entry.ranker for entry in ranked if entry.ranker), None),
+    }
+
+
 def _first_position(delivery_id: str, count: int) -> int:
     """Where this page starts in its delivery: a counter per delivery in Redis (one INCRBY), living as long as
     the delivery cache. Without Redis, or without a delivery, the page starts at 1 (and says so in the log)."""

@@ -144,3 +144,20 @@ def test_a_for_me_page_logs_each_items_features_and_propensity(network, settings
     # One exploration slot, drawn from a pool of three.
     assert sorted(row.propensity for row in rows) == [pytest.approx(1 / 3, abs=1e-6), 1, 1, 1, 1]
     assert {row.ranking_version for row in rows} == {f"relevance-1+ranker-{model.pk}"}
+
+
+def test_a_client_refresh_logs_features_and_its_load_more_does_not(network):
+    _, _, info, _ = network
+    reader, token = make_agent()
+    ItemFeedback.objects.create(reader=reader, item=info, score=1, event_id="e3")
+    for n in range(4):
+        item(make_agent()[0], embedding=basis(30 + n))
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert len(client.get("/eigenflux/api/v1/items/feed?action=refresh&limit=2").json()["data"]["items"]) == 2
+    assert client.get("/eigenflux/api/v1/items/feed?action=load_more&limit=2").json()["data"]["items"]
+    for event in OutboxEvent.objects.filter(stream=STREAM_REPLAY_LOG).order_by("pk"):
+        ReplayLogConsumer().handle(outbox_stream_event(event, group=ReplayLogConsumer.group))
+    rows = list(FeedImpression.objects.order_by("position"))
+    assert [row.position for row in rows] == [1, 2, 3, 4]
+    assert [row.contract for row in rows] == [CONTRACT, CONTRACT, "", ""]  # load_more: ids from the cache only
+    assert rows[0].score is not None and rows[2].features is None
