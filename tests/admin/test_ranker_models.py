@@ -72,11 +72,14 @@ def test_a_superuser_rolls_back_but_not_to_a_refused_or_broken_model(models):
     assert active.status == RankerModelStatus.RETIRED
 
 
-def test_the_health_page_names_an_active_model_that_is_refused(models):
+def test_the_health_page_names_an_active_model_that_is_refused(models, mod_client):
     active, _, _ = models
     assert health_snapshot()["ranker_problem"] == ""
+    assert 'id="health-ranker"' not in mod_client.get(reverse("admin:pipeline_health")).content.decode()
     doc = active.document
     doc["contract"] = "ranker_features_v9"
     RankerModel.objects.filter(pk=active.pk).update(document=doc)
     problem = health_snapshot()["ranker_problem"]
     assert f"ranker model {active.pk} refused (contract" in problem and "formula" in problem
+    html = mod_client.get(reverse("admin:pipeline_health")).content.decode()
+    assert f'id="health-ranker">Feed ranker: ranker model {active.pk} refused (contract' in html
