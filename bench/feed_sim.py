@@ -65,6 +65,7 @@ from django.utils import timezone  # noqa: E402
 from bench.scratch import scratch_test_db  # noqa: E402
 from eigenflux.base.embedding_space import configured_embedding_model  # noqa: E402
 from items.events import STREAM_ITEM_STATS, STREAM_REPLAY_LOG  # noqa: E402
+from items.feed_ranking.pages import exploration_seed  # noqa: E402
 from items.models import OutboxEvent, ProcessedItem, RankerModel, ReaderProfile  # noqa: E402
 from items.ranker.training import TrainingRefused, ranker_train  # noqa: E402
 from pipeline.consumers.item_stats import ItemStatsConsumer  # noqa: E402
@@ -233,6 +234,7 @@ HEADER += ["no-history clicks@10 formula", "nDCG formula", "clicks@10 learned", 
 
 
 def simulate() -> list[list[str]]:
+    exploration_seed(ARGS.seed)  # the readers' exploration slots drawn alike from run to run
     world = World(ARGS.seed, ARGS.topics)
     trained = [Reader(world) for _ in range(ARGS.readers)]
     held_out = [Reader(world) for _ in range(ARGS.held_out)]

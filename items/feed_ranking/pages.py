@@ -46,6 +46,11 @@ class _Limits:
 _draw = random.Random()  # an exploration draw, not a secret
 
 
+def exploration_seed(seed: int) -> None:
+    """Make this process's exploration draws repeatable (a simulation; tests)."""
+    _draw.seed(seed)
+
+
 def explorable_flags(items: list[ItemFacts], *, now: datetime) -> list[bool]:
     """Whether the exploration rule would take each item (the ranker's `explorable` feature)."""
     limits = _Limits.current()
