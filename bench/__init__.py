@@ -17,6 +17,7 @@ BENCHMARKS = (
     "fake_server_rate",
     "feed_latency",
     "feed_quality",
+    "feed_sim",
     "fresh_pipeline",
     "gin_pending",
     "hnsw_recall",

@@ -358,6 +358,15 @@ FEED_EXPLORATION_SLOTS = env_int("FEED_EXPLORATION_SLOTS", 1, minimum=0)
 FEED_EXPLORATION_MAX_AGE_HOURS = env_float("FEED_EXPLORATION_MAX_AGE_HOURS", 48.0, minimum=0.0)
 FEED_EXPLORATION_MAX_CONSUMED = env_int("FEED_EXPLORATION_MAX_CONSUMED", 5, minimum=0)
 FEED_EXPLORATION_MIN_QUALITY = env_float("FEED_EXPLORATION_MIN_QUALITY", 0.5, minimum=0.0, maximum=1.0)
+# Each exploration slot draws its item uniformly from this many eligible ones (1: always the best, no draw);
+# the draw's probability is logged with the impression for the ranker's inverse-propensity estimate.
+FEED_EXPLORATION_POOL = env_int("FEED_EXPLORATION_POOL", 1, minimum=1)
+# The learned ranker (docs/feed-ranker.md): each web process asks which model is active at most this often.
+FEED_RANKER_CHECK_SECONDS = env_float("FEED_RANKER_CHECK_SECONDS", 10.0, minimum=0.0)
+# The model re-ranks the formula's best this many candidates; the rest follow them in the formula's order.
+FEED_RANKER_DEPTH = env_int("FEED_RANKER_DEPTH", 50, minimum=1)
+# Off: every ranking uses the formula whatever model is active (a switch that needs no database write).
+FEED_RANKER_ENABLED = env_bool("FEED_RANKER_ENABLED", True)
 # Items the analyzer scored below this quality come after every other item, however well they match (vague
 # posts, bait); 0.5 is the analyzer's neutral score.
 FEED_MIN_QUALITY = env_float("FEED_MIN_QUALITY", 0.5, minimum=0.0, maximum=1.0)

@@ -596,6 +596,13 @@ class FeedImpression(models.Model):
     ranking_version = models.CharField(max_length=64)
     delivery_id = models.CharField(max_length=64, blank=True, help_text="The unseen feed's impression id.")
     served_at = models.DateTimeField()
+    # What the learned ranker trains on (docs/feed-ranker.md): the item's feature vector as the ranking computed
+    # it when it served the page (under `contract`), and the probability the page's policy had of placing it
+    # there (1 for a ranked place; 1 / pool for an exploration slot drawn from a pool). Empty for pages served
+    # without a ranking's features (recency pages, load_more pages from the delivery cache).
+    contract = models.CharField(max_length=32, blank=True)
+    features = ArrayField(models.FloatField(), null=True, blank=True)
+    propensity = models.FloatField(null=True, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["page_id", "position"], name="impression_page_position")]
@@ -699,3 +706,38 @@ class ReaderProfile(models.Model):
 
     def __str__(self) -> str:
         return f"reader profile of {self.agent_id}"
+
+
+class RankerModelStatus(models.TextChoices):
+    ACTIVE = "active", "active"
+    """The model the feeds rank with (at most one)."""
+    STORED = "stored", "stored"
+    """Passed the gate once; a superuser may activate it again (a rollback)."""
+    REFUSED = "refused", "refused"
+    """Did not beat or match the active ranking on the held-out days; kept with the reason."""
+    RETIRED = "retired", "retired"
+    """Was active; replaced by a newer or a rolled-back model."""
+
+
+class RankerModel(models.Model):
+    """A learned feed ranker (docs/feed-ranker.md): a logistic regression over a feature contract's vector, with
+    its provenance, self-tests and held-out metrics, written by `manage.py train_ranker`. Stored in the database
+    so that every web process on every machine reads the same active model."""
+
+    created_at = models.DateTimeField(default=timezone.now)
+    contract = models.CharField(max_length=32)
+    document = models.JSONField(help_text="The model file: contract, features, weights, self-tests, provenance.")
+    metrics = models.JSONField(default=dict, help_text="Held-out metrics of this model and of what it was gated on.")
+    status = models.CharField(max_length=16, choices=RankerModelStatus.choices)
+    reason = models.TextField(blank=True, help_text="Why the gate refused it, or who activated it.")
+    activated_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["status"], condition=models.Q(status="active"), name="ranker_model_one_active"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"ranker {self.pk} ({self.status})"

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from eigenflux.base.redis import get_redis
 from items.models import ItemStatus, ProcessedItem, RawItem
+from items.ranker.serving import ranker_problem
 from pipeline.housekeeping import LAG_COUNT_CAP, group_lag, outbox_backlog
 from pipeline.llm.reachability import model_degraded
 from pipeline.models import DeadLetter, DeadLetterState, LLMCall, LLMCallHourly
@@ -243,6 +244,7 @@ def health_snapshot(client: redis.Redis | None = None) -> dict:
         "unhealthy_consumers": sum(1 for c in consumers if not c["healthy"]),
         "redis_error": redis_error,
         "model_degraded": model_degraded(statuses),
+        "ranker_problem": ranker_problem(),
         "outbox": outbox_figures(),
         "dead_letters": dead_letter_figures(),
         "throughput": throughput_figures(),

@@ -121,12 +121,15 @@ def _fast_password_hashing(settings):
 
 @pytest.fixture(autouse=True)
 def _auth_caches_cleared():
-    """The in-process memory of unknown tokens and blocked addresses starts empty in every test."""
+    """The in-process memory of unknown tokens, blocked addresses and the active ranker model starts empty in
+    every test."""
     from items.authentication import unknown_tokens
+    from items.ranker.serving import ranker_cache_clear
     from items.ratelimit import blocked_addresses_clear
 
     unknown_tokens.clear()
     blocked_addresses_clear()
+    ranker_cache_clear()  # the learned ranker a test activated is forgotten with its database rows
     yield
     unknown_tokens.clear()
     blocked_addresses_clear()

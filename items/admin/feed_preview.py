@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from items.feed_ranking import SIGNALS, rank_feed
 from items.models import Agent
+from items.ranker.serving import model_terms
 
 PREVIEW_URL_NAME = "items_agent_feed"
 PREVIEW_ITEMS = 30
@@ -34,7 +35,14 @@ def feed_preview(request: HttpRequest, modeladmin: admin.ModelAdmin, agent_id: i
     unseen = request.GET.get("seen") != "all"
     seen_since = timezone.now() - timedelta(days=settings.FEED_SEEN_DAYS) if unseen else None
     ranked = rank_feed(reader=agent, page_size=10, depth=PREVIEW_ITEMS, seen_since=seen_since)
-    rows = [{"entry": entry, "parts": [round(entry.parts.get(name, 0.0), 2) for name in SIGNALS]} for entry in ranked]
+    rows = [
+        {
+            "entry": entry,
+            "parts": [round(entry.parts.get(name, 0.0), 2) for name in SIGNALS],
+            "model_terms": model_terms(entry.features, entry.ranker),
+        }
+        for entry in ranked
+    ]
     return TemplateResponse(
         request,
         "admin/items/agent/feed_preview.html",
@@ -46,5 +54,6 @@ def feed_preview(request: HttpRequest, modeladmin: admin.ModelAdmin, agent_id: i
             "signals": SIGNALS,
             "rows": rows,
             "unseen": unseen,
+            "ranker": next((entry.ranker for entry in ranked if entry.ranker), ""),
         },
     )

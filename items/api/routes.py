@@ -226,7 +226,7 @@ def _for_me_feed(request: AgentRequest, filters: FeedQuery) -> dict:
     rows = [entry.item for entry in served]
     more = len(ranked) > offset + filters.limit
     impressions.impressions_record(
-        reader=request.auth, items=rows, scores=[entry.score for entry in served], feed=FeedName.FOR_ME
+        reader=request.auth, items=rows, feed=FeedName.FOR_ME, **impressions.ranking_fields(served)
     )
     return {
         "items": [item_payload(item, request.auth) for item in rows],
@@ -274,13 +274,13 @@ def _unseen_feed(request: AgentRequest, filters: FeedQuery) -> dict:
         delivery = feed_load_more(impression_id=impression_id, **options)
     else:
         delivery = feed_refresh(**options)
+    logged = impressions.ranking_fields(delivery.ranked) if filters.for_me else {}
     impressions.impressions_record(
         reader=request.auth,
         items=delivery.items,
-        scores=None,
         feed=FeedName.UNSEEN,
         delivery_id=delivery.impression_id,
-        ranking_version=None if filters.for_me else impressions.RECENCY_VERSION,
+        **(logged or {"ranking_version": None if filters.for_me else impressions.RECENCY_VERSION}),
     )
     return {
         "items": [item_payload(item, request.auth) for item in delivery.items],

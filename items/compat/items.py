@@ -17,7 +17,7 @@ from items.compat.params import ClientBody, client_limit
 from items.models import FeedName
 from items.services.feed_events import MAX_EVENTS, feed_events_record, parse_item_id
 from items.services.feedback import SCORES, FeedbackRefused, item_feedback_submit_by_id
-from items.services.impressions import impressions_record
+from items.services.impressions import impressions_record, ranking_fields
 from items.services.messages import messages_take_unread
 from items.services.unseen_feed import feed_load_more, feed_refresh
 
@@ -63,7 +63,11 @@ def feed(request: AgentRequest, action: str | None = None, limit: str | None = N
     else:
         delivery = feed_load_more(reader=request.auth, limit=count)
     impressions_record(
-        reader=request.auth, items=delivery.items, scores=None, feed=FeedName.CLIENT, delivery_id=delivery.impression_id
+        reader=request.auth,
+        items=delivery.items,
+        feed=FeedName.CLIENT,
+        delivery_id=delivery.impression_id,
+        **ranking_fields(delivery.ranked),
     )
     notifications = []
     if delivery.refreshed:

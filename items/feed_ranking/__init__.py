@@ -8,12 +8,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
+import numpy as np
 from django.utils import timezone
 
 from items.feed_ranking.context import item_facts, servable_facts
-from items.feed_ranking.pages import paginate
+from items.feed_ranking.pages import explorable_flags, paginate
 from items.feed_ranking.readers import reader_context, reader_contexts
-from items.feed_ranking.scoring import score_many
+from items.feed_ranking.scoring import raw_signals, score_many, score_signals
 from items.feed_ranking.signals import (
     SIGNALS,
     ItemFacts,
@@ -22,6 +23,8 @@ from items.feed_ranking.signals import (
     weights,
 )
 from items.models import Agent, ProcessedItem
+from items.ranker.contract import feature_matrix
+from items.ranker.serving import ranker_apply
 from items.selectors import with_raw
 
 __all__ = [
@@ -40,10 +43,21 @@ class RankedItem:
     item: ProcessedItem
     score: float
     parts: dict[str, float]
+    features: list[float] | None = None  # the ranker contract's vector (docs/feed-ranker.md), logged when served
+    propensity: float = 1.0
+    ranker: str = ""  # the ranking version of a learned model that ranked it; "" for the formula
 
 
 def _scored(context: ReaderContext, facts: list[ItemFacts], now: datetime) -> list[Scored]:
-    return score_many(context, facts, now=now, weights=weights())
+    """The formula's scores, replaced by the active learned model's for a reader with history (the ranker's
+    serving side, items.ranker.serving); each entry carries its feature vector either way."""
+    if not facts:
+        return []
+    raw = raw_signals(context, facts, now=now)
+    history = bool(context.judged)
+    kinds = [item.broadcast_type for item in facts]
+    matrix = feature_matrix(raw, kinds, np.array(explorable_flags(facts, now=now)), history)
+    return ranker_apply(score_signals(facts, raw, weights=weights(), features=matrix), matrix, reader_history=history)
 
 
 def rank_entries(
@@ -70,7 +84,14 @@ def ranked_items(entries: list[Scored]) -> list[RankedItem]:
     ids = [entry.facts.item_id for entry in entries]
     rows = {item.pk: item for item in with_raw(ProcessedItem.objects.filter(pk__in=ids))}
     return [
-        RankedItem(item=rows[entry.facts.item_id], score=entry.total, parts=entry.parts)
+        RankedItem(
+            item=rows[entry.facts.item_id],
+            score=entry.total,
+            parts=entry.parts,
+            features=None if entry.features is None else entry.features.tolist(),
+            propensity=entry.propensity,
+            ranker=entry.ranker,
+        )
         for entry in entries
         if entry.facts.item_id in rows
     ]

@@ -4,14 +4,16 @@ one main domain, and the last FEED_EXPLORATION_SLOTS places go to the best fresh
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import random
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
 
-from items.feed_ranking.signals import Scored
+from items.feed_ranking.signals import ItemFacts, Scored
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,7 @@ class _Limits:
     explore_max_age_hours: float
     explore_min_quality: float
     min_quality: float
+    explore_pool: int = 1
 
     @classmethod
     def current(cls) -> _Limits:
@@ -36,12 +39,30 @@ class _Limits:
             settings.FEED_EXPLORATION_MAX_AGE_HOURS,
             settings.FEED_EXPLORATION_MIN_QUALITY,
             settings.FEED_MIN_QUALITY,
+            settings.FEED_EXPLORATION_POOL,
         )
 
 
+_draw = random.Random()  # an exploration draw, not a secret
+
+
+def exploration_seed(seed: int) -> None:
+    """Make this process's exploration draws repeatable (a simulation; tests)."""
+    _draw.seed(seed)
+
+
+def explorable_flags(items: list[ItemFacts], *, now: datetime) -> list[bool]:
+    """Whether the exploration rule would take each item (the ranker's `explorable` feature)."""
+    limits = _Limits.current()
+    return [_explorable(facts, now=now, limits=limits) for facts in items]
+
+
 def explorable(entry: Scored, *, now: datetime, limits: _Limits) -> bool:
+    return _explorable(entry.facts, now=now, limits=limits)
+
+
+def _explorable(facts: ItemFacts, *, now: datetime, limits: _Limits) -> bool:
     """Fresh, decent, and nobody has judged it yet: the kind of item a new author's reach depends on."""
-    facts = entry.facts
     age_hours = (now - facts.completed_at).total_seconds() / 3600
     quality = 0.0 if facts.quality is None else facts.quality
     return (
@@ -94,13 +115,19 @@ def _page(
             break
         if caps.allow(entry):
             take(entry)
-    explored = 0
-    for entry in ranked:
-        if explored >= slots:
+    for _ in range(slots):
+        # The slot's item is drawn uniformly from the first FEED_EXPLORATION_POOL eligible ones (1: the best),
+        # and the draw's probability logged with it: what an inverse-propensity estimate weighs it by.
+        pool = []
+        for entry in ranked:
+            if len(pool) >= limits.explore_pool:
+                break
+            if entry.facts.item_id in explorable_ids and entry.facts.item_id not in taken and caps.allow(entry):
+                pool.append(entry)
+        if not pool:
             break
-        if entry.facts.item_id in explorable_ids and entry.facts.item_id not in taken and caps.allow(entry):
-            take(entry)
-            explored += 1
+        drawn = pool[0] if len(pool) == 1 else _draw.choice(pool)
+        take(dataclasses.replace(drawn, propensity=1.0 / len(pool)))
     # Places left (no explorable item, or too few within the caps in a small or one-sided network): filled in
     # ranking order, within the caps first.
     for within_caps in (True, False):

@@ -116,12 +116,30 @@ def score_many(
     """Each of `items` scored for the reader, computed as arrays: the weighted signals and their sum."""
     if not items:
         return []
-    raw = {**_complementarity(reader, items), **_item_signals(reader, items, now)}
+    return score_signals(items, raw_signals(reader, items, now=now), weights=weights)
+
+
+def raw_signals(reader: ReaderContext, items: list[ItemFacts], *, now: datetime) -> dict[str, np.ndarray]:
+    """Each signal of each item before its weight (the learned ranker's features read them too)."""
+    return {**_complementarity(reader, items), **_item_signals(reader, items, now)}
+
+
+def score_signals(
+    items: list[ItemFacts],
+    raw: dict[str, np.ndarray],
+    *,
+    weights: dict[str, float],
+    features: np.ndarray | None = None,
+) -> list[Scored]:
+    """The formula: each item's weighted signals and their sum (with each one's ranker features, when given)."""
+    if not items:
+        return []
     parts = np.stack([weights[name] * raw[name].astype(float) for name in SIGNALS], axis=1)
     totals = np.zeros(len(items))
     for column in range(len(SIGNALS)):  # left to right, as score_item's sum()
         totals = totals + parts[:, column]
+    vectors = [None] * len(items) if features is None else list(features)
     return [
-        Scored(facts=item, total=total, parts=dict(zip(SIGNALS, row, strict=True)))
-        for item, total, row in zip(items, totals.tolist(), parts.tolist(), strict=True)
+        Scored(facts=item, total=total, parts=dict(zip(SIGNALS, row, strict=True)), features=vector)
+        for item, total, row, vector in zip(items, totals.tolist(), parts.tolist(), vectors, strict=True)
     ]

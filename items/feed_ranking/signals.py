@@ -104,6 +104,11 @@ class Scored:
     facts: ItemFacts
     total: float
     parts: dict[str, float]  # weighted contribution of each signal (the "why this item")
+    # The learned ranker's side (docs/feed-ranker.md): the item's feature vector under the contract, the
+    # probability the page's policy had of placing it where it is, and what ranked it ("" for the formula).
+    features: np.ndarray | None = field(default=None, compare=False, repr=False)
+    propensity: float = 1.0
+    ranker: str = ""
 
 
 def unit(vector) -> np.ndarray | None:

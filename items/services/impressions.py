@@ -20,6 +20,7 @@ from eigenflux.base.redis import get_redis
 from items.events import FEED_PAGE_SERVED, STREAM_REPLAY_LOG
 from items.models import Agent, FeedImpression, FeedName, ProcessedItem
 from items.outbox import outbox_event_create
+from items.ranker.contract import CONTRACT
 
 log = logging.getLogger(__name__)
 
@@ -40,20 +41,27 @@ def impressions_record(
     scores: Sequence[float | None] | None = None,
     delivery_id: str = "",
     ranking_version: str | None = None,
+    features: Sequence[Sequence[float] | None] | None = None,
+    propensities: Sequence[float] | None = None,
 ) -> bool:
     """Log one feed page served to `reader` (items in the order served, with the ranking's score of each when it
     has one) under `ranking_version` (default FEED_RANKING_VERSION); False for an empty page, which logs nothing.
     Joins the caller's transaction when there is one, so a page and its log commit together.
 
     Positions count from 1 across a delivery (`delivery_id`, the unseen feed's impression id): a load_more page
-    continues where the pages before it stopped."""
+    continues where the pages before it stopped. With `features` (the ranker contract's vector of each item)
+    and `propensities` (each one's probability of being placed there), the page trains the learned ranker
+    (docs/feed-ranker.md)."""
     if feed not in FeedName.values:
         raise ValueError(f"feed must be one of {FeedName.values}, got {feed!r}")
     if scores is not None and len(scores) != len(items):
         raise ValueError(f"{len(scores)} scores for {len(items)} items")
+    for extra in (features, propensities):
+        if extra is not None and len(extra) != len(items):
+            raise ValueError(f"{len(extra)} features or propensities for {len(items)} items")
     if not items:
         return False
-    data = {
+    data: dict = {
         "reader_id": str(reader.pk),
         "feed": feed,
         "ranking_version": ranking_version or settings.FEED_RANKING_VERSION,
@@ -63,9 +71,27 @@ def impressions_record(
         "item_ids": [str(item.pk) for item in items],
         "scores": [None if s is None else round(float(s), SCORE_DIGITS) for s in (scores or [None] * len(items))],
     }
+    if features is not None:
+        data["contract"] = CONTRACT
+        data["features"] = [None if row is None else [round(float(x), SCORE_DIGITS) for x in row] for row in features]
+        data["propensities"] = [round(float(p), SCORE_DIGITS) for p in (propensities or [1.0] * len(items))]
     with transaction.atomic():
         outbox_event_create(stream=STREAM_REPLAY_LOG, event_type=FEED_PAGE_SERVED, subject=str(reader.pk), data=data)
     return True
+
+
+def ranking_fields(ranked: Sequence | None) -> dict:
+    """What impressions_record logs of a ranked page (items.feed_ranking.RankedItem, in the order served): each
+    item's score, ranker features and propensity, and the ranking version of a learned model that ranked it;
+    nothing for a page that was not ranked here (a load_more page from the delivery cache)."""
+    if not ranked:
+        return {}
+    return {
+        "scores": [entry.score for entry in ranked],
+        "features": [entry.features for entry in ranked],
+        "propensities": [entry.propensity for entry in ranked],
+        "ranking_version": next((entry.ranker for entry in ranked if entry.ranker), None),
+    }
 
 
 def _first_position(delivery_id: str, count: int) -> int:
@@ -93,9 +119,13 @@ def _page_rows(*, page_id: str, data: dict) -> list[FeedImpression]:
         scores = data["scores"]
         served_at = parse_datetime(data["served_at"])
         feed, version = data["feed"], str(data["ranking_version"])[:64]
+        features = data.get("features") or [None] * len(item_ids)
+        propensities = data.get("propensities") or [None] * len(item_ids)
+        contract = str(data.get("contract") or "")[:32] if data.get("features") else ""
     except (KeyError, TypeError, ValueError) as exc:
         raise BadPage(f"page event without its fields: {exc}") from exc
-    if feed not in FeedName.values or served_at is None or len(scores) != len(item_ids) or first < 1:
+    sizes = {len(item_ids), len(scores), len(features), len(propensities)}
+    if feed not in FeedName.values or served_at is None or len(sizes) != 1 or first < 1:
         raise BadPage(f"page event with a bad feed, time, scores or position: {data!r}"[:500])
     return [
         FeedImpression(
@@ -108,8 +138,13 @@ def _page_rows(*, page_id: str, data: dict) -> list[FeedImpression]:
             ranking_version=version,
             delivery_id=str(data.get("delivery_id") or "")[:64],
             served_at=served_at,
+            contract=contract if vector else "",
+            features=vector or None,
+            propensity=None if propensity is None else float(propensity),
         )
-        for index, (item_id, score) in enumerate(zip(item_ids, scores, strict=True))
+        for index, (item_id, score, vector, propensity) in enumerate(
+            zip(item_ids, scores, features, propensities, strict=True)
+        )
     ]
 
 

@@ -24,7 +24,7 @@ from django.utils import timezone
 from eigenflux.base.redis import get_redis, reply_text
 from items import selectors
 from items.events import ITEM_DELIVERED, STREAM_ITEM_STATS
-from items.feed_ranking import rank_entries, ranked_items
+from items.feed_ranking import RankedItem, rank_entries, ranked_items
 from items.models import Agent, FeedDelivery, ProcessedItem
 from items.outbox import outbox_event_create
 
@@ -40,6 +40,9 @@ class Delivery:
     impression_id: str
     has_more: bool
     refreshed: bool  # False only for a load_more served from the delivery cache
+    # A ranked refresh's page with its scores and ranker features (the impression log's); None for a load_more
+    # page (from the cache: ids only) and an unranked one.
+    ranked: list[RankedItem] | None = None
 
 
 def _keys(reader: Agent) -> tuple[str, str]:
@@ -68,17 +71,18 @@ def feed_refresh(
             seen_since=seen_since,
         )
         # Only the page served is loaded as items; the rest of the ranking goes to the cache as ids.
-        served = [entry.item for entry in ranked_items(entries[:limit])]
+        ranked: list[RankedItem] | None = ranked_items(entries[:limit])
+        served = [entry.item for entry in ranked]
         rest = [entry.facts.item_id for entry in entries[limit:]]
     else:
         candidates = selectors.unseen_feed_candidates(
             reader=reader, broadcast_type=broadcast_type, domain=domain, seen_since=seen_since, limit=window
         )
-        served, rest = candidates[:limit], [item.pk for item in candidates[limit:]]
+        served, rest, ranked = candidates[:limit], [item.pk for item in candidates[limit:]], None
     impression_id = f"imp_{uuid.uuid4().hex}"
     _record(reader=reader, items=served, impression_id=impression_id)
     cached = _cache_replace(reader=reader, impression_id=impression_id, ids=rest)
-    return Delivery(items=served, impression_id=impression_id, has_more=cached, refreshed=True)
+    return Delivery(items=served, impression_id=impression_id, has_more=cached, refreshed=True, ranked=ranked)
 
 
 def feed_load_more(

@@ -36,3 +36,22 @@ def test_the_feed_page_lists_the_ranking_with_each_signal_and_records_nothing(mo
 def test_the_feed_page_needs_the_view_permission(staff_client):
     reader, _ = make_agent()
     assert staff_client.get(reverse("admin:items_agent_feed", args=[reader.pk])).status_code == 403
+
+
+def test_a_feed_the_learned_model_ranks_says_why_in_the_models_terms(mod_client):
+    from django.conf import settings
+
+    from items.models import ItemFeedback
+    from tests.items.ranker.factories import document, stored_model
+
+    author, _ = make_agent()
+    reader, _ = make_agent()
+    unit = [1.0] + [0.0] * (settings.EMBEDDING_DIMENSIONS - 1)
+    demand = make_completed_item(author, "Need GPU hours", broadcast_type="demand", domains=[], embedding=unit)
+    judged = make_completed_item(author, "A bike for sale", domains=[], embedding=unit)
+    ItemFeedback.objects.create(reader=reader, item=judged, score=1, event_id="e1")  # a reader with history
+    model = stored_model(document({"type=demand": 3.0, "quality": 1.0}))
+    body = mod_client.get(reverse("admin:items_agent_feed", args=[reader.pk])).content.decode()
+    assert f"relevance-1+ranker-{model.pk}" in body and "<th>model's terms</th>" in body
+    row = body[body.index(f">{demand.pk}</a>") :]
+    assert "type=demand +3.00, quality +0.70" in row[: row.index("</tr>")]

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from items.feed_ranking import rank_entries
 from items.models import ItemFeedback, ProcessedItem, ReaderProfile
+from items.ranker.serving import active_model
 from tests.factories import make_agent
 from tests.items.feed.conftest import basis, item, ranked, reader_with
 
@@ -40,9 +41,12 @@ def test_expired_items_are_never_candidates(author):
 def test_a_ranking_costs_the_same_few_round_trips_however_many_candidates(author, settings):
     """Reader, judgments, similar readers, candidates narrowed with their facts (one statement for every source):
     a fixed number of queries, not one per source, clause, type or candidate."""
+    settings.FEED_RANKER_CHECK_SECONDS = 3600
     settings.FEED_NEIGHBOURS_CACHE_SECONDS = 0  # the similar readers' query every time (it is kept otherwise)
     reader = reader_with(seeks_vector=basis(0), offers_vector=basis(1))
     neighbour = reader_with(seeks_vector=basis(0))
+
+    active_model()  # which ranker model is active: one query per FEED_RANKER_CHECK_SECONDS, not per ranking
 
     def queries() -> int:
         with CaptureQueriesContext(connection) as captured:
