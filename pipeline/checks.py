@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from eigenflux.base.embedding_space import configured_embedding_model
 from items.vector_provenance import other_models
-from pipeline.llm.local import glossary, minilm
+from pipeline.llm.local import e5, glossary, minilm
 from pipeline.llm.prompts import (
     PROMPT_NAMES,
     PROMPT_VARIABLES,
@@ -110,6 +110,19 @@ def check_prompts(app_configs=None, **kwargs) -> list[Error]:
                 )
             )
     return errors
+
+
+@register("eigenflux")
+def check_e5_engine(app_configs=None, **kwargs) -> list[Error]:
+    """The e5 engine's model file and the language means it needs (the engine itself loads on first use)."""
+    if settings.LLM_PROVIDER != "local" or settings.LOCAL_EMBEDDING != "e5":
+        return []
+    try:
+        e5.model_file()
+        e5.language_means()
+    except e5.EngineMissing as exc:
+        return [Error(str(exc), hint="Run `make install`.", id="eigenflux.E010")]
+    return []
 
 
 @register("eigenflux")

@@ -137,7 +137,7 @@ def _code_sha256() -> str:
     return digest.hexdigest()
 
 
-def evaluate(model: gates.GateModel) -> dict[str, float]:
+def evaluate(model: gates.GateModel) -> dict:
     """The whole local analyzer's figures on the held-out sets with `model` as its gates: unsafe blocked or held,
     safe-but-edgy and normal posts passed, spam blocked, ordinary posts passed (each a share)."""
     from pipeline.llm.local import extraction, safety
@@ -159,6 +159,7 @@ def evaluate(model: gates.GateModel) -> dict[str, float]:
             tally.setdefault(name, [0, 0])
             tally[name][0] += int(right)
             tally[name][1] += 1
-    figures = {name: round(right / total, 4) for name, (right, total) in sorted(tally.items())}
+    figures: dict = {name: round(right / total, 4) for name, (right, total) in sorted(tally.items())}
     figures["cases"] = sum(total for _, total in tally.values())
+    figures["counts"] = {name: total for name, (_, total) in tally.items()}
     return figures

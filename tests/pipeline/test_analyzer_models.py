@@ -102,3 +102,33 @@ def test_a_model_this_code_cannot_read_is_never_activated():
     with pytest.raises(gates.ContractMismatch):
         analyzer_models.activate(broken, actor="root")
     assert AnalyzerModel.objects.get(pk=broken.pk).state == AnalyzerModelState.RETIRED
+
+
+def test_the_evaluation_gate_allows_one_held_out_post_and_refuses_two():
+    active = {"unsafe_blocked_or_held": 1.0, "edgy_passed": 0.9}
+    one_fewer = {"unsafe_blocked_or_held": 0.99, "edgy_passed": 0.95, "counts": {"unsafe_blocked_or_held": 100}}
+    two_fewer = {**one_fewer, "unsafe_blocked_or_held": 0.98}
+    assert analyzer_models._verdict(one_fewer, active)[0]
+    refused, note = analyzer_models._verdict(two_fewer, active)
+    assert not refused and "unsafe_blocked_or_held 0.980 < 1.000" in note
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(ANALYZER_MODEL_RELOAD_SECONDS=0)
+def test_a_thread_without_a_connection_does_not_keep_the_one_reading_the_model():
+    """A consumer warms the analyzer up in a thread of its own that ends at once: the connection opened there to
+    read the active model is closed, not leaked (it kept the bench's scratch database from being dropped)."""
+    import threading
+
+    from django.db import connection
+
+    left_open = []
+
+    def warm():
+        analyzer_models.active_gates()
+        left_open.append(connection.connection is not None)
+
+    thread = threading.Thread(target=warm)
+    thread.start()
+    thread.join()
+    assert left_open == [False]

@@ -49,7 +49,7 @@ class Command(BaseCommand):
     def _table(self, candidate: dict, active: dict) -> None:
         self.stdout.write(f"{'held-out figure':24} {'new':>7} {'active':>7}")
         for name in sorted(set(candidate) | set(active)):
-            if name in ("cases", "version"):
+            if not isinstance(candidate.get(name, active.get(name)), float):
                 continue
             self.stdout.write(f"{name:24} {candidate.get(name, 0):7.3f} {active.get(name, 0):7.3f}")
 

@@ -75,3 +75,17 @@ def test_the_shipped_means_are_the_means_of_their_texts():
     recomputed = e5.raw_vectors(texts).astype(np.float64).mean(axis=0)
     shipped = np.asarray(document["means"]["ja"])
     assert float(recomputed @ shipped / np.linalg.norm(recomputed) / np.linalg.norm(shipped)) > 0.99
+
+
+def test_a_missing_means_file_is_a_start_up_error_naming_it(tmp_path, monkeypatch, settings):
+    from pipeline.checks import check_e5_engine
+
+    settings.LLM_PROVIDER, settings.LOCAL_EMBEDDING = "local", "e5"
+    assert check_e5_engine() == []
+    monkeypatch.setattr(e5, "MEANS_PATH", tmp_path / "gone.json")
+    e5.language_means.cache_clear()
+    try:
+        (error,) = check_e5_engine()
+        assert error.id == "eigenflux.E010" and "gone.json" in error.msg
+    finally:
+        e5.language_means.cache_clear()
