@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
@@ -36,7 +37,7 @@ FALLBACKS = Counter(
     ["reason"],
 )
 _lock = threading.Lock()
-_state: dict[str, object] = {"checked": 0.0, "id": None, "model": None}
+_state: dict[str, Any] = {"checked": 0.0, "id": None, "model": None}
 
 
 def _active_row() -> tuple[int, dict] | None:
@@ -56,7 +57,7 @@ def _load_active() -> tuple[int | None, gates.GateModel | None]:
         return None, None
     pk, document = row
     if _state["id"] == pk and _state["model"] is not None:
-        return pk, _state["model"]  # type: ignore[return-value]
+        return pk, _state["model"]
     try:
         return pk, gates.from_document(document)
     except (gates.ContractMismatch, KeyError, TypeError, ValueError) as exc:
@@ -69,7 +70,7 @@ def active_gates() -> gates.GateModel:
     """The gates in effect (see the module docstring)."""
     now = time.monotonic()
     with _lock:
-        if now - float(_state["checked"]) >= settings.ANALYZER_MODEL_RELOAD_SECONDS:  # type: ignore[arg-type]
+        if now - float(_state["checked"]) >= settings.ANALYZER_MODEL_RELOAD_SECONDS:
             try:
                 pk, model = _load_active()
             except (DatabaseError, RuntimeError) as exc:  # RuntimeError: a context without database access

@@ -147,7 +147,7 @@ def evaluate(model: gates.GateModel) -> dict:
         for case in gate_data.read_jsonl(gate_data.HOLDOUT):
             if case["gate"] == "safety":
                 verdict = safety.safety_verdict(content=case["text"])
-                stopped = not verdict.safe or verdict.risk >= settings.REVIEW_SAFETY_RISK
+                stopped = not verdict.safe or (verdict.risk or 0.0) >= settings.REVIEW_SAFETY_RISK
                 name, right = {
                     "unsafe": ("unsafe_blocked_or_held", stopped),
                     "edgy": ("edgy_passed", not stopped),

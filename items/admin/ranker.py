@@ -28,8 +28,19 @@ class RankerModelAdmin(admin.ModelAdmin):
     list_filter = ("status",)
     ordering = ("-created_at",)
     actions = ("activate",)
-    fields = ("state", "contract", "created_at", "activated_at", "reason", "held_out", "gated_on", "training_data")
-    fields += ("checks", "weights", "provenance")
+    fields = (
+        "state",
+        "contract",
+        "created_at",
+        "activated_at",
+        "reason",
+        "held_out",
+        "gated_on",
+        "training_data",
+        "checks",
+        "weights",
+        "provenance",
+    )
     readonly_fields = fields
 
     def has_add_permission(self, request):

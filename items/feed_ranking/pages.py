@@ -118,7 +118,7 @@ def _page(
     for _ in range(slots):
         # The slot's item is drawn uniformly from the first FEED_EXPLORATION_POOL eligible ones (1: the best),
         # and the draw's probability logged with it: what an inverse-propensity estimate weighs it by.
-        pool = []
+        pool: list[Scored] = []
         for entry in ranked:
             if len(pool) >= limits.explore_pool:
                 break

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from datetime import date, datetime
+from typing import Any
 
 import numpy as np
 from django.db import connection
@@ -31,8 +32,15 @@ class TrainingSet:
         return len(self.labels)
 
     def subset(self, keep: np.ndarray) -> TrainingSet:
-        fields = (self.features, self.labels, self.pages, self.propensities, self.days, self.readers)
-        return TrainingSet(*(array[keep] for array in fields), ignored=0)
+        return TrainingSet(
+            features=self.features[keep],
+            labels=self.labels[keep],
+            pages=self.pages[keep],
+            propensities=self.propensities[keep],
+            days=self.days[keep],
+            readers=self.readers[keep],
+            ignored=0,
+        )
 
     def digest(self) -> str:
         """A hash of the rows and labels: the model's provenance names the data it saw."""
@@ -101,7 +109,7 @@ def label(
 def training_set(*, since: datetime, skips: int, excluded_readers: frozenset[int] = frozenset()) -> TrainingSet:
     """Every labelled impression served since `since` under the current contract, oldest first, but those of
     `excluded_readers` (readers held out for an evaluation, bench/feed_sim.py)."""
-    params = {"since": since, "contract": CONTRACT, "excluded": sorted(excluded_readers)}
+    params: dict[str, Any] = {"since": since, "contract": CONTRACT, "excluded": sorted(excluded_readers)}
     with connection.cursor() as cursor:
         cursor.execute(_sql(), params)
         rows = cursor.fetchall()

@@ -71,8 +71,9 @@ def feed_refresh(
             seen_since=seen_since,
         )
         # Only the page served is loaded as items; the rest of the ranking goes to the cache as ids.
-        ranked: list[RankedItem] | None = ranked_items(entries[:limit])
-        served = [entry.item for entry in ranked]
+        page = ranked_items(entries[:limit])
+        ranked: list[RankedItem] | None = page
+        served = [entry.item for entry in page]
         rest = [entry.facts.item_id for entry in entries[limit:]]
     else:
         candidates = selectors.unseen_feed_candidates(

@@ -35,6 +35,7 @@ import os
 import threading
 from collections import OrderedDict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import regex
@@ -87,7 +88,7 @@ def _threads() -> int:
 
 
 @loaded_once("loading the multilingual-e5-small engine")
-def engine():
+def engine() -> Any:
     """The process's engine, loaded on first use."""
     model_file()
     # The engine's OpenMP runtime reads its thread count when it first starts; nothing else in the process uses
@@ -139,14 +140,16 @@ def neutral(raw: np.ndarray, texts: list[str], *, query: bool = False) -> np.nda
     means = language_means()[query]
     centred = raw - np.stack([language_mix(text) for text in texts]).astype(np.float32) @ means
     norms = np.linalg.norm(centred, axis=1, keepdims=True)
-    return (centred / np.maximum(norms, 1e-12)).astype(np.float32)
+    found: np.ndarray = (centred / np.maximum(norms, 1e-12)).astype(np.float32)
+    return found
 
 
 def raw_vectors(texts: list[str], *, query: bool = False) -> np.ndarray:
     """The model's own vectors (L2-normalised, not centred): for computing the language means."""
     if not texts:
         return np.zeros((0, DIMENSIONS), dtype=np.float32)
-    return np.asarray(engine().encode(list(texts), is_query=query), dtype=np.float32).reshape(len(texts), DIMENSIONS)
+    found: np.ndarray = np.asarray(engine().encode(list(texts), is_query=query), dtype=np.float32)
+    return found.reshape(len(texts), DIMENSIONS)
 
 
 def vectors(texts: list[str], *, query: bool = False) -> np.ndarray:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -38,7 +39,7 @@ def texts_sha256(texts: dict[str, list[str]]) -> str:
     return hashlib.sha256(json.dumps(texts, ensure_ascii=False, sort_keys=True).encode()).hexdigest()
 
 
-def write(path: Path = e5.MEANS_PATH) -> dict:
+def write(path: Path = e5.MEANS_PATH) -> dict[str, Any]:
     texts = source_texts()
     means, query_means = (
         {

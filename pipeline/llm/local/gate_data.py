@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -32,6 +33,7 @@ HOLDOUT = DATA / "gate_holdout.jsonl"
 FEATURES = DATA / "gate_features.npz"
 BENCH_DATA = Path(__file__).resolve().parents[3] / "bench" / "data"
 FOLDS = 4
+M = TypeVar("M")
 
 
 def text_key(text: str) -> str:
@@ -52,7 +54,9 @@ def holdout_from_bench() -> list[dict[str, Any]]:
     return rows
 
 
-def _out_of_fold(cases: list[dict[str, Any]], train, score) -> dict[str, float]:
+def _out_of_fold(
+    cases: list[dict[str, Any]], train: Callable[[list[dict[str, Any]]], M], score: Callable[[M, str], float]
+) -> dict[str, float]:
     """Each training text's estimate from the model refitted without its fold."""
     found: dict[str, float] = {}
     for fold in range(FOLDS):
@@ -89,7 +93,14 @@ def load_features(path: Path = FEATURES) -> dict[str, tuple[np.ndarray, float, f
 
 def write() -> None:
     HOLDOUT.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in holdout_from_bench()), "utf-8")
-    np.savez_compressed(FEATURES, **build_features())
+    arrays = build_features()
+    np.savez_compressed(
+        FEATURES,
+        key=arrays["key"],
+        vector=arrays["vector"],
+        ngram_safety=arrays["ngram_safety"],
+        ngram_spam=arrays["ngram_spam"],
+    )
 
 
 if __name__ == "__main__":
