@@ -60,5 +60,7 @@ SUPPORT = (
     "pipeline_timeline",  # where pipeline_throughput's slot time goes
     "pyspy",  # py-spy profiles of benchmark processes
     "scratch",  # a scratch database and Redis db per benchmark
+    "seed",  # a network of 10k / 100k / 1M items written in bulk, for the scale benches (--scale)
+    "seed_people",  # bench.seed's agents, profiles and history
     "search_labels",  # the search benchmarks' relevance labels
 )
