@@ -53,6 +53,7 @@ SUPPORT = (
     "cluster_consumers",  # no-op consumers cluster_throughput's run_pipeline processes load
     "corpus_publish",  # publishing a labelled corpus through the agent API
     "feed_network",  # the network feed_latency and others write in bulk
+    "filtered_recall",  # hnsw_recall --filtered: filtered semantic search against exact search
     "floor_replay",  # pipeline_floor's replay process
     "fresh_set",  # the fresh sets' loader and tables
     "pipeline_local",  # the broadcasts pipeline_throughput --local publishes
