@@ -26,7 +26,7 @@ EXACT_SCAN_ROWS = 5000
 EXACT_MAX_ROWS = 20000
 # HNSW candidates walked per result wanted from a filtered walk, over the share of the graph the filter keeps
 # (bench/hnsw_recall.py --filtered measures the recall each value buys).
-FILTER_EF_FACTOR = 30
+FILTER_EF_FACTOR = 50
 SEMANTIC_PATHS = Counter(
     "eigenflux_search_semantic_paths_total",
     "Semantic searches by path: an HNSW walk, an exact search of the filtered rows, or an exact search after a "
