@@ -102,7 +102,8 @@ def test_the_plan_switches_between_walk_and_exact_search_at_its_bounds(network, 
 
 def test_a_walk_the_filter_starves_walks_again_wider(monkeypatch):
     """120 English items around the query, 30 German ones farther away: a walk of 100 candidates meets no German
-    item, so it walks again at 1000 (all of them here) instead of answering short."""
+    item, so it walks again at 1000 (all of them here) instead of answering short; were that still short, the
+    filtered rows are searched exactly."""
     rng = np.random.default_rng(9)
     author, _ = make_agent()
     query = rng.standard_normal(DIMS)
@@ -123,3 +124,12 @@ def test_a_walk_the_filter_starves_walks_again_wider(monkeypatch):
     )
     assert [pk for pk, _ in found] == exact_nearest(german, unit(query), 20)
     assert {"walk", "widest_walk"} <= taken(before)
+    # Were the widest walk 60 candidates, it would come back short too: then the filtered set is searched exactly.
+    monkeypatch.setattr(semantic_search, "HNSW_MAX_EF_SEARCH", 60)
+    monkeypatch.setattr(semantic_search, "FILTER_EF_FACTOR", 0.5)
+    before = paths()
+    found = semantic_candidates(
+        embedding=unit(query), min_similarity=-1.0, broadcast_type=None, domain=None, depth=20, lang="de"
+    )
+    assert [pk for pk, _ in found] == exact_nearest(german, unit(query), 20)
+    assert {"walk", "widest_walk", "exact_after_walks"} <= taken(before)
