@@ -59,7 +59,8 @@ class SemanticFilters:
 @dataclass(frozen=True)
 class SemanticPlan:
     """How a semantic search runs: an exact search of the filtered rows, or an HNSW walk at `ef_search` of the
-    graph holding `graph` rows (a type's own, or the main one), of which about `matching` pass the filter."""
+    graph holding `graph` rows (a type's own, or the main one), of which about `matching` pass the filter (both
+    0 when nothing is filtered: no statistics are read)."""
 
     exact: bool
     ef_search: int
@@ -75,8 +76,8 @@ def semantic_plan(filters: SemanticFilters, depth: int) -> SemanticPlan:
     / s candidates. A small filtered set (EXACT_SCAN_ROWS), or one that would need more than pgvector's 1000 and
     is at most EXACT_MAX_ROWS, is searched exactly: an ORDER BY distance over the filtered rows, found through
     their index. A larger one walks at 1000 at most: its cost stays bounded, its recall may fall short."""
-    if not filters:
-        return SemanticPlan(False, max(depth * 2, 40), _graph_rows(None), _graph_rows(None))
+    if not filters:  # no statistics needed: nothing is filtered out of the walk
+        return SemanticPlan(False, max(depth * 2, 40), 0.0, 0.0)
     matching = _estimated_rows(filters.queryset())
     graph = _graph_rows(filters.broadcast_type)
     share = min(1.0, matching / max(graph, 1.0))
