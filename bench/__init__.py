@@ -54,6 +54,7 @@ SUPPORT = (
     "cluster_consumers",  # no-op consumers cluster_throughput's run_pipeline processes load
     "corpus_publish",  # publishing a labelled corpus through the agent API
     "feed_network",  # the network feed_latency and others write in bulk
+    "filtered_recall",  # hnsw_recall --filtered: filtered semantic search against exact search
     "floor_replay",  # pipeline_floor's replay process
     "fresh_set",  # the fresh sets' loader and tables
     "pipeline_local",  # the broadcasts pipeline_throughput --local publishes
@@ -61,5 +62,7 @@ SUPPORT = (
     "pipeline_timeline",  # where pipeline_throughput's slot time goes
     "pyspy",  # py-spy profiles of benchmark processes
     "scratch",  # a scratch database and Redis db per benchmark
+    "seed",  # a network of 10k / 100k / 1M items written in bulk, for the scale benches (--scale)
+    "seed_people",  # bench.seed's agents, profiles and history
     "search_labels",  # the search benchmarks' relevance labels
 )

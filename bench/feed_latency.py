@@ -12,6 +12,7 @@ give every reader a history. The scratch database is kept between runs (on the e
 .data/); `--fresh` rebuilds it, `--drop` drops it.
 
     .venv/bin/python bench/feed_latency.py [--readers 150] [--fresh]
+    .venv/bin/python bench/feed_latency.py --seeded 100k  # bench/seed.py's network instead of this one
 
 The measuring part takes /tmp/eigenflux-bench.lock itself (flock), and prints the load average around it.
 """
@@ -41,6 +42,7 @@ from django.test.utils import CaptureQueriesContext  # noqa: E402
 
 import eigenflux.wsgi  # noqa: E402, F401  set up as a web process is
 from bench.feed_network import seed  # noqa: E402
+from bench.seed import database_name  # noqa: E402
 from eigenflux.base.redis import get_redis  # noqa: E402
 from items.models import (  # noqa: E402
     Agent,
@@ -142,6 +144,9 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--fresh", action="store_true", help="rebuild the kept scratch database")
     parser.add_argument("--drop", action="store_true", help="drop the scratch database at the end")
     parser.add_argument("--lock", default=LOCK, help="the lock file taken around the measuring part")
+    parser.add_argument(
+        "--seeded", choices=("10k", "100k", "1M"), help="measure bench/seed.py's network of this scale instead"
+    )
     return parser.parse_args()
 
 
@@ -152,8 +157,15 @@ def main() -> None:
     settings.REDIS_URL = url
     redis = get_redis(url)
     redis.flushdb()
-    connection.settings_dict["TEST"]["NAME"] = SCRATCH_DB
-    old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=not args.fresh, serialize=False)
+    if args.seeded:  # bench/seed.py's network as it is (it gains the readers' tokens); never dropped here
+        old_name, args.drop = connection.settings_dict["NAME"], False
+        connection.settings_dict["NAME"] = database_name(args.seeded)
+        args.items, args.agents = ProcessedItem.objects.count(), Agent.objects.count()
+    else:
+        connection.settings_dict["TEST"]["NAME"] = SCRATCH_DB
+        old_name = connection.creation.create_test_db(
+            verbosity=0, autoclobber=True, keepdb=not args.fresh, serialize=False
+        )
     try:
         if ProcessedItem.objects.count() < args.items or Agent.objects.count() < args.agents:
             if ProcessedItem.objects.exists():

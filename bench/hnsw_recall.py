@@ -23,6 +23,9 @@ split by the SHA-256 of their text (first byte even: tuning, odd: held out) and 
     flock /tmp/eigenflux-bench.lock .venv/bin/python bench/hnsw_recall.py [--items 20000]
         [--configs 16/48:16/32,-:16/32,16/48:-] [--item-queries 200]
 
+With `--filtered 100k` it measures filtered semantic search instead, the application's path against exact search
+on bench/seed.py's network (bench/filtered_recall.py says how).
+
 A configuration is MAIN_M/MAIN_EFC:TYPE_M/TYPE_EFC, either side `-` for no such graph: 16/48:16/32 is the
 application's two graphs per item, -:16/32 one graph per item (measured, not taken). Scratch database
 `eigenflux_hnsw_recall` (dropped and recreated, dropped at the end).
@@ -249,6 +252,16 @@ def parse_args() -> argparse.Namespace:
         help="comma list of ef_search values: also print the nearest item's recall (the similarity search's "
         "LIMIT 1) and CPU per query over all types at each",
     )
+    parser.add_argument(
+        "--filtered",
+        choices=("10k", "100k", "1M"),
+        help="instead: filtered semantic search against exact search on bench/seed.py's network of this scale "
+        "(bench/filtered_recall.py)",
+    )
+    parser.add_argument("--queries", type=int, default=80, help="with --filtered: search queries asked")
+    parser.add_argument("--factor", type=float, help="with --filtered: FILTER_EF_FACTOR to measure")
+    parser.add_argument("--baseline", default="", help="with --filtered: another items search module to measure")
+    parser.add_argument("--only", default="", help="with --filtered: the filters whose labels start so (comma list)")
     return parser.parse_args()
 
 
@@ -277,6 +290,10 @@ def corpus_and_queries(args: argparse.Namespace, minilm_vectors):
 
 def main() -> None:
     args = parse_args()
+    if args.filtered:
+        from bench.filtered_recall import run
+
+        return run(args.filtered, args.queries, args.factor, args.baseline, args.only)
     configs = [Config.parse(text) for text in args.configs.split(",")]
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "eigenflux.settings")
     os.environ.setdefault("LOG_LEVEL", "WARNING")

@@ -10,6 +10,7 @@ Items are variations of the labelled corpus (bench/data): its texts with extra w
 so clusters and filters have realistic sizes. A scratch database is created and dropped at the end.
 
     flock /tmp/eigenflux-bench.lock .venv/bin/python bench/search_latency.py [--sizes 10000,100000] [--live 2000]
+    flock /tmp/eigenflux-bench.lock .venv/bin/python bench/search_latency.py --seeded 100k  # bench/seed.py's network
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from django.db import connection, transaction  # noqa: E402
 from django.test import Client  # noqa: E402
 
 import eigenflux.wsgi  # noqa: E402, F401  set up as a web process is (gunicorn loads this module)
+from bench.seed import database_name  # noqa: E402
 from eigenflux.base.embedding_space import configured_embedding_model  # noqa: E402
 from items.models import ProcessedItem  # noqa: E402
 from items.search import semantic_candidates  # noqa: E402
@@ -275,6 +277,11 @@ def arguments() -> argparse.Namespace:
         help="how many of the newest items to write ten per transaction after the bulk load (default 2000)",
     )
     parser.add_argument("--slowest", type=int, default=0, help="also print the N slowest requests (mode, filter, q)")
+    parser.add_argument(
+        "--seeded",
+        choices=("10k", "100k", "1M"),
+        help="measure bench/seed.py's network of this scale instead of seeding one (it only gains an agent)",
+    )
     return parser.parse_args()
 
 
@@ -287,8 +294,14 @@ def main() -> None:
     queries = [json.loads(line)["q"] for line in (ROOT / "bench" / "data" / "search_queries.jsonl").open()]
     queries += EXTRA_QUERIES
     rng = random.Random(7)
-    connection.settings_dict["TEST"]["NAME"] = SCRATCH_DB
-    old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=args.keep, serialize=False)
+    if args.seeded:  # bench/seed.py's network, as it is: nothing seeded here, nothing dropped at the end
+        old_name = connection.settings_dict["NAME"]
+        connection.settings_dict["NAME"] = database_name(args.seeded)
+        args.keep = True
+        sizes = [ProcessedItem.objects.count()]
+    else:
+        connection.settings_dict["TEST"]["NAME"] = SCRATCH_DB
+        old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=args.keep, serialize=False)
     vectors = np.asarray(embed([doc["content"] for doc in docs]).value, dtype=np.float32)
     rows = []
     recalls = {}

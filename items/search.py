@@ -6,10 +6,10 @@ model (SEARCH_MIN_SIMILARITY); hybrid fuses, by reciprocal rank, only candidates
 bar. So a query that matches nothing returns nothing in every mode.
 
 Cost is bounded as the network grows: keyword ranking (ts_rank_cd on the stored, weighted vector) looks at
-the SEARCH_KEYWORD_CANDIDATES most recent matches at most; semantic search walks the HNSW index with an
-ef_search sized to the page; with a filter (type, domain) it searches a small filtered set exactly, walks a
-type's own partial index, or walks deeper in proportion to the filter's selectivity (pgvector 0.6 has no
-iterative index scan).
+the SEARCH_KEYWORD_CANDIDATES most recent matches at most; semantic search (items.semantic_search) walks the
+HNSW index with an ef_search sized to the page; with a filter it searches a selective filtered set exactly
+(bounded by EXACT_MAX_ROWS), or walks (a type's own partial index for a type filter) deeper in proportion to
+the filter's selectivity, at most pgvector's 1000 (pgvector 0.6 has no iterative index scan).
 
 In hybrid mode the two legs run side by side: the semantic one (query embedding, then the nearest-neighbour
 query) on a second database connection in a small per-process thread pool, while the request's thread runs
@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
-import math
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -35,24 +33,20 @@ from typing import TypeVar
 
 from django.conf import settings
 from django.contrib.postgres.search import SearchRank
-from django.db import close_old_connections, connection, connections, transaction
+from django.db import close_old_connections, connections
 from django.db.models import BigIntegerField, ExpressionWrapper, F, Subquery, Value
-from pgvector.django import CosineDistance
 from prometheus_client import Counter
 
 from eigenflux.base import tracing
 from eigenflux.base.dbpool import connection_to_spare
-from eigenflux.base.embedding_space import configured_embedding_model
 from items import ports, textsearch
 from items.models import ProcessedItem
 from items.ports import QueryEmbedder, QueryVector, SemanticSearchUnavailable
 from items.selectors import visible_items, with_raw
+from items.semantic_search import semantic_candidates
 
 MODES = ("keyword", "semantic", "hybrid")
 RRF_K = 60  # reciprocal rank fusion's constant: 1 / (k + rank)
-HNSW_MAX_EF_SEARCH = 1000  # pgvector's upper bound for hnsw.ef_search
-# Up to this many (estimated) rows, a filtered semantic search is exact: a scan costs a few milliseconds.
-EXACT_SCAN_ROWS = 5000
 
 HYBRID_LEGS = Counter(
     "eigenflux_search_hybrid_legs_total",
@@ -293,86 +287,3 @@ def keyword_candidates(
         .values_list("pk", "rank")[:depth]
     )
     return [(pk, float(score)) for pk, score in rows]
-
-
-def semantic_candidates(
-    *, embedding: list[float], min_similarity: float, broadcast_type: str | None, domain: str | None, depth: int
-) -> list[tuple[int, float]]:
-    """Nearest items by cosine similarity, at or above the floor, best first.
-
-    pgvector 0.6 walks the HNSW graph for `hnsw.ef_search` candidates and filters them afterwards, so a filter
-    that keeps a fraction f of a graph's items leaves about f * ef_search. The path is chosen from the
-    planner's statistics (no count): a filtered set small enough is searched exactly; a type filter walks that
-    type's own graph (a partial index), where nothing is filtered out; a domain filter walks deeper in
-    proportion to how few items it keeps."""
-    with transaction.atomic():
-        if not (broadcast_type or domain):
-            _set_local("hnsw.ef_search", max(depth * 2, 40))
-            rows = _nearest(embedding, None, None, depth)
-            if _short(rows, depth, min_similarity):  # only expired or unfinished items in the way
-                _set_local("hnsw.ef_search", HNSW_MAX_EF_SEARCH)
-                rows = _nearest(embedding, None, None, depth)
-        elif (matching := _estimated_rows(visible_items(broadcast_type, domain))) <= EXACT_SCAN_ROWS:
-            # A few thousand rows: an exact scan (the domains GIN index finds them) costs a few milliseconds.
-            _set_local("enable_indexscan", "off")
-            rows = _nearest(embedding, broadcast_type, domain, depth, min_similarity=min_similarity)
-        else:
-            graph = _estimated_rows(visible_items(broadcast_type, None)) if broadcast_type else _estimated_items()
-            share = min(1.0, matching / max(graph, 1.0))
-            ef_search = min(HNSW_MAX_EF_SEARCH, max(40, math.ceil(depth * 2 / share)))
-            _set_local("hnsw.ef_search", ef_search)
-            # Otherwise the planner tends to fetch every filtered row and sort it by distance: hundreds of
-            # milliseconds over tens of thousands of rows.
-            _set_local("enable_sort", "off")
-            rows = _nearest(embedding, broadcast_type, domain, depth)
-            if _short(rows, depth, min_similarity) and ef_search < HNSW_MAX_EF_SEARCH:
-                _set_local("hnsw.ef_search", HNSW_MAX_EF_SEARCH)
-                rows = _nearest(embedding, broadcast_type, domain, depth)
-    return [(pk, similarity) for pk, similarity in rows if similarity >= min_similarity]
-
-
-def _short(rows: list[tuple[int, float]], depth: int, min_similarity: float) -> bool:
-    """Fewer rows than asked while the farthest still clears the floor: the walk's candidates ran out before
-    the relevant items did."""
-    return len(rows) < depth and (not rows or rows[-1][1] >= min_similarity)
-
-
-def _nearest(
-    embedding: list[float],
-    broadcast_type: str | None,
-    domain: str | None,
-    depth: int,
-    *,
-    min_similarity: float | None = None,
-) -> list[tuple[int, float]]:
-    distance = CosineDistance("embedding", embedding)
-    # Only the configured model's vectors: during a re-embed the others are not comparable with the query's. The
-    # filter is checked on the rows the HNSW walk yields (the plan stays an index scan; tests/pipeline/test_reembed.py).
-    queryset = visible_items(broadcast_type, domain).filter(
-        embedding__isnull=False, embedding_model=configured_embedding_model()
-    )
-    queryset = queryset.annotate(distance=distance)
-    if min_similarity is not None:
-        queryset = queryset.filter(distance__lte=1.0 - min_similarity)
-    rows = queryset.order_by("distance").values_list("pk", "distance")[:depth]
-    return [(pk, 1.0 - float(distance)) for pk, distance in rows]
-
-
-def _estimated_rows(queryset) -> float:
-    """The planner's estimate of a queryset's rows, from the table's statistics (EXPLAIN, no count)."""
-    plan = json.loads(queryset.values("pk").explain(format="json"))
-    return float(plan[0]["Plan"]["Plan Rows"])
-
-
-def _estimated_items() -> float:
-    """The planner's own estimate of the table's rows (pg_class.reltuples, kept by autovacuum): no count."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT reltuples FROM pg_class WHERE oid = %s::regclass", [ProcessedItem._meta.db_table])
-        row = cursor.fetchone()
-    return float(row[0]) if row else 0.0
-
-
-def _set_local(name: str, value: object) -> None:
-    """A setting for the current transaction only (SET LOCAL, which takes no bind parameters)."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT set_config(%s, %s, true)", [name, str(value)])

@@ -14,7 +14,8 @@ from django.db.models import Value
 from django.test import Client
 
 from items.models import ProcessedItem
-from items.search import _nearest, keyword_candidates
+from items.search import keyword_candidates
+from items.semantic_search import SemanticFilters, _nearest
 from pipeline.llm import embed
 from tests.factories import make_agent, make_completed_item
 
@@ -226,9 +227,9 @@ def test_filtered_semantic_search_returns_every_matching_item(local):
         # 40 candidates, and a domain filter is applied after them.
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute("SET LOCAL hnsw.ef_search = 40")
-            plain = _nearest(base, None, "legal", 20)
+            plain = _nearest(base, SemanticFilters(domain="legal"), 20)
             # A type filter walks its type's own graph (a partial index): nothing to starve it.
-            by_type = _nearest(base, "supply", None, 20)
+            by_type = _nearest(base, SemanticFilters(broadcast_type="supply"), 20)
             cursor.execute(
                 "EXPLAIN SELECT raw_id FROM items_processeditem WHERE broadcast_type = 'supply' "
                 "ORDER BY embedding <=> %s::vector LIMIT 20",

@@ -1,0 +1,192 @@
+"""Semantic search's nearest-neighbour query (items.search), with or without filters (type, domain, language,
+items written since a time), on the path the table's statistics choose: an HNSW walk of the main graph, of a
+type's own graph (a partial index), or an exact search of the filtered rows (docs/search.md, "Filtered
+semantic search")."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import connection, transaction
+from pgvector.django import CosineDistance
+from prometheus_client import Counter
+
+from eigenflux.base.embedding_space import configured_embedding_model
+from items.models import ProcessedItem
+from items.selectors import visible_items
+
+HNSW_MAX_EF_SEARCH = 1000  # pgvector's upper bound for hnsw.ef_search
+# Up to this many (estimated) rows, a filtered semantic search is exact: a scan costs a few milliseconds.
+EXACT_SCAN_ROWS = 5000
+# A filtered set a walk cannot serve (it would need more than HNSW_MAX_EF_SEARCH, or came back short) is searched
+# exactly up to this many (estimated) rows: about 5 µs of PostgreSQL CPU per row (each vector is read from TOAST).
+EXACT_MAX_ROWS = 20000
+# HNSW candidates walked per result wanted from a filtered walk, over the share of the graph the filter keeps
+# (bench/hnsw_recall.py --filtered measures the recall each value buys).
+FILTER_EF_FACTOR = 50
+SEMANTIC_PATHS = Counter(
+    "eigenflux_search_semantic_paths_total",
+    "Semantic searches by path: an HNSW walk, an exact search of the filtered rows, or an exact search after a "
+    "filtered walk came back short.",
+    ["path"],
+)
+
+
+@dataclass(frozen=True)
+class SemanticFilters:
+    """What a semantic search keeps: a broadcast type, a domain, a language, items written since a time."""
+
+    broadcast_type: str | None = None
+    domain: str | None = None
+    lang: str | None = None
+    since: datetime | None = None
+
+    def __bool__(self) -> bool:
+        return any((self.broadcast_type, self.domain, self.lang, self.since))
+
+    def queryset(self):
+        queryset = visible_items(self.broadcast_type, self.domain)
+        if self.lang:
+            queryset = queryset.filter(lang=self.lang)
+        if self.since:
+            queryset = queryset.filter(created_at__gte=self.since)
+        return queryset
+
+
+@dataclass(frozen=True)
+class SemanticPlan:
+    """How a semantic search runs: an exact search of the filtered rows, or an HNSW walk at `ef_search` of the
+    graph holding `graph` rows (a type's own, or the main one), of which about `matching` pass the filter (both
+    0 when nothing is filtered: no statistics are read)."""
+
+    exact: bool
+    ef_search: int
+    matching: float
+    graph: float
+
+
+def semantic_plan(filters: SemanticFilters, depth: int) -> SemanticPlan:
+    """The path, from the planner's statistics (an EXPLAIN row estimate and the graphs' reltuples, no count).
+
+    pgvector 0.6 walks the HNSW graph for `hnsw.ef_search` candidates and filters them afterwards, so a filter
+    keeping a share s of the graph's rows leaves about s * ef_search, and the walk needs FILTER_EF_FACTOR * depth
+    / s candidates. A small filtered set (EXACT_SCAN_ROWS), or one that would need more than pgvector's 1000 and
+    is at most EXACT_MAX_ROWS, is searched exactly: an ORDER BY distance over the filtered rows, found through
+    their index. A larger one walks at 1000 at most: its cost stays bounded, its recall may fall short."""
+    if not filters:  # no statistics needed: nothing is filtered out of the walk
+        return SemanticPlan(False, max(depth * 2, 40), 0.0, 0.0)
+    matching = _estimated_rows(filters.queryset())
+    graph = _graph_rows(filters.broadcast_type)
+    share = min(1.0, matching / max(graph, 1.0))
+    wanted = math.ceil(FILTER_EF_FACTOR * depth / share) if share > 0 else HNSW_MAX_EF_SEARCH + 1
+    if matching <= EXACT_SCAN_ROWS or (wanted > HNSW_MAX_EF_SEARCH and matching <= EXACT_MAX_ROWS):
+        return SemanticPlan(True, 0, matching, graph)
+    return SemanticPlan(False, min(HNSW_MAX_EF_SEARCH, max(40, wanted)), matching, graph)
+
+
+def semantic_candidates(
+    *,
+    embedding: list[float],
+    min_similarity: float,
+    broadcast_type: str | None,
+    domain: str | None,
+    depth: int,
+    lang: str | None = None,
+    since: datetime | None = None,
+) -> list[tuple[int, float]]:
+    """Nearest items by cosine similarity, at or above the floor, best first, on the path semantic_plan chooses.
+    A walk that comes back short while its farthest item clears the floor ran out of candidates before the
+    relevant items did (a filter rarer near the query than overall, or expired items in the way): it walks again
+    at the widest ef_search, and a filtered search still short is done exactly when its filtered set is at most
+    EXACT_MAX_ROWS (otherwise what the widest walk found is the answer: the cost stays bounded)."""
+    filters = SemanticFilters(broadcast_type, domain, lang, since)
+    with transaction.atomic():
+        plan = semantic_plan(filters, depth)
+        if plan.exact:
+            SEMANTIC_PATHS.labels("exact").inc()
+            return _above(_exact(embedding, filters, depth, min_similarity), min_similarity)
+        SEMANTIC_PATHS.labels("walk").inc()
+        if filters:
+            # Otherwise the planner tends to fetch every filtered row and sort it by distance: hundreds of
+            # milliseconds over tens of thousands of rows.
+            _set_local("enable_sort", "off")
+        rows = _walk(embedding, filters, depth, plan.ef_search)
+        if _short(rows, depth, min_similarity) and plan.ef_search < HNSW_MAX_EF_SEARCH:
+            SEMANTIC_PATHS.labels("widest_walk").inc()
+            rows = _walk(embedding, filters, depth, HNSW_MAX_EF_SEARCH)
+        if _short(rows, depth, min_similarity) and filters and plan.matching <= EXACT_MAX_ROWS:
+            SEMANTIC_PATHS.labels("exact_after_walks").inc()
+            rows = _exact(embedding, filters, depth, min_similarity)
+    return _above(rows, min_similarity)
+
+
+def _above(rows: list[tuple[int, float]], min_similarity: float) -> list[tuple[int, float]]:
+    return [(pk, similarity) for pk, similarity in rows if similarity >= min_similarity]
+
+
+def _walk(embedding: list[float], filters: SemanticFilters, depth: int, ef_search: int) -> list[tuple[int, float]]:
+    _set_local("hnsw.ef_search", ef_search)
+    return _nearest(embedding, filters, depth)
+
+
+def _exact(embedding: list[float], filters: SemanticFilters, depth: int, min_similarity: float):
+    """Every filtered row's distance, no HNSW index (index scans off for the rest of the transaction: the filter's
+    btree or GIN index is read by a bitmap scan)."""
+    _set_local("enable_indexscan", "off")
+    _set_local("enable_sort", "on")  # a walk before it may have turned sorting off
+    return _nearest(embedding, filters, depth, min_similarity=min_similarity)
+
+
+def _short(rows: list[tuple[int, float]], depth: int, min_similarity: float) -> bool:
+    """Fewer rows than asked while the farthest still clears the floor: the walk's candidates ran out before
+    the relevant items did."""
+    return len(rows) < depth and (not rows or rows[-1][1] >= min_similarity)
+
+
+def _nearest(
+    embedding: list[float], filters: SemanticFilters, depth: int, *, min_similarity: float | None = None
+) -> list[tuple[int, float]]:
+    distance = CosineDistance("embedding", embedding)
+    # Only the configured model's vectors: during a re-embed the others are not comparable with the query's. The
+    # filter is checked on the rows the HNSW walk yields (the plan stays an index scan; tests/pipeline/test_reembed.py).
+    queryset = filters.queryset().filter(embedding__isnull=False, embedding_model=configured_embedding_model())
+    queryset = queryset.annotate(distance=distance)
+    if min_similarity is not None:
+        queryset = queryset.filter(distance__lte=1.0 - min_similarity)
+    rows = queryset.order_by("distance").values_list("pk", "distance")[:depth]
+    return [(pk, 1.0 - float(distance)) for pk, distance in rows]
+
+
+def _graph_rows(broadcast_type: str | None) -> float:
+    """The rows of the HNSW graph a walk meets: the type's own partial index, or the main one (pg_class.reltuples,
+    kept by VACUUM and ANALYZE; every item with a vector, expired or unfinished ones too)."""
+    name = f"processed_hnsw_{broadcast_type}" if broadcast_type else "processed_embedding_hnsw"
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT reltuples FROM pg_class WHERE relname = %s", [name])
+        row = cursor.fetchone()
+    if row is None or row[0] < 0:  # no such index, or never vacuumed or analyzed
+        return _estimated_items()
+    return float(row[0])
+
+
+def _estimated_rows(queryset) -> float:
+    """The planner's estimate of a queryset's rows, from the table's statistics (EXPLAIN, no count)."""
+    plan = json.loads(queryset.values("pk").explain(format="json"))
+    return float(plan[0]["Plan"]["Plan Rows"])
+
+
+def _estimated_items() -> float:
+    """The planner's own estimate of the table's rows (pg_class.reltuples, kept by autovacuum): no count."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT reltuples FROM pg_class WHERE oid = %s::regclass", [ProcessedItem._meta.db_table])
+        row = cursor.fetchone()
+    return float(row[0]) if row else 0.0
+
+
+def _set_local(name: str, value: object) -> None:
+    """A setting for the current transaction only (SET LOCAL, which takes no bind parameters)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT set_config(%s, %s, true)", [name, str(value)])
