@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("items", "0031_embedding_model"),
+        ("items", "0032_ranker_model"),
     ]
 
     operations = [
