@@ -1,6 +1,7 @@
 """CPU per item of the offline analyzer's whole judgment of a broadcast, the part the pipeline runs for each
-item: embedding (the meaning model's share: with LOCAL_EMBEDDING=e5 the learned gates of the safety and extraction steps
-read the vector it computed), safety verdict and extraction, on the 326 broadcasts of the search corpus, one item per call.
+item: embedding (the meaning model's share: with LOCAL_EMBEDDING=e5 the learned gates of the safety and
+extraction steps read the vector it computed), safety verdict and extraction, on the 326 broadcasts of the
+search corpus, one item per call.
 Reports process CPU time (not wall time, so other load on the machine distorts it less) per item and per step,
 after a first pass that loads every model and dictionary (reported apart).
 

@@ -121,7 +121,11 @@ def search_items(
     def semantic_leg() -> list[tuple[int, float]]:
         vector = (embed or embed_query)(q)
         return semantic_candidates(
-            embedding=vector.values, min_similarity=min_similarity(vector), depth=depth, **filters
+            embedding=vector.values,
+            min_similarity=min_similarity(vector),
+            depth=depth,
+            broadcast_type=broadcast_type,
+            domain=domain,
         )
 
     if offset < end:
