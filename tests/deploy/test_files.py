@@ -443,8 +443,8 @@ def test_the_image_installs_the_runtime_requirements_only():
 
 
 def test_the_image_has_the_offline_embedding_model_files_as_make_install_installs_them():
-    """With LOCAL_EMBEDDING=minilm the offline analyzer reads the model package (the default, e5, is in requirements.txt): an image without it
-    fails every item at its embedding step."""
+    """With LOCAL_EMBEDDING=minilm the offline analyzer reads the model package (the default, e5, comes with
+    requirements.txt): an image without it fails every item at its embedding step."""
     (copy,) = [i for i in dockerfile() if i.keyword == "COPY" and "requirements" in i.arguments]
     assert "requirements-models.txt" in copy.arguments.split()
     (run,) = [i for i in dockerfile() if i.keyword == "RUN" and "requirements" in i.arguments]
