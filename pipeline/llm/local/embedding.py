@@ -29,21 +29,19 @@ vectors: run `manage.py reembed_items`.
 from __future__ import annotations
 
 import math
-import threading
-from collections import OrderedDict
 
 import numpy as np
 from django.conf import settings
 
 from pipeline.llm.local import e5, glossary, hashing, minilm
+from pipeline.llm.local.vector_cache import VectorCache
 
 CJK_BLEND = 0.2
 # Vectors of the most recent texts, kept so that a text embedded twice in one process runs the model once: the
 # pipeline embeds an item's content for duplicate detection, and the safety check's embedding layer
 # (pipeline.llm.local.safety_embedding) reads the same vector moments later. 384 float32s each: 1.5 KiB.
 CACHE_SIZE = 256
-_cache: OrderedDict[str, np.ndarray] = OrderedDict()
-_cache_lock = threading.Lock()
+_cache = VectorCache(CACHE_SIZE, minilm.DIMENSIONS)
 
 
 def embed_texts(texts: list[str], dimensions: int, *, query: bool = False) -> list[list[float]]:
@@ -65,22 +63,7 @@ def embed_texts(texts: list[str], dimensions: int, *, query: bool = False) -> li
 def minilm_vectors(texts: list[str]) -> np.ndarray:
     """The MiniLM vectors of the texts (CJK text read through its gloss and blended with its bigrams, as the
     module docstring says), one row each; repeated texts come from the cache."""
-    out = np.zeros((len(texts), minilm.DIMENSIONS), dtype=np.float32)
-    with _cache_lock:
-        missing = [row for row, text in enumerate(texts) if text not in _cache]
-        for row, text in enumerate(texts):
-            if text in _cache:
-                _cache.move_to_end(text)
-                out[row] = _cache[text]
-    if missing:
-        out[missing] = _compute([texts[row] for row in missing])
-        with _cache_lock:
-            for row in missing:
-                _cache[texts[row]] = out[row].copy()
-                _cache.move_to_end(texts[row])
-            while len(_cache) > CACHE_SIZE:
-                _cache.popitem(last=False)
-    return out
+    return _cache.vectors(texts, lambda rows: _compute([texts[row] for row in rows]))
 
 
 def _compute(texts: list[str]) -> np.ndarray:
