@@ -94,7 +94,7 @@ def seed_history(corpus: Corpus, agents: tuple[int, int], bases: np.ndarray) -> 
             shown = rng.integers(items - recent + 1, items + 1, PAGE).tolist()
             for position, pk in enumerate(shown, start=1):
                 impressions.write(
-                    row([page_id, agent, pk, position, round(float(rng.random()), 3), "for_me", "seed", "", at])
+                    row([page_id, agent, pk, position, round(float(rng.random()), 3), "for_me", "seed", "", at, ""])
                 )
     with connection.cursor() as cursor:
         copy(
@@ -106,4 +106,4 @@ def seed_history(corpus: Corpus, agents: tuple[int, int], bases: np.ndarray) -> 
             cursor, FeedDelivery._meta.db_table, "agent_id, item_id, group_id, impression_id, delivered_at", deliveries
         )
         copy(cursor, FeedImpression._meta.db_table, "page_id, reader_id, item_id, position, score, feed, "
-             "ranking_version, delivery_id, served_at", impressions)  # fmt: skip
+             "ranking_version, delivery_id, served_at, contract", impressions)  # fmt: skip

@@ -29,7 +29,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.contrib.postgres.search import SearchRank
@@ -111,7 +111,7 @@ def search_items(
     cap = int(settings.SEARCH_MAX_RESULTS)
     end = min(offset + limit, cap)
     depth = min(end + 1, cap)  # one more than the page, to know whether there is more
-    filters = {"broadcast_type": broadcast_type, "domain": domain}
+    filters: dict[str, Any] = {"broadcast_type": broadcast_type, "domain": domain}
     keyword: list[tuple[int, float]] = []
     semantic: list[tuple[int, float]] = []
 
@@ -121,11 +121,7 @@ def search_items(
     def semantic_leg() -> list[tuple[int, float]]:
         vector = (embed or embed_query)(q)
         return semantic_candidates(
-            embedding=vector.values,
-            min_similarity=min_similarity(vector),
-            depth=depth,
-            broadcast_type=broadcast_type,
-            domain=domain,
+            embedding=vector.values, min_similarity=min_similarity(vector), depth=depth, **filters
         )
 
     if offset < end:

@@ -13,7 +13,13 @@ from django.db.migrations.executor import MigrationExecutor
 from django.db.migrations.loader import MigrationLoader
 
 ITEMS = Path(__file__).resolve().parents[2] / "items"
-PIPELINE_PERMISSIONS = {"view_deadletter", "change_deadletter", "view_llmcall", "view_llmcallhourly"}
+PIPELINE_PERMISSIONS = {
+    "view_deadletter",
+    "change_deadletter",
+    "view_llmcall",
+    "view_llmcallhourly",
+    "view_analyzermodel",
+}
 
 
 def test_no_items_migration_depends_on_the_pipeline():
