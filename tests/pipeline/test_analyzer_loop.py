@@ -6,6 +6,7 @@ analyzer worse (moderators approving blatant harm) give a model the evaluation g
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 from django.test import override_settings
 
@@ -14,7 +15,6 @@ from pipeline import analyzer_models
 from pipeline.llm import local
 from pipeline.llm.local import gate_data, gates
 from pipeline.models import AnalyzerModel, AnalyzerModelState
-from tests.admin.conftest import make_user
 from tests.factories import make_held_item
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
@@ -47,7 +47,8 @@ def test_moderators_rejections_teach_the_gate_and_a_worse_model_is_refused(setti
     probability_before = {text: gates.current().safety_probability(text) for text in UNSEEN}
     passed_before = [text for text in UNSEEN if not _stopped(text, settings)]
     assert len(passed_before) >= 2, "the shipped gates already stop the unseen posts: the test proves nothing"
-    moderator = make_user(moderator=True)
+    # A staff user, not the `moderators` group's: a transactional test before this one may have flushed the group.
+    moderator = User.objects.create_user(username="loop-moderator", is_staff=True)
     for text in REJECTED:
         item_review_reject(item=make_held_item(content=text), moderator=moderator, reason="drug courier recruitment")
 
