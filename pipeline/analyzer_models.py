@@ -1,6 +1,7 @@
 """Which learned gates serve, and how a new model comes to serve (docs/model-layer.md, "Learned gates").
 
-- `active_gates()`: the gates in effect in this process: the database's active AnalyzerModel, re-read at most every
+- `active_gates()`: the gates in effect in this process, handed to the local analyzer (gates.serve): the database's
+  active AnalyzerModel, re-read at most every
   ANALYZER_MODEL_RELOAD_SECONDS (a model activated on one machine serves on every machine without a restart), or
   the shipped model when none is active. A stored model this code cannot read (another feature contract, a
   damaged document) is refused: the shipped model serves, the error is logged and counted
@@ -19,7 +20,7 @@ import time
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 from prometheus_client import Counter
 
@@ -40,19 +41,8 @@ _lock = threading.Lock()
 _state: dict[str, Any] = {"checked": 0.0, "id": None, "model": None}
 
 
-def _active_row() -> tuple[int, dict] | None:
-    """The active model's id and document. A thread that had no database connection (a consumer's warm-up
-    thread, which ends right after) has the one opened here closed again, never left open to leak."""
-    had_connection = connection.connection is not None
-    try:
-        return AnalyzerModel.objects.filter(state=AnalyzerModelState.ACTIVE).values_list("pk", "document").first()
-    finally:
-        if not had_connection and not connection.in_atomic_block:
-            connection.close()
-
-
 def _load_active() -> tuple[int | None, gates.GateModel | None]:
-    row = _active_row()
+    row = AnalyzerModel.objects.filter(state=AnalyzerModelState.ACTIVE).values_list("pk", "document").first()
     if row is None:
         return None, None
     pk, document = row
@@ -73,11 +63,12 @@ def active_gates() -> gates.GateModel:
         if now - float(_state["checked"]) >= settings.ANALYZER_MODEL_RELOAD_SECONDS:
             try:
                 pk, model = _load_active()
-            except (DatabaseError, RuntimeError) as exc:  # RuntimeError: a context without database access
+            except DatabaseError as exc:
                 FALLBACKS.labels(reason="database").inc()
                 log.warning("analyzer model: could not read the active model (%s); keeping the one in use", exc)
                 pk, model = _state["id"], _state["model"]
             _state.update(checked=now, id=pk, model=model)
+            gates.serve(model)
         model = _state["model"]
     return model if isinstance(model, gates.GateModel) else gates.shipped()
 
@@ -86,6 +77,7 @@ def forget_active() -> None:
     """The next `active_gates()` reads the database again (after an activation in this process)."""
     with _lock:
         _state.update(checked=0.0, id=None, model=None)
+    gates.serve(None)
 
 
 def _verdict(candidate: dict, active: dict) -> tuple[bool, str]:

@@ -23,17 +23,13 @@ class PipelineConfig(AppConfig):
         from items import ports
         from items.events import STREAM_EVENT_TYPES
         from pipeline import checks  # noqa: F401  (registers the prompt and embedding system checks)
-        from pipeline.analyzer_models import active_gates
         from pipeline.consumers.item_publish import claim_holder_gone
         from pipeline.llm.errors import MODEL
-        from pipeline.llm.local import gates
         from pipeline.llm.reachability import endpoints_verdict, model_degraded
         from pipeline.models import ConsumedEvent
         from pipeline.runtime import declare_stream_types, dependencies, use_consumed_events
         from pipeline.suggestions import item_suggestion_enqueue
 
-        # The local analyzer judges with the database's active learned gates (or the shipped ones).
-        gates.use_provider(active_gates)
         ports.connect(
             query_embedder=_query_embedding,
             claim_holder_gone=claim_holder_gone,

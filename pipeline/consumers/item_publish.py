@@ -13,6 +13,7 @@ from items.models import ItemStatus, RawItem
 from items.services.enrichment_state import Cause, Claim, claim_token, item_give_up
 from items.services.item_claim import item_claim_with_duplicate
 from pipeline import llm
+from pipeline.analyzer_models import active_gates
 from pipeline.enrichment_steps import Enrichment, item_terminal
 from pipeline.llm.accounting import deferred_rows
 from pipeline.runtime import Consumer, DeadLetterNow, Event, GiveUp, NothingToDo, RetryLater, register
@@ -48,6 +49,7 @@ class ItemPublishConsumer(Consumer):
             raise NothingToDo(f"item {item_id} is already {item.status}")
         if state is Claim.BUSY:
             raise RetryLater(f"item {item_id} is being enriched by another consumer")
+        active_gates()  # the analyzer judges with the active learned gates (re-read at most every 30 s)
         # LLMCall rows are written with the checkpoint each call's result goes into (one transaction).
         with deferred_rows():
             Enrichment(item=item, token=token, event=event, duplicate=duplicate).run()

@@ -36,6 +36,12 @@ UNSEEN = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def _served_model_forgotten():
+    yield
+    analyzer_models.forget_active()  # the next test judges with the shipped gates again
+
+
 def _stopped(text: str, settings) -> bool:
     verdict = local.safety_verdict(content=text)
     return not verdict.safe or verdict.risk >= settings.REVIEW_SAFETY_RISK

@@ -12,6 +12,7 @@ from prometheus_client import REGISTRY
 from items.models import DecisionStage, ModerationDecision
 from items.services.moderation import item_review_approve, item_review_reject
 from pipeline import analyzer_models
+from pipeline.llm import local
 from pipeline.llm.local import gates
 from pipeline.models import AnalyzerModel, AnalyzerModelState
 from pipeline.moderator_labels import moderator_examples
@@ -115,17 +116,20 @@ def test_the_evaluation_gate_allows_one_held_out_post_and_refuses_two():
 
 @pytest.mark.django_db(transaction=True)
 @override_settings(ANALYZER_MODEL_RELOAD_SECONDS=0)
-def test_a_thread_without_a_connection_does_not_keep_the_one_reading_the_model():
-    """A consumer warms the analyzer up in a thread of its own that ends at once: the connection opened there to
-    read the active model is closed, not leaked (it kept the bench's scratch database from being dropped)."""
+def test_judging_in_a_thread_opens_no_database_connection():
+    """A consumer warms the analyzer up in a thread of its own that ends at once: judging reads the model the
+    pipeline served, never the database, so no connection is opened there to leak (one kept the bench's scratch
+    database from being dropped)."""
     import threading
 
     from django.db import connection
 
     left_open = []
 
+    analyzer_models.active_gates()  # what the consumer does before each item, on its own thread
+
     def warm():
-        analyzer_models.active_gates()
+        local.safety_verdict(content="Selling a used road bike in Leeds, 54 cm frame.")
         left_open.append(connection.connection is not None)
 
     thread = threading.Thread(target=warm)

@@ -11,7 +11,8 @@ for exactly this contract; a file of another contract, or of another length, is 
 The weights come from `manage.py train_analyzer` (pipeline.gate_training): the shipped labelled posts plus the
 moderators' decisions. The shipped model is data/analyzer_gates.json; a model trained later lives in the database
 (pipeline.models.AnalyzerModel) and the active one replaces the shipped one in every process within
-ANALYZER_MODEL_RELOAD_SECONDS (pipeline.analyzer_models).
+ANALYZER_MODEL_RELOAD_SECONDS: the item-publish consumer asks pipeline.analyzer_models before each item and hands
+the model to `serve`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import json
 import logging
 import math
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -180,22 +181,23 @@ def shipped() -> GateModel:
     return from_document(json.loads(SHIPPED_PATH.read_text(encoding="utf-8")))
 
 
-_provider: Callable[[], GateModel] | None = None
+_serving: GateModel | None = None
 _override: contextvars.ContextVar[GateModel | None] = contextvars.ContextVar("gates_override", default=None)
 
 
-def use_provider(provider: Callable[[], GateModel] | None) -> None:
-    """Where `current()` finds the model in effect (pipeline.analyzer_models: the database's active model)."""
-    global _provider
-    _provider = provider
+def serve(model: GateModel | None) -> None:
+    """The model this process judges with from now on (None: the shipped one). The pipeline hands it the
+    database's active model (pipeline.analyzer_models.active_gates); judging itself never reads the database."""
+    global _serving
+    _serving = model
 
 
 def current() -> GateModel:
-    """The model in effect: one set by `using`, else the provider's, else the shipped one."""
+    """The model in effect: one set by `using`, else the one served, else the shipped one."""
     chosen = _override.get()
     if chosen is not None:
         return chosen
-    return _provider() if _provider is not None else shipped()
+    return _serving if _serving is not None else shipped()
 
 
 @contextmanager
