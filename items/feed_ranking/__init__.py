@@ -56,7 +56,7 @@ def _scored(context: ReaderContext, facts: list[ItemFacts], now: datetime) -> li
     raw = raw_signals(context, facts, now=now)
     history = bool(context.judged)
     kinds = [item.broadcast_type for item in facts]
-    matrix = feature_matrix(raw, kinds, np.array(explorable_flags(facts, now=now)), history)
+    matrix = feature_matrix(raw, kinds, np.array(explorable_flags(facts, now=now)), history, context.type_judgments)
     return ranker_apply(score_signals(facts, raw, weights=weights(), features=matrix), matrix, reader_history=history)
 
 

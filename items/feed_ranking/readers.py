@@ -61,7 +61,8 @@ def reader_contexts(readers: list[Agent], *, only_items: set[int] | None = None)
             keywords=frozenset(keyword.casefold() for keyword in reader.profile_keywords),
             seeks_concepts=concepts(reader.seeks or reader.bio),
             offers_concepts=concepts(reader.offers),
-            judged=judged.get(reader.pk, []),
+            judged=judged.get(reader.pk, ([], {}))[0],
+            type_judgments=judged.get(reader.pk, ([], {}))[1],
         )
         if neighbours and seeks is not None and profile is not None:
             context.neighbour_likes = _neighbour_likes_cached(reader, profile, seeks)
@@ -74,9 +75,10 @@ def _parts(whole, parts: list) -> list:
     return [vector for vector in vectors if vector is not None]
 
 
-def _judged(readers: list[Agent]) -> dict[int, list[tuple]]:
+def _judged(readers: list[Agent]) -> dict[int, tuple[list[tuple], dict[str, tuple[float, float]]]]:
     """Each reader's latest scores and feed events (FEED_OWN_FEEDBACK_ITEMS of each), as (item embedding,
-    weight): one query for all the readers (a lateral read of each one's latest by its index)."""
+    weight), and the weight it gave each broadcast type (type_judgments): one query for all the readers (a lateral
+    read of each one's latest by its index)."""
     limit = settings.FEED_OWN_FEEDBACK_ITEMS
     if limit <= 0 or not readers:
         return {}
@@ -87,8 +89,8 @@ def _judged(readers: list[Agent]) -> dict[int, list[tuple]]:
         f"FROM {ItemFeedback._meta.db_table} WHERE reader_id = r.id ORDER BY updated_at DESC LIMIT %(limit)s) x), "
         "e AS (SELECT r.id AS reader, x.item_id, x.kind FROM r CROSS JOIN LATERAL (SELECT item_id, kind "
         f"FROM {FeedEvent._meta.db_table} WHERE agent_id = r.id ORDER BY created_at DESC LIMIT %(limit)s) x) "
-        f"SELECT f.reader, 0, f.item_id, f.score, NULL, {vector} FROM f JOIN {ITEMS} p "
-        f"ON p.raw_id = f.item_id UNION ALL SELECT e.reader, 1, e.item_id, NULL, e.kind, {vector} "
+        f"SELECT f.reader, 0, f.item_id, f.score, NULL, p.broadcast_type, {vector} FROM f JOIN {ITEMS} p "
+        f"ON p.raw_id = f.item_id UNION ALL SELECT e.reader, 1, e.item_id, NULL, e.kind, p.broadcast_type, {vector} "
         f"FROM e JOIN {ITEMS} p ON p.raw_id = e.item_id "
         # Events recorded before an item was held count only while the reader may see the item.
         f"AND (p.status = '{ItemStatus.COMPLETED.value}' OR p.author_id = e.reader)"
@@ -102,19 +104,24 @@ def _judged(readers: list[Agent]) -> dict[int, list[tuple]]:
     return {reader: _weighed(reader_rows) for reader, reader_rows in by_reader.items()}
 
 
-def _weighed(rows: list[tuple]) -> list[tuple]:
+def _weighed(rows: list[tuple]) -> tuple[list[tuple], dict[str, tuple[float, float]]]:
     """One reader's judgments: a score's weight, or the strongest of its feed events on an item it did not score
-    -1; those with no weight or no embedding left out."""
+    -1; those with no weight or no embedding left out. And what it gave each broadcast type, from the same weights."""
     weights: dict[int, float] = {}
     vectors: dict[int, object] = {}
-    for source, item_id, score, kind, embedding in sorted(rows, key=lambda row: row[0]):  # scores first
-        vectors[item_id] = embedding
+    kinds: dict[int, str] = {}
+    for source, item_id, score, kind, broadcast_type, embedding in sorted(rows, key=lambda row: row[0]):
+        vectors[item_id], kinds[item_id] = embedding, broadcast_type  # scores first: a -1 is seen before events
         if source == 0:
             weights[item_id] = SCORE_WEIGHTS.get(score, 0.0)
         elif weights.get(item_id, 0.0) >= 0:  # a -1 outweighs having looked at it
             weights[item_id] = max(weights.get(item_id, 0.0), EVENT_WEIGHTS.get(kind, 0.0))
     judged = [(embedding_of(vectors[item_id]), weight) for item_id, weight in weights.items() if weight]
-    return [(vector, weight) for vector, weight in judged if vector is not None]
+    by_type: dict[str, tuple[float, float]] = {}
+    for item_id, weight in weights.items():
+        up, down = by_type.get(kinds[item_id], (0.0, 0.0))
+        by_type[kinds[item_id]] = (up + max(weight, 0.0), down + max(-weight, 0.0))
+    return [(vector, weight) for vector, weight in judged if vector is not None], by_type
 
 
 def _neighbour_likes_cached(reader: Agent, profile: ReaderProfile, seeks) -> dict[int, float]:

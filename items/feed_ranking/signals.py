@@ -74,6 +74,9 @@ class ReaderContext:
     # Embeddings of items the reader scored or acted on, with a weight: positive for +1/+2 and feed events,
     # negative for -1.
     judged: list[tuple[np.ndarray, float]] = field(default_factory=list)
+    # broadcast type -> (summed positive weight, summed -1 weight) of the same judgments: the learned ranker's
+    # per-reader type preference (items.ranker.contract).
+    type_judgments: dict[str, tuple[float, float]] = field(default_factory=dict)
     # item id -> summed similarity of the similar readers who scored it well.
     neighbour_likes: dict[int, float] = field(default_factory=dict)
 

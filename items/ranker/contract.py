@@ -9,7 +9,7 @@ import json
 
 import numpy as np
 
-CONTRACT = "ranker_features_v1"
+CONTRACT = "ranker_features_v2"
 # The formula's raw signals (items.feed_ranking.signals.SIGNALS at v1), before their weights: written out, not
 # imported, so that a change of the formula's signals cannot change this contract's shape.
 SIGNAL_FEATURES = (
@@ -33,8 +33,13 @@ FEATURES = (
     "type=other",
     "explorable",  # the page's exploration rule would take it (fresh, decent, unjudged)
     "reader_history",  # the reader has judged something (a score or a feed event)
+    "own_type_up",  # the share of the reader's positive judgments on the item's type (smoothed)
+    "own_type_down",  # the share of the reader's -1s on the item's type (smoothed)
 )
 WIDTH = len(FEATURES)
+# Each type bucket starts with this much weight on both sides: a reader with no judgments sits at the uniform
+# share, one with a few moves part of the way.
+TYPE_PRIOR = 1.0
 
 
 def fingerprint(contract: str = CONTRACT, features: tuple[str, ...] | list[str] = FEATURES) -> str:
@@ -43,21 +48,41 @@ def fingerprint(contract: str = CONTRACT, features: tuple[str, ...] | list[str] 
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def _bucket(kind: str) -> int:
+    return TYPE_VOCABULARY.index(kind) if kind in TYPE_VOCABULARY else len(TYPE_VOCABULARY)
+
+
 def type_columns(kinds: list[str]) -> np.ndarray:
     """One-hot broadcast types over TYPE_VOCABULARY + "other" (count x 5)."""
     table = np.zeros((len(kinds), len(TYPE_VOCABULARY) + 1))
-    index = {kind: n for n, kind in enumerate(TYPE_VOCABULARY)}
     for row, kind in enumerate(kinds):
-        table[row, index.get(kind, len(TYPE_VOCABULARY))] = 1.0
+        table[row, _bucket(kind)] = 1.0
     return table
 
 
+def own_type_columns(kinds: list[str], type_judgments: dict[str, tuple[float, float]]) -> np.ndarray:
+    """For each item, the share of the reader's positive weight, then of its -1 weight, that went to items of the
+    item's type bucket, each side smoothed by TYPE_PRIOR per bucket (count x 2; 1/5 each with no judgments)."""
+    buckets = len(TYPE_VOCABULARY) + 1
+    sums = np.full((buckets, 2), TYPE_PRIOR)
+    for kind, (up, down) in type_judgments.items():
+        sums[_bucket(kind)] += (up, down)
+    shares = sums / sums.sum(axis=0)
+    return shares[[_bucket(kind) for kind in kinds]].reshape(len(kinds), 2)
+
+
 def feature_matrix(
-    raw: dict[str, np.ndarray], kinds: list[str], explorable: np.ndarray, reader_history: bool
+    raw: dict[str, np.ndarray],
+    kinds: list[str],
+    explorable: np.ndarray,
+    reader_history: bool,
+    type_judgments: dict[str, tuple[float, float]] | None = None,
 ) -> np.ndarray:
     """The contract's vectors (count x WIDTH) from the formula's raw signals of each candidate, its broadcast
-    type, whether the exploration rule would take it, and whether the reader has any history."""
+    type, whether the exploration rule would take it, whether the reader has any history, and the reader's
+    judgments by broadcast type."""
     count = len(kinds)
     signals = np.stack([np.asarray(raw[name], dtype=float) for name in SIGNAL_FEATURES], axis=1)
     flags = np.stack([np.asarray(explorable, dtype=float), np.full(count, float(reader_history))], axis=1)
-    return np.concatenate([signals, type_columns(kinds), flags], axis=1).reshape(count, WIDTH)
+    own = own_type_columns(kinds, type_judgments or {})
+    return np.concatenate([signals, type_columns(kinds), flags, own], axis=1).reshape(count, WIDTH)

@@ -15,14 +15,26 @@ from tests.items.ranker.factories import document
 
 def test_the_contract_is_immutable_and_unknown_types_go_to_other():
     # A change of the feature list is a new contract version, never an edit of this one.
-    assert CONTRACT == "ranker_features_v1" and WIDTH == 18
-    assert fingerprint() == "f0da0e20861eb28f"
+    assert CONTRACT == "ranker_features_v2" and WIDTH == 20
+    assert fingerprint() == "d15494be79cb0df7"
     raw = {name: np.array([0.5, 0.25]) for name in FEATURES[:11]}
     matrix = feature_matrix(raw, ["demand", "poll"], np.array([True, False]), True)
     assert matrix.shape == (2, WIDTH)
     assert matrix[0, FEATURES.index("type=demand")] == 1 and matrix[1, FEATURES.index("type=other")] == 1
     assert matrix[:, FEATURES.index("reader_history")].tolist() == [1, 1]
     assert matrix[:, FEATURES.index("explorable")].tolist() == [1, 0]
+    # No judgments: every type at the uniform share.
+    assert matrix[:, FEATURES.index("own_type_up")].tolist() == [0.2, 0.2]
+
+
+def test_the_readers_type_shares_are_smoothed_and_sum_to_one_over_the_buckets():
+    raw = {name: np.zeros(6) for name in FEATURES[:11]}
+    kinds = ["supply", "demand", "info", "alert", "poll", "demand"]
+    matrix = feature_matrix(raw, kinds, np.zeros(6), True, {"demand": (3.0, 0.0), "poll": (0.0, 1.0)})
+    up, down = matrix[:, FEATURES.index("own_type_up")], matrix[:, FEATURES.index("own_type_down")]
+    assert up.tolist() == pytest.approx([1 / 8, 4 / 8, 1 / 8, 1 / 8, 1 / 8, 4 / 8])
+    assert down.tolist() == pytest.approx([1 / 6, 1 / 6, 1 / 6, 1 / 6, 2 / 6, 1 / 6])
+    assert up[:5].sum() == pytest.approx(1.0) and down[:5].sum() == pytest.approx(1.0)
 
 
 def test_a_model_that_checks_loads_and_scores_as_its_self_tests_say():

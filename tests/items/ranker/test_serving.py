@@ -56,6 +56,22 @@ def test_the_active_model_ranks_a_reader_with_history_and_the_formula_a_new_one(
     assert order(newcomer, info, demand) == [info.pk, demand.pk]  # cold start: the formula
 
 
+def test_a_readers_own_type_preference_reaches_the_model(network):
+    # A model that reads only the reader's type preference (own_type_up): the reader's +2 on a demand puts the
+    # other demand above the info item the formula prefers; the reader whose one +1 was on an info item keeps it.
+    seasoned, _, info, demand = network
+    stored_model(document({"own_type_up": 10.0}))
+    assert order(seasoned, info, demand) == [info.pk, demand.pk]
+    fan = reader_with(seeks_vector=basis(0))
+    ItemFeedback.objects.create(
+        reader=fan, item=item(make_agent()[0], broadcast_type="demand", embedding=basis(11)), score=2, event_id="e3"
+    )
+    assert order(fan, info, demand) == [demand.pk, info.pk]
+    (first,) = [entry for entry in rank_entries(reader=fan, page_size=10, depth=10) if entry.facts.item_id == demand.pk]
+    up = first.features[FEATURES.index("own_type_up")]
+    assert up == pytest.approx((1 + 1.0) / (5 + 1.0))  # the +2 (weight 1) over five buckets' prior
+
+
 def test_the_model_re_ranks_only_the_formulas_best(network, settings):
     seasoned, _, info, demand = network
     stored_model(document(PREFERS_DEMAND))
