@@ -4,7 +4,8 @@ the second (safety_fresh2.jsonl) and the third (safety_fresh3.jsonl), spent as t
 the evening of 3 December, when their misses were read for the safe side's pass; the fourth (safety_fresh4.jsonl),
 run as a test set twice on 3 December, became a development set on 4 December; the fifth (safety_fresh5.jsonl), never
 tuned on, was spent as a test set by its second run on 4 December; the sixth (safety_fresh6.jsonl) is a test set;
-the seventh (safety_fresh7.jsonl), written on 6 December for the multilingual learned analyzer, is a test set.
+the seventh (safety_fresh7.jsonl), written on 6 December for the multilingual learned analyzer, is a test set;
+the eighth (safety_fresh8.jsonl), written that evening (its writer's own categories kept in `kind`), is a test set.
 
     .venv/bin/python -m bench.analyzer_quality --fresh    # bench/data/safety_fresh.jsonl, 240 (now a development set)
     .venv/bin/python -m bench.analyzer_quality --fresh2   # bench/data/safety_fresh2.jsonl, 270 (a development set)
@@ -13,6 +14,7 @@ the seventh (safety_fresh7.jsonl), written on 6 December for the multilingual le
     .venv/bin/python -m bench.analyzer_quality --fresh5   # bench/data/safety_fresh5.jsonl, 270
     .venv/bin/python -m bench.analyzer_quality --fresh6   # bench/data/safety_fresh6.jsonl, 270
     .venv/bin/python -m bench.analyzer_quality --fresh7   # bench/data/safety_fresh7.jsonl, 300
+    .venv/bin/python -m bench.analyzer_quality --fresh8   # bench/data/safety_fresh8.jsonl, 300
 
 Each broadcast goes through the offline analyzer in the pipeline's order, with the function the review-queue bench
 uses (`bench.review_queue.outcome`: the safety gate, the extraction's discard verdict, the quality gate, then the
@@ -38,6 +40,7 @@ FRESH_SET_4 = FRESH_SET.with_name("safety_fresh4.jsonl")
 FRESH_SET_5 = FRESH_SET.with_name("safety_fresh5.jsonl")
 FRESH_SET_6 = FRESH_SET.with_name("safety_fresh6.jsonl")
 FRESH_SET_7 = FRESH_SET.with_name("safety_fresh7.jsonl")
+FRESH_SET_8 = FRESH_SET.with_name("safety_fresh8.jsonl")
 # The sets by the name the bench's flag gives them (`--fresh`, `--fresh2`, ... `--fresh7`).
 FRESH_SETS = {
     "fresh": FRESH_SET,
@@ -47,6 +50,7 @@ FRESH_SETS = {
     "fresh5": FRESH_SET_5,
     "fresh6": FRESH_SET_6,
     "fresh7": FRESH_SET_7,
+    "fresh8": FRESH_SET_8,
 }
 # What each set's figures are: the first set's misses were read while tuning on 3 December, the second's and the
 # third's that evening.
@@ -58,6 +62,7 @@ STANDING = {
     FRESH_SET_5: "written apart, never tuned on; run twice as a test set (3, 4 Dec), spent",
     FRESH_SET_6: "written apart, a test set never tuned on (run twice, 4 Dec)",
     FRESH_SET_7: "written apart, a test set never tuned on",
+    FRESH_SET_8: "written apart on 6 Dec (evening), a test set never tuned on",
 }
 LANGS = ("en", "zh", "ja")
 UNSAFE_CATEGORIES = (

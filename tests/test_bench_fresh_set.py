@@ -1,8 +1,8 @@
-"""The fresh test sets (bench/data/safety_fresh.jsonl, safety_fresh2.jsonl ... safety_fresh7.jsonl; docs/benchmarks.md,
+"""The fresh test sets (bench/data/safety_fresh.jsonl, safety_fresh2.jsonl ... safety_fresh8.jsonl; docs/benchmarks.md,
 "A fresh test set"): each parses, holds what bench/data/README.md says it holds, shares no text
 with any labelled or training file (nor with another fresh set), and the bench's tables count right. No figure of
 the analyzer is asserted here: a set is judged by hand, with `analyzer_quality --fresh`, `--fresh2`, `--fresh3`,
-`--fresh4`, `--fresh5`, `--fresh6` or `--fresh7`."""
+`--fresh4`, `--fresh5`, `--fresh6`, `--fresh7` or `--fresh8`."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from bench.fresh_set import (
     FRESH_SET_5,
     FRESH_SET_6,
     FRESH_SET_7,
+    FRESH_SET_8,
     FRESH_SETS,
     LANGS,
     UNSAFE_CATEGORIES,
@@ -42,6 +43,9 @@ DOCUMENTED = {
     FRESH_SET_5: ({"unsafe": (30, 30, 30), "edgy": (30, 30, 30), "spam": (15, 15, 15), "normal": (15, 15, 15)}, 2),
     FRESH_SET_6: ({"unsafe": (30, 30, 30), "edgy": (30, 30, 30), "spam": (15, 15, 15), "normal": (15, 15, 15)}, 2),
     FRESH_SET_7: ({"unsafe": (34, 34, 34), "edgy": (33, 33, 33), "spam": (17, 17, 17), "normal": (16, 16, 16)}, 2),
+    # The eighth's writer chose its own categories (kept in `kind`), mapped onto the bench's: not every one in
+    # every language.
+    FRESH_SET_8: ({"unsafe": (34, 34, 34), "edgy": (33, 33, 33), "spam": (17, 17, 16), "normal": (16, 16, 16)}, 0),
 }
 SETS = pytest.mark.parametrize("path", sorted(FRESH_SETS.values()), ids=lambda path: path.name)
 
@@ -53,7 +57,7 @@ def test_the_set_holds_the_documented_languages_labels_and_categories(path):
     counts = Counter((case["label"], case["lang"]) for case in cases)
     assert {label: tuple(counts[(label, lang)] for lang in LANGS) for label in documented} == documented
     assert len(cases) == sum(map(sum, documented.values()))
-    for lang in LANGS:
+    for lang in LANGS if fewest else ():
         categories = Counter(case["category"] for case in cases if case["lang"] == lang and case["label"] == "unsafe")
         assert set(categories) == set(UNSAFE_CATEGORIES), lang
         assert min(categories.values()) >= fewest, lang
@@ -130,6 +134,7 @@ def test_the_flags_choose_a_set():
     assert parser.parse_args(["--fresh5"]).fresh_set == FRESH_SET_5 == ROOT / "bench/data/safety_fresh5.jsonl"
     assert parser.parse_args(["--fresh6"]).fresh_set == FRESH_SET_6 == ROOT / "bench/data/safety_fresh6.jsonl"
     assert parser.parse_args(["--fresh7"]).fresh_set == FRESH_SET_7 == ROOT / "bench/data/safety_fresh7.jsonl"
+    assert parser.parse_args(["--fresh8"]).fresh_set == FRESH_SET_8 == ROOT / "bench/data/safety_fresh8.jsonl"
     with pytest.raises(SystemExit):
         parser.parse_args(["--fresh2", "--fresh3"])
     with pytest.raises(SystemExit):

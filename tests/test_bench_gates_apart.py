@@ -1,0 +1,29 @@
+"""bench/gates_apart.py's examples: a written-apart post teaches the safety gate (unsafe against the rest) and, unless
+it is unsafe, the spam gate (spam against edgy and normal), at the weight asked."""
+
+from __future__ import annotations
+
+from bench.gates_apart import examples
+
+
+def test_each_label_teaches_the_gates_it_belongs_to():
+    cases = [
+        {"label": "unsafe", "text": "u"},
+        {"label": "edgy", "text": "e"},
+        {"label": "spam", "text": "s"},
+        {"label": "normal", "text": "n"},
+    ]
+    found = {(example.text, example.gate): example for example in examples(cases, 3.0)}
+    assert sorted(found) == [
+        ("e", "safety"),
+        ("e", "spam"),
+        ("n", "safety"),
+        ("n", "spam"),
+        ("s", "safety"),
+        ("s", "spam"),
+        ("u", "safety"),
+    ]
+    assert [text for (text, gate), example in found.items() if example.positive] == ["u", "s"]
+    assert found[("s", "spam")].positive and not found[("s", "safety")].positive
+    assert {example.weight for example in found.values()} == {3.0}
+    assert {example.source for example in found.values()} == {"apart"}
