@@ -16,6 +16,9 @@ import numpy as np
 from django.conf import settings
 from django.db import connection
 
+from bench.seed import array as _array
+from bench.seed import row as _row
+from bench.seed import vector_text as _vector
 from eigenflux.base.embedding_space import configured_embedding_model
 from items.feed_ranking.concepts import item_concepts
 from items.models import (
@@ -34,24 +37,6 @@ TYPES = (("supply", 0.35), ("demand", 0.25), ("info", 0.3), ("alert", 0.1))
 DOMAINS = [f"domain{n}" for n in range(40)]
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 SPAN_DAYS = 60
-
-
-def _escape(value) -> str:
-    if value is None:
-        return "\\N"
-    return str(value).replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
-
-
-def _row(values: list) -> str:
-    return "\t".join(_escape(value) for value in values) + "\n"
-
-
-def _array(values: list[str]) -> str:
-    return "{" + ",".join('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values) + "}"
-
-
-def _vector(values: np.ndarray) -> str:
-    return "[" + ",".join(f"{x:.4f}" for x in values) + "]"
 
 
 class World:
