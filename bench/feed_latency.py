@@ -13,6 +13,10 @@ give every reader a history. The scratch database is kept between runs (on the e
 
     .venv/bin/python bench/feed_latency.py [--readers 150] [--fresh]
     .venv/bin/python bench/feed_latency.py --seeded 100k  # bench/seed.py's network instead of this one
+    .venv/bin/python bench/feed_latency.py --ranker       # a learned ranker model active (deleted at the end)
+
+With `--ranker` a model of the current contract is stored and activated for the run: readers with history are
+re-ranked by it (docs/feed-ranker.md#serving). Its weights are the formula's (what it costs does not depend on them).
 
 The measuring part takes /tmp/eigenflux-bench.lock itself (flock), and prints the load average around it.
 """
@@ -35,6 +39,7 @@ for name in ("LLM_API_KEY", "OPENAI_API_KEY", "LLM_PROVIDER"):
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "eigenflux.settings")
 os.environ.setdefault("LOG_LEVEL", "WARNING")
 
+import numpy as np  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.db import connection, reset_queries  # noqa: E402
 from django.test import Client  # noqa: E402
@@ -44,12 +49,18 @@ import eigenflux.wsgi  # noqa: E402, F401  set up as a web process is
 from bench.feed_network import seed  # noqa: E402
 from bench.seed import database_name  # noqa: E402
 from eigenflux.base.redis import get_redis  # noqa: E402
+from items.feed_ranking import rank_entries  # noqa: E402
+from items.feed_ranking.signals import weights as formula_weights  # noqa: E402
 from items.models import (  # noqa: E402
     Agent,
     FeedName,
     ProcessedItem,
+    RankerModel,
     ReaderProfile,
 )
+from items.ranker.contract import FEATURES  # noqa: E402
+from items.ranker.model import model_document  # noqa: E402
+from items.ranker.serving import ranker_activate, ranker_cache_clear  # noqa: E402
 from items.services.agents import agent_token_create  # noqa: E402
 from items.services.impressions import impressions_record  # noqa: E402
 from tests.conftest import redis_url_with_db  # noqa: E402
@@ -147,7 +158,18 @@ def arguments() -> argparse.Namespace:
     parser.add_argument(
         "--seeded", choices=("10k", "100k", "1M"), help="measure bench/seed.py's network of this scale instead"
     )
+    parser.add_argument("--ranker", action="store_true", help="a learned ranker model active while measuring")
     return parser.parse_args()
+
+
+def _ranker_model() -> RankerModel:
+    """An active model of the current contract, weighing the formula's signals as the formula does."""
+    current = formula_weights()
+    weights = np.array([current.get(name, 0.0) for name in FEATURES])
+    document = model_document(weights, 0.0, inputs=[], provenance={"bench": "feed_latency --ranker"})
+    model = RankerModel.objects.create(contract=document["contract"], document=document, metrics={}, status="stored")
+    ranker_cache_clear()
+    return ranker_activate(model=model, actor="bench", reason="feed_latency --ranker")
 
 
 def main() -> None:
@@ -176,6 +198,10 @@ def main() -> None:
         readers = list(Agent.objects.filter(pk__in=ids))
         for reader in readers:
             reader.bench_token = agent_token_create(agent=reader).token  # type: ignore[attr-defined]
+        if args.ranker:
+            _ranker_model()
+            ranked = sum(bool(rank_entries(reader=r, page_size=PAGE, depth=PAGE)[0].ranker) for r in readers[:20])
+            print(f"learned ranker active: it ranks {ranked} of {len(readers[:20])} readers (the others: no history)")
         measure(readers[:5], 1, CpuMeter())  # warm: caches, the lexicon, connections
         cpu = CpuMeter()
         with open(args.lock, "w") as lock:
@@ -184,6 +210,8 @@ def main() -> None:
             results = measure(readers, args.rounds, cpu)
             load_after = os.getloadavg()
     finally:
+        if args.ranker:
+            RankerModel.objects.filter(document__provenance__bench="feed_latency --ranker").delete()
         connection.close()
         connection.settings_dict["NAME"] = old_name
         if args.drop:
@@ -195,7 +223,8 @@ def main() -> None:
 def report(results: dict, cpu: CpuMeter, args: argparse.Namespace, before: tuple, after: tuple) -> None:
     print(
         f"\n{args.items:,} items, {args.agents:,} agents with profiles; {len(results['for_me, first page'][0])} "
-        f"requests per row; page {PAGE}; FEED_RANK_DEPTH {settings.FEED_RANK_DEPTH}; {os.cpu_count()} CPUs"
+        f"requests per row; page {PAGE}; FEED_RANK_DEPTH {settings.FEED_RANK_DEPTH}; {os.cpu_count()} CPUs; "
+        f"learned ranker {'active' if args.ranker else 'off'}"
     )
     print(f"load average (1/5/15 min) before {before[0]:.2f} {before[1]:.2f} {before[2]:.2f}, "
           f"after {after[0]:.2f} {after[1]:.2f} {after[2]:.2f}")  # fmt: skip

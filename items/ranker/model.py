@@ -52,6 +52,21 @@ def self_tests(weights: np.ndarray, intercept: float, inputs: list[list[float]])
     return cases
 
 
+def model_document(weights: np.ndarray, intercept: float, *, inputs: list[list[float]], provenance: dict) -> dict:
+    """The model file of these weights under the current contract, with self-tests on `inputs` (the zero and the
+    one vector are always among them)."""
+    return {
+        "format": FORMAT,
+        "contract": CONTRACT,
+        "contract_fingerprint": fingerprint(),
+        "features": list(FEATURES),
+        "weights": [float(w) for w in weights],
+        "intercept": float(intercept),
+        "self_tests": self_tests(weights, intercept, [[0.0] * WIDTH, [1.0] * WIDTH, *inputs]),
+        "provenance": provenance,
+    }
+
+
 def _check_shape(document: dict) -> tuple[np.ndarray, float]:
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise ModelRefused("format", f"model file format {document.get('format')!r}, this code reads {FORMAT}")

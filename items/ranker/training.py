@@ -18,10 +18,10 @@ from django.utils import timezone
 
 from items.feed_ranking.signals import weights as formula_weights
 from items.models import RankerModel, RankerModelStatus
-from items.ranker.contract import CONTRACT, FEATURES, SIGNAL_FEATURES, WIDTH, fingerprint
+from items.ranker.contract import CONTRACT, FEATURES, SIGNAL_FEATURES
 from items.ranker.dataset import TrainingSet, training_set
 from items.ranker.fit import evaluate, fit_logistic
-from items.ranker.model import FORMAT, ModelRefused, model_load, self_tests
+from items.ranker.model import ModelRefused, model_document, model_load
 from items.ranker.serving import ranker_activate
 
 GATED_METRICS = ("auc", "logged_ndcg")
@@ -124,18 +124,13 @@ def ranker_train(
     candidate = evaluate(test.features @ weights + intercept, test.labels, test.pages, test.propensities)
     against, baseline = _baseline(test)
     refusal = gate(candidate, baseline)
-    inputs = [[0.0] * WIDTH, [1.0] * WIDTH, *test.features[:3].tolist()]
     options = {"days": days, "held_out_days": held_out_days, "skips": skips, "l2": l2}
-    document = {
-        "format": FORMAT,
-        "contract": CONTRACT,
-        "contract_fingerprint": fingerprint(),
-        "features": list(FEATURES),
-        "weights": [float(w) for w in weights],
-        "intercept": intercept,
-        "self_tests": self_tests(weights, intercept, inputs),
-        "provenance": _provenance(train, test, data.ignored, options),
-    }
+    document = model_document(
+        weights,
+        intercept,
+        inputs=test.features[:3].tolist(),
+        provenance=_provenance(train, test, data.ignored, options),
+    )
     metrics = {"held_out": candidate, "baseline": {"ranking": against, **baseline}}
     with transaction.atomic():
         model = RankerModel.objects.create(

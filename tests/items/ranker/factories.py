@@ -8,23 +8,14 @@ from datetime import datetime
 import numpy as np
 
 from items.models import FeedImpression, RankerModel, RankerModelStatus
-from items.ranker.contract import CONTRACT, FEATURES, WIDTH, fingerprint
-from items.ranker.model import FORMAT, self_tests
+from items.ranker.contract import CONTRACT, FEATURES
+from items.ranker.model import model_document
 
 
 def document(weights: dict[str, float] | None = None, intercept: float = 0.0) -> dict:
     """A valid model file giving `weights` (by feature name) and 0 to every other feature."""
     vector = np.array([float((weights or {}).get(name, 0.0)) for name in FEATURES])
-    return {
-        "format": FORMAT,
-        "contract": CONTRACT,
-        "contract_fingerprint": fingerprint(),
-        "features": list(FEATURES),
-        "weights": vector.tolist(),
-        "intercept": intercept,
-        "self_tests": self_tests(vector, intercept, [[0.0] * WIDTH, [1.0] * WIDTH]),
-        "provenance": {"train": {"rows": 0}},
-    }
+    return model_document(vector, intercept, inputs=[], provenance={"train": {"rows": 0}})
 
 
 def stored_model(doc: dict, status: str = RankerModelStatus.ACTIVE) -> RankerModel:
