@@ -21,8 +21,9 @@ and `train_ranker`'s service retrains on the earlier days (the held-out readers 
 Measured each morning, before anyone acts: every held-out reader's and every no-history reader's first page
 (limit 10, through the API) with the learned ranker and with FEED_RANKER_ENABLED off (the formula); clicks@10 is
 the expected number of follow-ups on that page (the sum of the probabilities, every place looked at), nDCG@10
-uses those probabilities as gains against the best ten of all servable items. Readers with no history are ranked
-by the formula either way (the cold start), so their two columns are the same by construction.
+uses those probabilities as gains against the best ten of all servable items. Readers with no history are
+measured with the formula and with the model ranking them too (FEED_RANKER_FOR_NEWCOMERS, off in serving by
+default): the cold start's two choices.
 
 Uses a scratch database (dropped at the end) and Redis db BENCH_REDIS_DB (default 13), flushed.
 
@@ -182,8 +183,9 @@ def age_one_day() -> None:
 
 
 def measure(readers: list[Reader], *, learned: bool) -> tuple[float, float]:
-    """(mean clicks@10, mean nDCG@10) of the readers' first pages, by the learned ranker or the formula."""
-    settings.FEED_RANKER_ENABLED = learned
+    """(mean clicks@10, mean nDCG@10) of the readers' first pages, by the learned ranker (readers with no history
+    too: FEED_RANKER_FOR_NEWCOMERS) or the formula."""
+    settings.FEED_RANKER_ENABLED = settings.FEED_RANKER_FOR_NEWCOMERS = learned
     settings.FEED_EXPLORATION_POOL = 1  # no draw: the two rankings differ by the ranker alone
     servable = set(ProcessedItem.objects.filter(status="completed").values_list("pk", flat=True))
     clicks, gains = [], []
@@ -198,6 +200,7 @@ def measure(readers: list[Reader], *, learned: bool) -> tuple[float, float]:
             gains.append(sum(g * d for g, d in zip(probabilities, discounts, strict=False)) / best if best else 0.0)
     finally:
         settings.FEED_RANKER_ENABLED, settings.FEED_EXPLORATION_POOL = True, 3
+        settings.FEED_RANKER_FOR_NEWCOMERS = False
         OutboxEvent.objects.filter(dispatched_at__isnull=True).delete()  # what was measured is not read
     return float(np.mean(clicks)), float(np.mean(gains))
 

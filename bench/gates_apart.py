@@ -34,15 +34,6 @@ from pipeline.llm.local.safety_classifier import classifier as safety_ngrams  # 
 from pipeline.llm.local.spam_classifier import classifier as spam_ngrams  # noqa: E402
 
 
-def examples(cases: list[dict[str, str]], weight: float) -> list[gate_training.Example]:
-    found = []
-    for case in cases:
-        found.append(gate_training.Example(case["text"], "safety", case["label"] == "unsafe", weight, "apart"))
-        if case["label"] != "unsafe":
-            found.append(gate_training.Example(case["text"], "spam", case["label"] == "spam", weight, "apart"))
-    return found
-
-
 def with_features(texts: list[str]) -> None:
     """Adds the texts' features to what gate_training reads as shipped (so training embeds nothing twice)."""
     shipped = gate_data.load_features()
@@ -74,7 +65,8 @@ def main() -> None:
     train = [case for name in args.train.split(",") for case in fresh_set.load_fresh(fresh_set.FRESH_SETS[name])]
     report = {name: fresh_set.load_fresh(fresh_set.FRESH_SETS[name]) for name in args.report.split(",")}
     with_features([case["text"] for case in train] + [case["text"] for cases in report.values() for case in cases])
-    learned = gate_training.train(gate_training.shipped_examples() + examples(train, args.weight), "apart")
+    apart = gate_training.labelled_examples(train, args.weight, "apart")
+    learned = gate_training.train(gate_training.shipped_examples() + apart, "apart")
     print(f"gates trained on the shipped data + {args.train} at weight {args.weight} ({len(train)} posts)")
     print("| set | gates | unsafe stopped | edgy passed | spam blocked | normal passed |")
     print("|---|---|---|---|---|---|")

@@ -275,6 +275,13 @@ def main() -> None:
                 per[(mode, f"{query['lang']}/{half}")].append(metrics)
                 per[(mode, f"all/{half}")].append(metrics)
                 results.setdefault("per_query", {}).setdefault(query["id"], {})[mode] = round(metrics["ndcg10"], 3)
+                # Across languages: as if the query's own language had no answer (its documents removed from the
+                # collection and from the results), for queries with a relevant answer in another language.
+                others = {doc_id for doc_id in indexed if docs[doc_id]["lang"] != query["lang"]}
+                if any(grade(query, docs[doc_id]) >= 2 for doc_id in others):
+                    crossed = query_metrics(query, [doc_id for doc_id in found if doc_id in others], docs, others)
+                    per[(mode, "across")].append(crossed)
+                    per[(mode, f"across/{half}")].append(crossed)
                 if ARGS.show and query["lang"] == ARGS.show and (query["id"] in tune or ARGS.show_held_out):
                     shown = " ".join(f"{doc_id}:{grade(query, docs[doc_id])}" for doc_id in found[:10])
                     print(f"{mode:<9}{query['id']:<16}{metrics['ndcg10']:.2f}  {query['q']}  -> {shown}")
@@ -311,7 +318,7 @@ def report(results: dict) -> None:
     print(f"{'mode':<9}{'lang':<7}{'queries':>8}{'nDCG@10':>9}{'P@5':>7}{'R@20':>7}{'useless':>9}{'results':>9}")
     print("-" * 65)
     for mode in MODES:
-        for lang in (*LANGS, "all"):
+        for lang in (*LANGS, "all", "across"):
             row = results["quality"].get(f"{mode}/{lang}")  # the split halves are in the table below
             if row:
                 print(
@@ -319,11 +326,12 @@ def report(results: dict) -> None:
                     f"{row['useless']:>9.0%}{row['returned']:>9.1f}"
                 )
     print("useless: share of queries whose top 10 is empty or holds nothing of grade >= 1; results: mean count")
+    print("across: each query with a relevant answer in another language, its own language's documents removed")
     print(f"\nnDCG@10 on the tuning half / the held-out half of the queries (seed {SPLIT_SEED}) / all")
-    print(f"{'mode':<9}" + "".join(f"{lang:>24}" for lang in (*LANGS, "all")))
+    print(f"{'mode':<9}" + "".join(f"{lang:>24}" for lang in (*LANGS, "all", "across")))
     for mode in MODES:
         cells = []
-        for lang in (*LANGS, "all"):
+        for lang in (*LANGS, "all", "across"):
             values = [
                 results["quality"].get(f"{mode}/{key}", {}).get("ndcg10")
                 for key in (f"{lang}/tune", f"{lang}/held-out", lang)

@@ -367,6 +367,8 @@ FEED_RANKER_CHECK_SECONDS = env_float("FEED_RANKER_CHECK_SECONDS", 10.0, minimum
 FEED_RANKER_DEPTH = env_int("FEED_RANKER_DEPTH", 50, minimum=1)
 # Off: every ranking uses the formula whatever model is active (a switch that needs no database write).
 FEED_RANKER_ENABLED = env_bool("FEED_RANKER_ENABLED", True)
+# On: the model ranks readers with no history too (its profile-only terms); off: they get the formula.
+FEED_RANKER_FOR_NEWCOMERS = env_bool("FEED_RANKER_FOR_NEWCOMERS", False)
 # Items the analyzer scored below this quality come after every other item, however well they match (vague
 # posts, bait); 0.5 is the analyzer's neutral score.
 FEED_MIN_QUALITY = env_float("FEED_MIN_QUALITY", 0.5, minimum=0.0, maximum=1.0)

@@ -48,6 +48,18 @@ def shipped_examples() -> list[Example]:
     return found
 
 
+def labelled_examples(cases: list[dict[str, Any]], weight: float, source: str) -> list[Example]:
+    """Examples from posts labelled unsafe / edgy / spam / normal (a set written apart from the analyzer): each
+    teaches the safety gate (unsafe against the rest) and, unless it is unsafe, the spam gate (spam against edgy
+    and normal)."""
+    found = []
+    for case in cases:
+        found.append(Example(case["text"], "safety", case["label"] == "unsafe", weight, source))
+        if case["label"] != "unsafe":
+            found.append(Example(case["text"], "spam", case["label"] == "spam", weight, source))
+    return found
+
+
 def feature_matrix(texts: list[str], shipped: dict[str, tuple[np.ndarray, float, float]]) -> np.ndarray:
     """One feature row per text: shipped texts from the features file (out-of-fold n-gram estimates), the others
     embedded and scored now."""

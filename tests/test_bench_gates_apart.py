@@ -1,9 +1,11 @@
-"""bench/gates_apart.py's examples: a written-apart post teaches the safety gate (unsafe against the rest) and, unless
-it is unsafe, the spam gate (spam against edgy and normal), at the weight asked."""
+"""The examples bench/gates_apart.py trains on (pipeline.gate_training.labelled_examples): a post written apart
+teaches the safety gate (unsafe against the rest) and, unless it is unsafe, the spam gate (spam against edgy and
+normal), at the weight asked. (The bench itself is not imported here: like every bench it sets its process's
+environment at import, which would reach the stacks other tests start.)"""
 
 from __future__ import annotations
 
-from bench.gates_apart import examples
+from pipeline.gate_training import labelled_examples
 
 
 def test_each_label_teaches_the_gates_it_belongs_to():
@@ -13,7 +15,7 @@ def test_each_label_teaches_the_gates_it_belongs_to():
         {"label": "spam", "text": "s"},
         {"label": "normal", "text": "n"},
     ]
-    found = {(example.text, example.gate): example for example in examples(cases, 3.0)}
+    found = {(example.text, example.gate): example for example in labelled_examples(cases, 3.0, "apart")}
     assert sorted(found) == [
         ("e", "safety"),
         ("e", "spam"),

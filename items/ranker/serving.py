@@ -75,11 +75,12 @@ def ranker_cache_clear() -> None:
 
 def ranker_apply(scored: list, matrix: np.ndarray, *, reader_history: bool) -> list:
     """The formula's entries (with their feature vectors, `matrix`), as they are; with an active model and a
-    reader with history, the
-    formula's best FEED_RANKER_DEPTH re-ranked by the model (its logit is their total), the others after them in
-    the formula's order, all marked with the model's ranking version. The model learned from what was served,
-    which the formula's best resemble; far below them it would judge items unlike any it saw."""
-    model = active_model() if scored and reader_history and settings.FEED_RANKER_ENABLED else None
+    reader with history (or any reader, with FEED_RANKER_FOR_NEWCOMERS), the formula's best FEED_RANKER_DEPTH
+    re-ranked by the model (its logit is their total), the others after them in the formula's order, all marked
+    with the model's ranking version. The model learned from what was served, which the formula's best resemble;
+    far below them it would judge items unlike any it saw."""
+    ranks_reader = reader_history or settings.FEED_RANKER_FOR_NEWCOMERS
+    model = active_model() if scored and ranks_reader and settings.FEED_RANKER_ENABLED else None
     if model is None:
         return scored
     version = f"{settings.FEED_RANKING_VERSION}+ranker-{model.model_id}"

@@ -56,6 +56,15 @@ def test_the_active_model_ranks_a_reader_with_history_and_the_formula_a_new_one(
     assert order(newcomer, info, demand) == [info.pk, demand.pk]  # cold start: the formula
 
 
+def test_the_model_ranks_newcomers_only_when_told_to(network, settings):
+    _, newcomer, info, demand = network
+    stored_model(document(PREFERS_DEMAND))
+    assert order(newcomer, info, demand) == [info.pk, demand.pk]  # the formula
+    settings.FEED_RANKER_FOR_NEWCOMERS = True
+    assert order(newcomer, info, demand) == [demand.pk, info.pk]
+    assert all(entry.ranker for entry in rank_entries(reader=newcomer, page_size=10, depth=10))
+
+
 def test_a_readers_own_type_preference_reaches_the_model(network):
     # A model that reads only the reader's type preference (own_type_up): the reader's +2 on a demand puts the
     # other demand above the info item the formula prefers; the reader whose one +1 was on an info item keeps it.
