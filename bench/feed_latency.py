@@ -159,7 +159,11 @@ def arguments() -> argparse.Namespace:
         "--seeded", choices=("10k", "100k", "1M"), help="measure bench/seed.py's network of this scale instead"
     )
     parser.add_argument("--ranker", action="store_true", help="a learned ranker model active while measuring")
-    return parser.parse_args()
+    args = parser.parse_args()
+    if args.ranker and args.seeded:
+        # Activating the bench's model would retire whatever model the kept seeded network has active.
+        parser.error("--ranker measures this bench's own network only, not --seeded")
+    return args
 
 
 def _ranker_model() -> RankerModel:

@@ -14,7 +14,7 @@ the eighth (safety_fresh8.jsonl), written that evening (its writer's own categor
     .venv/bin/python -m bench.analyzer_quality --fresh5   # bench/data/safety_fresh5.jsonl, 270
     .venv/bin/python -m bench.analyzer_quality --fresh6   # bench/data/safety_fresh6.jsonl, 270
     .venv/bin/python -m bench.analyzer_quality --fresh7   # bench/data/safety_fresh7.jsonl, 300
-    .venv/bin/python -m bench.analyzer_quality --fresh8   # bench/data/safety_fresh8.jsonl, 300
+    .venv/bin/python -m bench.analyzer_quality --fresh8   # bench/data/safety_fresh8.jsonl, 299
 
 Each broadcast goes through the offline analyzer in the pipeline's order, with the function the review-queue bench
 uses (`bench.review_queue.outcome`: the safety gate, the extraction's discard verdict, the quality gate, then the
