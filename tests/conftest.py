@@ -19,6 +19,23 @@ from eigenflux.settings import channel_layers
 # Shared fixtures live beside the fakes they drive (e.g. the OpenAI-compatible fake server).
 pytest_plugins = ["tests.fakes.fixtures"]
 
+# --- the environment, unchanged by collection --------------------------------------------------------------
+# A module that sets os.environ when it is imported (a bench script does, for its own process) would reach every
+# process a later test starts, the runs of `-m slow` included (pytest imports every module to collect it): a
+# devstack test once ran the offline analyzer because a test imported such a bench. Collection must leave the
+# environment as it found it.
+_ENVIRONMENT = dict(os.environ)
+
+
+def pytest_collection_finish(session):
+    changed = sorted(key for key in {*_ENVIRONMENT, *os.environ} if _ENVIRONMENT.get(key) != os.environ.get(key))
+    if changed:
+        raise pytest.UsageError(
+            f"importing the test modules changed the environment ({', '.join(changed)}): a module sets os.environ "
+            "at import (a bench script?); import what the test needs from a module without side effects"
+        )
+
+
 # --- the `slow` marker, enforced ---------------------------------------------------------------------------
 # `make test-fast` runs every test not marked slow. A test that starts a process or sleeps more than a second in
 # total (on the main thread) must be marked slow: an audit hook sees every process start and every sleep, and
