@@ -15,7 +15,6 @@ analyzer bench reads; a test set (--fresh5, --fresh6) is spent by running it her
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections import Counter
 from pathlib import Path
@@ -84,13 +83,9 @@ def agreement(texts: list[str], decided: dict[str, tuple[str, str]]) -> None:
 
 def main() -> None:
     args = parse_args()
-    for name in ("LLM_API_KEY", "OPENAI_API_KEY", "LLM_PROVIDER"):
-        os.environ.pop(name, None)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "eigenflux.settings")
-    os.environ.setdefault("LOG_LEVEL", "WARNING")
-    import django
+    from bench.scratch import offline_django
 
-    django.setup()
+    offline_django()
     from bench import fresh_set
     from bench.scratch import scratch_test_db
 

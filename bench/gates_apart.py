@@ -34,15 +34,15 @@ from pipeline.llm.local.safety_classifier import classifier as safety_ngrams  # 
 from pipeline.llm.local.spam_classifier import classifier as spam_ngrams  # noqa: E402
 
 
-def with_features(texts: list[str]) -> None:
-    """Adds the texts' features to what gate_training reads as shipped (so training embeds nothing twice)."""
-    shipped = gate_data.load_features()
-    new = sorted({text for text in texts if gate_data.text_key(text) not in shipped})
+def with_features(texts: list[str]) -> dict[str, tuple]:
+    """The shipped features file and the texts' features, by text key (so training embeds nothing twice)."""
+    known = gate_data.load_features()
+    new = sorted({text for text in texts if gate_data.text_key(text) not in known})
     vectors = [vector for start in range(0, len(new), 64) for vector in e5.vectors(new[start : start + 64])]
     safety, spam = safety_ngrams(), spam_ngrams()
     for text, vector in zip(new, vectors, strict=True):
-        shipped[gate_data.text_key(text)] = (vector, safety.risk(text)[0], spam.probability(text))
-    gate_data.load_features = lambda path=None: shipped
+        known[gate_data.text_key(text)] = (vector, safety.risk(text)[0], spam.probability(text))
+    return known
 
 
 def figures(model: gates.GateModel, cases: list[dict[str, str]]) -> str:
@@ -64,9 +64,9 @@ def main() -> None:
     args = parser.parse_args()
     train = [case for name in args.train.split(",") for case in fresh_set.load_fresh(fresh_set.FRESH_SETS[name])]
     report = {name: fresh_set.load_fresh(fresh_set.FRESH_SETS[name]) for name in args.report.split(",")}
-    with_features([case["text"] for case in train] + [case["text"] for cases in report.values() for case in cases])
+    known = with_features([case["text"] for case in [*train, *(case for cases in report.values() for case in cases)]])
     apart = gate_training.labelled_examples(train, args.weight, "apart")
-    learned = gate_training.train(gate_training.shipped_examples() + apart, "apart")
+    learned = gate_training.train(gate_training.shipped_examples() + apart, "apart", known)
     print(f"gates trained on the shipped data + {args.train} at weight {args.weight} ({len(train)} posts)")
     print("| set | gates | unsafe stopped | edgy passed | spam blocked | normal passed |")
     print("|---|---|---|---|---|---|")

@@ -13,6 +13,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def offline_django() -> None:
+    """Set Django up for a benchmark that runs the offline analyzer: no model key or provider from the caller's
+    environment, warnings-only logging."""
+    for name in ("LLM_API_KEY", "OPENAI_API_KEY", "LLM_PROVIDER"):
+        os.environ.pop(name, None)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "eigenflux.settings")
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
+    import django
+
+    django.setup()
+
+
 def scratch_drop(db: str) -> None:
     """Drop the scratch database `db`, from the server DATABASE_URL names (after the benchmark has closed its
     connections; the maintenance database `postgres` serves to reach it)."""

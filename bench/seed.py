@@ -21,7 +21,6 @@ import argparse
 import hashlib
 import io
 import json
-import os
 import sys
 import time
 from datetime import UTC, datetime, timedelta
@@ -271,13 +270,9 @@ def database_name(scale: str) -> str:
 
 def main() -> None:
     args = arguments()
-    for name in ("LLM_API_KEY", "OPENAI_API_KEY", "LLM_PROVIDER"):
-        os.environ.pop(name, None)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "eigenflux.settings")
-    os.environ.setdefault("LOG_LEVEL", "WARNING")
-    import django
+    from bench.scratch import offline_django
 
-    django.setup()
+    offline_django()
     from django.db import connection
 
     connection.settings_dict["TEST"]["NAME"] = args.db or database_name(args.scale)
