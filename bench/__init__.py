@@ -19,6 +19,7 @@ BENCHMARKS = (
     "feed_quality",
     "feed_sim",
     "fresh_pipeline",
+    "gate_thresholds",
     "gates_apart",
     "gin_pending",
     "hnsw_recall",

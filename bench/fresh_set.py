@@ -6,6 +6,9 @@ run as a test set twice on 3 December, became a development set on 4 December; t
 tuned on, was spent as a test set by its second run on 4 December; the sixth (safety_fresh6.jsonl) is a test set;
 the seventh (safety_fresh7.jsonl), written on 6 December for the multilingual learned analyzer, is a test set;
 the eighth (safety_fresh8.jsonl), written that evening (its writer's own categories kept in `kind`), is a test set.
+The ninth and tenth (written that night from one brief) are development sets: the learned gates train on them, as
+on the first five (pipeline.llm.local.gate_data.APART_SETS), and thresholds are chosen on them; the eleventh, from
+the same brief, is a test set.
 
     .venv/bin/python -m bench.analyzer_quality --fresh    # bench/data/safety_fresh.jsonl, 240 (now a development set)
     .venv/bin/python -m bench.analyzer_quality --fresh2   # bench/data/safety_fresh2.jsonl, 270 (a development set)
@@ -15,6 +18,9 @@ the eighth (safety_fresh8.jsonl), written that evening (its writer's own categor
     .venv/bin/python -m bench.analyzer_quality --fresh6   # bench/data/safety_fresh6.jsonl, 270
     .venv/bin/python -m bench.analyzer_quality --fresh7   # bench/data/safety_fresh7.jsonl, 300
     .venv/bin/python -m bench.analyzer_quality --fresh8   # bench/data/safety_fresh8.jsonl, 299
+    .venv/bin/python -m bench.analyzer_quality --fresh9   # bench/data/safety_fresh9.jsonl, 300 (a development set)
+    .venv/bin/python -m bench.analyzer_quality --fresh10  # bench/data/safety_fresh10.jsonl, 300 (a development set)
+    .venv/bin/python -m bench.analyzer_quality --fresh11  # bench/data/safety_fresh11.jsonl, 300
 
 Each broadcast goes through the offline analyzer in the pipeline's order, with the function the review-queue bench
 uses (`bench.review_queue.outcome`: the safety gate, the extraction's discard verdict, the quality gate, then the
@@ -41,7 +47,10 @@ FRESH_SET_5 = FRESH_SET.with_name("safety_fresh5.jsonl")
 FRESH_SET_6 = FRESH_SET.with_name("safety_fresh6.jsonl")
 FRESH_SET_7 = FRESH_SET.with_name("safety_fresh7.jsonl")
 FRESH_SET_8 = FRESH_SET.with_name("safety_fresh8.jsonl")
-# The sets by the name the bench's flag gives them (`--fresh`, `--fresh2`, ... `--fresh7`).
+FRESH_SET_9 = FRESH_SET.with_name("safety_fresh9.jsonl")
+FRESH_SET_10 = FRESH_SET.with_name("safety_fresh10.jsonl")
+FRESH_SET_11 = FRESH_SET.with_name("safety_fresh11.jsonl")
+# The sets by the name the bench's flag gives them (`--fresh`, `--fresh2`, ... `--fresh11`).
 FRESH_SETS = {
     "fresh": FRESH_SET,
     "fresh2": FRESH_SET_2,
@@ -51,6 +60,9 @@ FRESH_SETS = {
     "fresh6": FRESH_SET_6,
     "fresh7": FRESH_SET_7,
     "fresh8": FRESH_SET_8,
+    "fresh9": FRESH_SET_9,
+    "fresh10": FRESH_SET_10,
+    "fresh11": FRESH_SET_11,
 }
 # What each set's figures are: the first set's misses were read while tuning on 3 December, the second's and the
 # third's that evening.
@@ -59,10 +71,13 @@ STANDING = {
     FRESH_SET_2: "written apart, a development set since 3 Dec (evening)",
     FRESH_SET_3: "written apart, a development set since 3 Dec (evening)",
     FRESH_SET_4: "written apart, a development set since 4 Dec",
-    FRESH_SET_5: "written apart, never tuned on; run twice as a test set (3, 4 Dec), spent",
+    FRESH_SET_5: "written apart; run twice as a test set (3, 4 Dec), a development set since 6 Dec (gates train on it)",
     FRESH_SET_6: "written apart, a test set never tuned on (run twice, 4 Dec)",
     FRESH_SET_7: "written apart, a test set never tuned on",
     FRESH_SET_8: "written apart on 6 Dec (evening), a test set never tuned on",
+    FRESH_SET_9: "written apart on 6 Dec (night), a development set: gates train on it, thresholds chosen on it",
+    FRESH_SET_10: "written apart on 6 Dec (night), a development set: gates train on it, thresholds chosen on it",
+    FRESH_SET_11: "written apart on 6 Dec (night), a test set never tuned on",
 }
 LANGS = ("en", "zh", "ja")
 UNSAFE_CATEGORIES = (
@@ -85,8 +100,7 @@ FIELDS = ("lang", "label", "category", "kind", "text")
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
-    """`--fresh`, `--fresh2`, `--fresh3`, `--fresh4`, `--fresh5`, `--fresh6` or `--fresh7` (one at most): the set to
-    run, as `args.fresh_set` (a path, or None)."""
+    """`--fresh`, `--fresh2` ... `--fresh11` (one at most): the set to run, as `args.fresh_set` (a path, or None)."""
     group = parser.add_mutually_exclusive_group()
     for name, path in FRESH_SETS.items():
         group.add_argument(f"--{name}", dest="fresh_set", action="store_const", const=path, help=f"{path.name} only")

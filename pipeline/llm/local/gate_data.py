@@ -4,7 +4,10 @@
 - data/gate_holdout.jsonl: the held-out halves of the labelled safety and spam sets (bench/data/safety.jsonl and
   quality_spam.jsonl, split by the first byte of each text's SHA-256, odd: held out), which nothing is trained or
   tuned on; `manage.py train_analyzer` compares a new model with the active one on them before it activates it.
-- data/gate_features.npz: for every text of those three files, its e5 vector (float16) and out-of-fold n-gram
+- the development sets written apart (APART_SETS, in bench/data: posts written by people who never saw the analyzer,
+  labelled by their writers; docs/benchmarks.md), which the gates train on at APART_WEIGHT each. The test sets
+  written apart (safety_fresh6/7/8/11.jsonl) are never among them.
+- data/gate_features.npz: for every text of those files, its e5 vector (float16) and out-of-fold n-gram
   estimates (each n-gram classifier refitted four times without the fold the text is in, so the gates learn
   how far to trust the n-grams on text they have not seen). Embedding ~6,000 posts costs about five minutes of
   CPU, which is why they ship: training reads them and embeds only what is new (the moderators' posts).
@@ -32,6 +35,11 @@ SPAM_TRAIN = DATA / "spam_train.jsonl"
 HOLDOUT = DATA / "gate_holdout.jsonl"
 FEATURES = DATA / "gate_features.npz"
 BENCH_DATA = Path(__file__).resolve().parents[3] / "bench" / "data"
+# The written-apart development sets the gates learn from, and the weight of each of their posts. Chosen on the ninth
+# and tenth sets, each held out in turn while the gates trained on the others (docs/model-layer.md, "Learned gates"):
+# weight 10 passed more safe-but-edgy posts (+7 and +11 points) and blocked more spam (+6 points each) than none.
+APART_SETS = tuple(BENCH_DATA / f"safety_fresh{number}.jsonl" for number in ("", "2", "3", "4", "5", "9", "10"))
+APART_WEIGHT = 3.0
 FOLDS = 4
 M = TypeVar("M")
 
@@ -42,6 +50,11 @@ def text_key(text: str) -> str:
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def apart_cases() -> list[dict[str, Any]]:
+    """The written-apart development sets' posts (lang, label, category, kind, text), in APART_SETS order."""
+    return [case for path in APART_SETS for case in read_jsonl(path)]
 
 
 def holdout_from_bench() -> list[dict[str, Any]]:
@@ -70,7 +83,7 @@ def _out_of_fold(
 def build_features() -> dict[str, np.ndarray]:
     """The features file's arrays (see the module docstring)."""
     safety_cases, spam_cases = read_jsonl(SAFETY_TRAIN), read_jsonl(SPAM_TRAIN)
-    texts = sorted({case["text"] for case in (*safety_cases, *spam_cases, *read_jsonl(HOLDOUT))})
+    texts = sorted({case["text"] for case in (*safety_cases, *spam_cases, *read_jsonl(HOLDOUT), *apart_cases())})
     oof_safety = _out_of_fold(safety_cases, safety_classifier.train, lambda model, text: model.risk(text)[0])
     oof_spam = _out_of_fold(spam_cases, spam_classifier.train, lambda model, text: model.probability(text))
     full_safety, full_spam = safety_classifier.classifier(), spam_classifier.classifier()
@@ -104,8 +117,11 @@ def write() -> None:
 
 
 if __name__ == "__main__":
+    import os
+
     import django
 
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "eigenflux.settings")
     django.setup()
     write()
     print(f"wrote {HOLDOUT} and {FEATURES}")

@@ -10,6 +10,7 @@ import json
 import numpy as np
 import pytest
 
+from pipeline import gate_training
 from pipeline.llm.local import gate_data, gates
 
 
@@ -19,15 +20,25 @@ def _shipped_document() -> dict:
 
 def test_the_shipped_model_was_trained_on_the_shipped_files():
     provenance = _shipped_document()["provenance"]
-    for path in (gate_data.SAFETY_TRAIN, gate_data.SPAM_TRAIN, gate_data.FEATURES):
+    for path in (gate_data.SAFETY_TRAIN, gate_data.SPAM_TRAIN, gate_data.FEATURES, *gate_data.APART_SETS):
         assert provenance["training_files"][path.name] == hashlib.sha256(path.read_bytes()).hexdigest(), path.name
     assert provenance["moderator_labels"] == 0
+    assert provenance["apart_weight"] == gate_data.APART_WEIGHT
+
+
+def test_the_gates_learn_from_development_sets_written_apart_and_never_from_a_test_set():
+    """The written-apart sets the shipped gates train on are development sets; the test sets stay unseen."""
+    from bench import fresh_set
+
+    for path in fresh_set.FRESH_SETS.values():
+        assert (path in gate_data.APART_SETS) == ("development set" in fresh_set.STANDING[path]), path.name
+    assert {example.source for example in gate_training.shipped_examples()} == {"shipped", "apart"}
 
 
 def test_the_features_file_covers_exactly_the_training_and_held_out_texts():
     texts = {
         case["text"]
-        for path in (gate_data.SAFETY_TRAIN, gate_data.SPAM_TRAIN, gate_data.HOLDOUT)
+        for path in (gate_data.SAFETY_TRAIN, gate_data.SPAM_TRAIN, gate_data.HOLDOUT, *gate_data.APART_SETS)
         for case in gate_data.read_jsonl(path)
     }
     assert set(gate_data.load_features()) == {gate_data.text_key(text) for text in texts}
@@ -78,3 +89,34 @@ def test_using_a_model_changes_what_the_analyzer_judges_with():
 def test_spam_structure_is_a_feature(text, name):
     scalars = dict(zip(gates.SCALARS, gates.scalar_features(text), strict=True))
     assert scalars[name] > 0
+
+
+def _spam_gate_at(probability: float) -> gates.GateModel:
+    bias = float(np.log(probability / (1.0 - probability)))
+    return gates.GateModel(gates.shipped().safety, gates.Layer(np.zeros(gates.WIDTH), bias), version="test")
+
+
+def test_a_sure_spam_gate_discards_a_post_the_rules_would_keep(settings):
+    """From SPAM_GATE_BLOCK the spam gate decides alone: a vague offer the phrase lists let through is discarded as
+    spam when the gate reads it at 0.5; at 1.0 (off) it is kept."""
+    from pipeline.llm.local.extraction import extract
+
+    text = "Open to a couple of new collaborations this month, reach out if you think we would fit."
+    settings.SPAM_GATE_BLOCK = 1.0
+    with gates.using(_spam_gate_at(0.5)):
+        assert not extract(content=text).discard
+        settings.SPAM_GATE_BLOCK = 0.5
+        found = extract(content=text)
+    assert (found.discard, found.discard_reason) == (True, "spam")
+
+
+def test_each_specific_raises_the_spam_gates_bar(settings):
+    """A concrete offer (figures, a price, a product) needs a surer gate: its specifics add to SPAM_GATE_BLOCK."""
+    from pipeline.llm.local.extraction import extract
+
+    text = "Renting 8 A100 GPUs in Frankfurt, 2 EUR/hour, InfiniBand between nodes, book for next week."
+    settings.SPAM_GATE_BLOCK = 0.5
+    with gates.using(_spam_gate_at(0.6)):
+        assert not extract(content=text).discard
+    with gates.using(_spam_gate_at(0.99)):
+        assert extract(content=text).discard_reason == "spam"
