@@ -469,6 +469,11 @@ SAFETY_LOCAL_BLEND_CORROBORATES = env_float("SAFETY_LOCAL_BLEND_CORROBORATES", 0
 # rest let through and 1 of 419 safe-but-edgy posts, but also engineering jargon, "OOM-killed", 杀手级应用, at
 # 0.61-0.73; 0.75 holds what moderators' rejections teach the gate, not jargon); 1.0 turns the hold off.
 SAFETY_LOCAL_GATE_HOLD = env_float("SAFETY_LOCAL_GATE_HOLD", 0.75, minimum=0.0, maximum=1.0)
+# A text the category rules or the learned layers would block or hold is published when the learned stance layer
+# (unsafe against safe-but-edgy posts on the same topics) reads it as unsafe with less than this probability: a
+# warning, a report, a story, help. Never against the hard rule, a fixed pattern, prompt injection or phishing
+# (docs/analyzer-learning.md, "Stance"). 0 turns it off.
+SAFETY_LOCAL_STANCE_CLEARS = env_float("SAFETY_LOCAL_STANCE_CLEARS", 0.2, minimum=0.0, maximum=1.0)
 SAFETY_LOCAL_CORROBORATED_BLEND = env_float("SAFETY_LOCAL_CORROBORATED_BLEND", 0.85, minimum=0.0, maximum=1.0)
 SAFETY_LOCAL_CORROBORATED_NGRAM = env_float("SAFETY_LOCAL_CORROBORATED_NGRAM", 0.6, minimum=0.0, maximum=1.0)
 # The offline analyzer discards a post as spam when the learned spam gate's probability reaches this, whatever the

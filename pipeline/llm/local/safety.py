@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 from django.conf import settings
 
 from pipeline.llm.local import gates, safety_embedding
@@ -93,6 +94,8 @@ UNSUPPORTED_LEARNED_RISK = 0.5
 # saw no category word, the estimate counts in full, up to this share of the block threshold: held for a moderator,
 # never blocked on the learned layers alone. With a category word, the blend blocks.
 CORROBORATED_CEILING = 0.99
+# Rule evidence the stance layer never overrules: the hard rule (minors) and a category's fixed patterns.
+STANCE_SPARES = ("hard_rule", "pattern")
 
 
 def matched_flags(text: str, is_defused: bool | None = None) -> set[str]:
@@ -136,9 +139,11 @@ def _assess(text: str, content: str) -> tuple[float, list[str], bool]:
     # The learned gate (gates.py: the e5 vector and the other signals) blocks at its threshold, holds from
     # SAFETY_LOCAL_GATE_HOLD, and otherwise leaves the risk alone, so what it is unsure of does not fill the review
     # queue. It reads the content, whose vector the pipeline has just computed for duplicate detection (cached).
+    row = None
     if settings.SAFETY_LOCAL_EMBEDDING_BLOCK_THRESHOLD < 1.0 and safety_embedding.readable(content or text):
         model = gates.current()
-        combined = model.safety.probability(model.row(content or text))
+        row = model.row(content or text)
+        combined = model.safety.probability(row)
         if combined > risk and (
             combined >= settings.SAFETY_LOCAL_EMBEDDING_BLOCK_THRESHOLD
             or (_corroborated(ngram, combined, is_defused) and not names_spam_bait(text))
@@ -162,7 +167,29 @@ def _assess(text: str, content: str) -> tuple[float, list[str], bool]:
             # The learned gate reads harm that no rule names (a crime offered as an ordinary job, a threat
             # implied): never a block on its own, but a moderator looks (docs/model-layer.md, "Learned gates").
             risk = max(risk, min(combined, CORROBORATED_CEILING * settings.SAFETY_LOCAL_BLOCK_THRESHOLD))
+    cleared = _stance_clears(risk, hits_found, text, row, is_defused)
+    if cleared is not None:
+        return cleared, [], False
     return risk, flags, any(hit.kind == "hard_rule" for hit in hits_found)
+
+
+def _stance_clears(
+    risk: float, hits_found: list[RuleHit], text: str, row: np.ndarray | None, is_defused: bool
+) -> float | None:
+    """The stance layer's probability when it clears a text the other layers would block or hold: it reads the text
+    as a warning, a report, a story or help rather than an offer or a threat (below SAFETY_LOCAL_STANCE_CLEARS),
+    and no evidence it may not overrule is there (the hard rule, a category's fixed pattern, prompt injection or
+    phishing: STANCE_SPARES; a category phrase the rules kept beside a defusing word, which only a first-person offer
+    does: "Research update: we sell ransomware builds"). None: it does not clear."""
+    model = gates.current()
+    if row is None or model.stance is None or risk < settings.REVIEW_SAFETY_RISK:
+        return None
+    if any(hit.kind in STANCE_SPARES or (is_defused and hit.kind in ("phrase", "combination")) for hit in hits_found):
+        return None
+    if any(pattern.search(text) for pattern in (*INJECTION_PATTERNS, *PHISHING_PATTERNS)):
+        return None
+    stance = model.stance.probability(row)
+    return stance if stance < settings.SAFETY_LOCAL_STANCE_CLEARS else None
 
 
 def _blend_corroborates(combined: float, is_defused: bool) -> bool:

@@ -32,7 +32,11 @@ def test_the_gates_learn_from_development_sets_written_apart_and_never_from_a_te
 
     for path in fresh_set.FRESH_SETS.values():
         assert (path in gate_data.APART_SETS) == ("development set" in fresh_set.STANDING[path]), path.name
-    assert {example.source for example in gate_training.shipped_examples()} == {"shipped", "apart"}
+    examples = gate_training.shipped_examples()
+    assert {example.source for example in examples} == {"shipped", "apart"}
+    # They teach spam and stance; the safety layer learns from the analyzer's own posts and moderators only.
+    assert {example.gate for example in examples if example.source == "apart"} == set(gate_data.APART_LAYERS)
+    assert "safety" not in gate_data.APART_LAYERS
 
 
 def test_the_features_file_covers_exactly_the_training_and_held_out_texts():
@@ -60,6 +64,9 @@ def test_a_model_of_another_contract_is_refused():
         gates.from_document({**document, "contract": "gates_v0"})
     with pytest.raises(gates.ContractMismatch, match="scalars"):
         gates.from_document({**document, "scalars": [*gates.SCALARS, "extra"]})
+    without_stance = {name: value for name, value in document.items() if name != "stance"}
+    with pytest.raises(gates.ContractMismatch, match="stance"):
+        gates.from_document(without_stance)
     short = {**document, "spam": {"bias": 0.0, "weights": [0.0] * (gates.WIDTH - 1)}}
     with pytest.raises(gates.ContractMismatch, match="weights"):
         gates.from_document(short)
@@ -120,3 +127,9 @@ def test_each_specific_raises_the_spam_gates_bar(settings):
         assert not extract(content=text).discard
     with gates.using(_spam_gate_at(0.99)):
         assert extract(content=text).discard_reason == "spam"
+
+
+def test_written_apart_posts_teach_stance_only_when_unsafe_or_edgy():
+    cases = [{"label": label, "text": f"post {label}"} for label in ("unsafe", "edgy", "spam", "normal")]
+    stance = {e.text: e.positive for e in gate_training.labelled_examples(cases, 3.0, "apart") if e.gate == "stance"}
+    assert stance == {"post unsafe": True, "post edgy": False}

@@ -36,20 +36,7 @@ CONTROLS = [
 ]
 
 
-# Since the gates learned from the written-apart development sets (6 December, docs/model-layer.md, "Learned gates"),
-# the gate reads the Chinese murder for hire at 0.85: held for a moderator, no longer blocked (a known regression).
-HELD_SINCE_APART = "held at gate 0.85, not blocked, since the gates learned from the written-apart sets"
-
-
-@pytest.mark.parametrize(
-    ("lang", "text"),
-    [
-        pytest.param(*case, marks=pytest.mark.xfail(strict=True, reason=HELD_SINCE_APART))
-        if "前妻" in case[1]
-        else case
-        for case in PARAPHRASES
-    ],
-)
+@pytest.mark.parametrize(("lang", "text"), PARAPHRASES)
 def test_a_new_phrasing_of_harm_is_blocked(lang, text):
     verdict = local.safety_verdict(content=text)
     assert not verdict.safe, (lang, verdict)

@@ -44,20 +44,7 @@ def test_harm_in_everyday_words_is_stopped(text):
     assert outcome(text)[0] in ("discarded", "held"), local.safety_verdict(content=text)
 
 
-# Since the gates learned from the written-apart development sets (6 December, docs/model-layer.md, "Learned gates"),
-# the gate reads the second at 0.80, short of the corroborated blend: held for a moderator (a known regression).
-HELD_SINCE_APART = "held at gate 0.80, not blocked, since the gates learned from the written-apart sets"
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        pytest.param(text, marks=pytest.mark.xfail(strict=True, reason=HELD_SINCE_APART))
-        if text == EVERYDAY_HARM[1]
-        else text
-        for text in EVERYDAY_HARM
-    ],
-)
+@pytest.mark.parametrize("text", EVERYDAY_HARM)
 def test_the_corroborated_blend_is_what_blocks_them(text, settings):
     """With the embedding layer's own block threshold out of reach, the corroborated blend alone blocks them; with
     both corroborations off (this one, and SAFETY_LOCAL_BLEND_CORROBORATES, which blocks on the blend when a

@@ -57,11 +57,6 @@ TWINS = [
     ),
 ]
 
-# A known regression, kept visible: since the gates learned from the written-apart development sets (6 December,
-# docs/model-layer.md, "Learned gates"), which pass more safe-but-edgy posts and block more spam on sets held out,
-# the safety gate reads this restock notice at 0.91, like the drug-restock posts of a classifieds-register set.
-LEARNED_APART = "gate trained on written-apart sets reads the restock notice at 0.91 (a known false positive)"
-
 
 # The second pass: English intrusion for hire, threats, weapons and drugs slang; Japanese fraud recruiting, threats and
 # weapons. Each unsafe text passed before these terms and training cases; each twin names the same thing and passes.
@@ -169,10 +164,7 @@ def test_warnings_naming_the_harm_pass(text):
     [
         "Fresh bread from our bakery, pickup downtown",
         "纯棉床上四件套，夏季新款，包邮",
-        pytest.param(
-            "Restocked: Pokémon cards, sealed booster boxes, bulk discount, ships in 2 days",
-            marks=pytest.mark.xfail(strict=True, reason=LEARNED_APART),
-        ),
+        "Restocked: Pokémon cards, sealed booster boxes, bulk discount, ships in 2 days",
         "朝採れ野菜の宅配、まとめ買いで割引",
         # Private sales and paid odd jobs: "paying well", "cash or bank transfer" are everyday words too.
         "Paying well for a quick logo for my bakery, need it by Friday.",
