@@ -67,7 +67,11 @@ def main() -> None:
     train = [case for name in args.train.split(",") for case in fresh_set.load_fresh(fresh_set.FRESH_SETS[name])]
     report = {name: fresh_set.load_fresh(fresh_set.FRESH_SETS[name]) for name in args.report.split(",")}
     known = with_features([case["text"] for case in [*train, *(case for cases in report.values() for case in cases)]])
-    apart = gate_training.labelled_examples(train, args.weight, "apart")
+    apart = [
+        example
+        for example in gate_training.labelled_examples(train, args.weight, "apart")
+        if example.gate in gate_data.APART_LAYERS  # as the shipped gates learn from them
+    ]
     own = gate_training.train(gate_training.own_examples(), "own", known)
     learned = gate_training.train(gate_training.own_examples() + apart, "apart", known)
     print(f"gates trained on the analyzer's own posts, and + {args.train} at weight {args.weight} ({len(train)} posts)")

@@ -1,7 +1,8 @@
 """The examples bench/gates_apart.py trains on (pipeline.gate_training.labelled_examples): a post written apart
-teaches the safety gate (unsafe against the rest) and, unless it is unsafe, the spam gate (spam against edgy and
-normal), at the weight asked. (The bench itself is not imported here: like every bench it sets its process's
-environment at import, which would reach the stacks other tests start.)"""
+teaches the safety gate (unsafe against the rest), an unsafe or edgy one the stance layer (unsafe against edgy),
+and, unless it is unsafe, the spam gate (spam against edgy and normal), at the weight asked. (The bench itself is
+not imported here: like every bench it sets its process's environment at import, which would reach the stacks other
+tests start.)"""
 
 from __future__ import annotations
 
@@ -19,13 +20,20 @@ def test_each_label_teaches_the_gates_it_belongs_to():
     assert sorted(found) == [
         ("e", "safety"),
         ("e", "spam"),
+        ("e", "stance"),
         ("n", "safety"),
         ("n", "spam"),
         ("s", "safety"),
         ("s", "spam"),
         ("u", "safety"),
+        ("u", "stance"),
     ]
-    assert [text for (text, gate), example in found.items() if example.positive] == ["u", "s"]
+    assert [key for key, example in found.items() if example.positive] == [
+        ("u", "safety"),
+        ("u", "stance"),
+        ("s", "spam"),
+    ]
+    assert not found[("e", "stance")].positive
     assert found[("s", "spam")].positive and not found[("s", "safety")].positive
     assert {example.weight for example in found.values()} == {3.0}
     assert {example.source for example in found.values()} == {"apart"}

@@ -127,9 +127,3 @@ def test_each_specific_raises_the_spam_gates_bar(settings):
         assert not extract(content=text).discard
     with gates.using(_spam_gate_at(0.99)):
         assert extract(content=text).discard_reason == "spam"
-
-
-def test_written_apart_posts_teach_stance_only_when_unsafe_or_edgy():
-    cases = [{"label": label, "text": f"post {label}"} for label in ("unsafe", "edgy", "spam", "normal")]
-    stance = {e.text: e.positive for e in gate_training.labelled_examples(cases, 3.0, "apart") if e.gate == "stance"}
-    assert stance == {"post unsafe": True, "post edgy": False}
