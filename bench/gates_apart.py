@@ -9,7 +9,7 @@ In the safety gate every fresh post is an example (unsafe against the rest); in 
 ones (spam against edgy and normal). Their e5 vectors and n-gram estimates are computed once per run (about
 100 s of CPU for 2,200 posts; the n-grams never trained on them).
 
-    .venv/bin/python -m bench.gates_apart [--weight 10] [--train fresh,fresh2] [--report fresh6,fresh7,fresh8]
+    .venv/bin/python -m bench.gates_apart [--weight 3] [--train fresh,fresh2] [--report fresh6,fresh7,fresh8]
 """
 
 from __future__ import annotations

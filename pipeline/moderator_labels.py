@@ -29,7 +29,8 @@ SPAM_HOLDS = {"borderline_quality", "unsure_discard"}
 
 
 def _gate_of(decision: ModerationDecision, history: list[ModerationDecision]) -> tuple[str, bool] | None:
-    """(gate, positive) for one moderator decision, from what the pipeline had decided before it."""
+    """(gate, positive) for one moderator decision, from what the pipeline had decided before it. An approval of a
+    post readers pulled is ("reader_safety", False): not unsafe, but on no risky topic the stance layer must learn."""
     before = [earlier for earlier in history if earlier.created_at <= decision.created_at and earlier.pk != decision.pk]
     if decision.stage == DecisionStage.REVIEW:
         holds = [
@@ -46,7 +47,7 @@ def _gate_of(decision: ModerationDecision, history: list[ModerationDecision]) ->
             return "spam", rejected
         if hold == "reader_reports":
             if not rejected:
-                return "safety", False
+                return "reader_safety", False
             return ("spam", True) if _NAMES_SPAM.search(decision.reason) else ("safety", True)
         return None
     if decision.stage == DecisionStage.MODERATOR and decision.verdict == "approved":
@@ -82,8 +83,9 @@ def moderator_examples() -> list[Example]:
         if labelled is not None and text:
             gate, positive = labelled
             source = f"moderator:{latest[item_id].pk}"
-            examples.append(Example(text, gate, positive, MODERATOR_WEIGHT, source))
+            examples.append(Example(text, gate.removeprefix("reader_"), positive, MODERATOR_WEIGHT, source))
             if gate == "safety":
-                # A post a moderator judged for its safety risk sat on a risky topic: it teaches stance too.
+                # A post held or blocked for its safety risk, or an unsafe one readers pulled, sits on a risky
+                # topic: the moderator's decision teaches stance (unsafe against edgy) too.
                 examples.append(Example(text, "stance", positive, MODERATOR_WEIGHT, source))
     return examples

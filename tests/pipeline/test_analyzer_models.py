@@ -67,6 +67,13 @@ def test_a_reader_pulled_item_rejected_as_spam_labels_the_spam_gate():
     assert [(e.gate, e.positive) for e in moderator_examples()] == [("spam", True)]
 
 
+def test_an_approved_reader_pulled_item_teaches_safety_but_not_stance():
+    """Readers pulled it, a moderator kept it: not unsafe, but on no risky topic the stance layer should learn."""
+    pulled = make_held_item(content="Our bakery now opens at 7 on Sundays", held_category="reader_reports")
+    item_review_approve(item=pulled, moderator=make_user(moderator=True))
+    assert [(e.gate, e.positive) for e in moderator_examples()] == [("safety", False)]
+
+
 @override_settings(ANALYZER_MODEL_RELOAD_SECONDS=0)
 def test_the_active_model_serves_and_none_active_means_the_shipped_one():
     assert analyzer_models.active_gates().version == "shipped"

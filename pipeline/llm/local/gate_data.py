@@ -9,7 +9,7 @@
   written apart (safety_fresh6/7/8/11.jsonl) are never among them.
 - data/gate_features.npz: for every text of those files, its e5 vector (float16) and out-of-fold n-gram
   estimates (each n-gram classifier refitted four times without the fold the text is in, so the gates learn
-  how far to trust the n-grams on text they have not seen). Embedding ~6,000 posts costs about five minutes of
+  how far to trust the n-grams on text they have not seen). Embedding ~7,900 posts costs about six minutes of
   CPU, which is why they ship: training reads them and embeds only what is new (the moderators' posts).
 
     .venv/bin/python -m pipeline.llm.local.gate_data    # rewrites gate_holdout.jsonl and gate_features.npz

@@ -60,8 +60,9 @@ SIGNALS: dict[str, Signal] = {
     "emoji_run": Signal(-0.1, "three or more emoji"),
 }
 # Signals that make a post spam when their weights add up to SPAM_PENALTY or less (a bare "DM me" is not spam;
-# "DM me" with nothing but "details later" or easy money is). The learned model's signal is not one of them: it
-# lowers the score, so that a post the model reads as bait is discarded unless its specifics carry it.
+# "DM me" with nothing but "details later" or easy money is). The learned model's `learned_bait` is not one of them:
+# it lowers the score, so that a post the model reads as bait is discarded unless its specifics carry it; its
+# `learned_spam` is (the gate is sure enough to decide alone).
 BAIT = frozenset(
     {
         "vague",
@@ -254,9 +255,10 @@ def quality_signals(text: str, url: str = "", n_domains: int = 0) -> dict[str, f
         if top_up < 0:
             found["learned_bait"] = round(top_up, 2)
     specifics = sum(weight for name, weight in found.items() if weight > 0 and name != "substance")
-    if probability >= settings.SPAM_GATE_BLOCK + SPECIFICS_RAISE * specifics:
+    if probability >= settings.SPAM_GATE_BLOCK + SPECIFICS_RAISE * specifics and not _warns(text):
         # The gate's probability is calibrated (trained on labelled spam and ordinary posts, written apart among
-        # them): from its bar it decides alone, as the rules' bait does (docs/model-layer.md, "Learned gates").
+        # them): from its bar it decides alone, as the rules' bait does (docs/analyzer-learning.md, "Learned gates").
+        # A post that warns about the scams it names is left to the rest (a warning reads like its bait).
         found["learned_spam"] = SIGNALS["learned_spam"].weight
     return found
 

@@ -94,8 +94,8 @@ UNSUPPORTED_LEARNED_RISK = 0.5
 # saw no category word, the estimate counts in full, up to this share of the block threshold: held for a moderator,
 # never blocked on the learned layers alone. With a category word, the blend blocks.
 CORROBORATED_CEILING = 0.99
-# Rule evidence the stance layer never overrules: the hard rule (minors) and a category's fixed patterns.
-STANCE_SPARES = ("hard_rule", "pattern")
+# Rule evidence the stance layer never overrules: the hard rule (minors).
+STANCE_SPARES = ("hard_rule",)
 
 
 def matched_flags(text: str, is_defused: bool | None = None) -> set[str]:
@@ -124,6 +124,7 @@ def _assess(text: str, content: str) -> tuple[float, list[str], bool]:
     folded = fold(text)
     is_defused = defused(folded)
     flags = sorted(matched_flags(text, is_defused), key=SAFETY_FLAGS.index)
+    fixed = bool(flags)  # a fixed pattern (injection, phishing) or the old term list: stance never clears it
     risk = RULE_RISK["pattern"] if flags else 0.0
     hits_found = rule_hits(folded)
     for hit in hits_found:
@@ -139,9 +140,8 @@ def _assess(text: str, content: str) -> tuple[float, list[str], bool]:
     # The learned gate (gates.py: the e5 vector and the other signals) blocks at its threshold, holds from
     # SAFETY_LOCAL_GATE_HOLD, and otherwise leaves the risk alone, so what it is unsure of does not fill the review
     # queue. It reads the content, whose vector the pipeline has just computed for duplicate detection (cached).
-    row = None
+    row, model = None, gates.current()
     if settings.SAFETY_LOCAL_EMBEDDING_BLOCK_THRESHOLD < 1.0 and safety_embedding.readable(content or text):
-        model = gates.current()
         row = model.row(content or text)
         combined = model.safety.probability(row)
         if combined > risk and (
@@ -167,29 +167,36 @@ def _assess(text: str, content: str) -> tuple[float, list[str], bool]:
             # The learned gate reads harm that no rule names (a crime offered as an ordinary job, a threat
             # implied): never a block on its own, but a moderator looks (docs/model-layer.md, "Learned gates").
             risk = max(risk, min(combined, CORROBORATED_CEILING * settings.SAFETY_LOCAL_BLOCK_THRESHOLD))
-    cleared = _stance_clears(risk, hits_found, text, row, is_defused)
+    cleared = None if fixed or row is None else _stance_clears(risk, hits_found, model, row, is_defused, content, text)
     if cleared is not None:
         return cleared, [], False
     return risk, flags, any(hit.kind == "hard_rule" for hit in hits_found)
 
 
 def _stance_clears(
-    risk: float, hits_found: list[RuleHit], text: str, row: np.ndarray | None, is_defused: bool
+    risk: float,
+    hits_found: list[RuleHit],
+    model: gates.GateModel,
+    row: np.ndarray,
+    is_defused: bool,
+    content: str,
+    text: str,
 ) -> float | None:
-    """The stance layer's probability when it clears a text the other layers would block or hold: it reads the text
-    as a warning, a report, a story or help rather than an offer or a threat (below SAFETY_LOCAL_STANCE_CLEARS),
-    and no evidence it may not overrule is there (the hard rule, a category's fixed pattern, prompt injection or
-    phishing: STANCE_SPARES; a category phrase the rules kept beside a defusing word, which only a first-person offer
-    does: "Research update: we sell ransomware builds"). None: it does not clear."""
-    model = gates.current()
-    if row is None or model.stance is None or risk < settings.REVIEW_SAFETY_RISK:
+    """The risk left when the stance layer clears a text the other layers would block or hold: it reads the content
+    as a warning, a report, a story or help rather than an offer or a threat (below SAFETY_LOCAL_STANCE_CLEARS).
+    Never against the hard rule, a category phrase the rules kept beside a defusing word (only a first-person offer
+    does that: "Research update: we sell ransomware builds"), or evidence outside the content it reads (the notes,
+    the URL). The caller spares fixed patterns and the old term list. None: it does not clear."""
+    if model.stance is None or risk < settings.REVIEW_SAFETY_RISK:
         return None
     if any(hit.kind in STANCE_SPARES or (is_defused and hit.kind in ("phrase", "combination")) for hit in hits_found):
         return None
-    if any(pattern.search(text) for pattern in (*INJECTION_PATTERNS, *PHISHING_PATTERNS)):
+    if text != content and hits_found != rule_hits(fold(content)):
         return None
     stance = model.stance.probability(row)
-    return stance if stance < settings.SAFETY_LOCAL_STANCE_CLEARS else None
+    if stance >= settings.SAFETY_LOCAL_STANCE_CLEARS:
+        return None
+    return min(stance, settings.REVIEW_SAFETY_RISK / 2)  # published, never held
 
 
 def _blend_corroborates(combined: float, is_defused: bool) -> bool:

@@ -117,6 +117,18 @@ def test_a_sure_spam_gate_discards_a_post_the_rules_would_keep(settings):
     assert (found.discard, found.discard_reason) == (True, "spam")
 
 
+def test_a_scam_warning_is_left_to_the_rest_however_sure_the_spam_gate(settings):
+    """A warning reads like the bait it names: the spam gate does not decide alone on it."""
+    from pipeline.llm.local.quality import quality_signals
+
+    settings.SPAM_GATE_BLOCK = 0.5
+    with gates.using(_spam_gate_at(0.6)):
+        assert "learned_spam" not in quality_signals(
+            "Scam alert: posts promising easy money for a small deposit are fraud, do not send anything."
+        )
+        assert "learned_spam" in quality_signals("Posts promising easy money for a small deposit, message me.")
+
+
 def test_each_specific_raises_the_spam_gates_bar(settings):
     """A concrete offer (figures, a price, a product) needs a surer gate: its specifics add to SPAM_GATE_BLOCK."""
     from pipeline.llm.local.extraction import extract
