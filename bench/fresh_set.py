@@ -145,6 +145,18 @@ def judge(cases: Iterable[dict[str, str]], decide: Callable[[str], tuple[str, st
     ]
 
 
+def label_rates(cases: Iterable[dict[str, str]], decide: Callable[[str], tuple[str, str]]) -> list[str]:
+    """Unsafe stopped (blocked or held), edgy passed, spam blocked, normal passed: one cell per label, as the
+    threshold and training benches print them."""
+    counts = tally(judge(cases, decide), lambda judged: [judged.label])
+    cells = []
+    for label in WANTED:
+        count = counts[label]
+        right = count["right"] + (count["held"] if label == "unsafe" else 0)
+        cells.append(f"{right / max(count['total'], 1):.3f}")
+    return cells
+
+
 def tally(judged: Iterable[Judged], group: Callable[[Judged], Iterable[str]]) -> dict[str, Counter[str]]:
     """Per group name: how many came out right (`right`), were held (`held`), and in all (`total`)."""
     groups: dict[str, Counter[str]] = defaultdict(Counter)

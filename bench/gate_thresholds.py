@@ -30,19 +30,12 @@ from bench.review_queue import outcome  # noqa: E402
 from pipeline.llm.local import e5  # noqa: E402
 from tests.pipeline.llm.corpus_accuracy import corpus  # noqa: E402
 
-LABELS = ("unsafe", "edgy", "spam", "normal")
-
 
 def figures(cases: list[dict[str, str]], ordinary: list[str]) -> list[str]:
-    counts = fresh_set.tally(fresh_set.judge(cases, outcome), lambda judged: [judged.label])
-    cells = []
-    for label in LABELS:
-        count = counts[label]
-        right = count["right"] + (count["held"] if label == "unsafe" else 0)
-        cells.append(f"{right / max(count['total'], 1):.3f}")
     decided = [outcome(text)[0] for text in ordinary]
-    cells += [f"{decided.count(name) / len(decided):.3f}" for name in ("held", "discarded")]
-    return cells
+    return fresh_set.label_rates(cases, outcome) + [
+        f"{decided.count(name) / len(decided):.3f}" for name in ("held", "discarded")
+    ]
 
 
 def values(text: str) -> list[float]:

@@ -48,13 +48,7 @@ def with_features(texts: list[str]) -> dict[str, tuple]:
 
 def figures(model: gates.GateModel, cases: list[dict[str, str]]) -> str:
     with gates.using(model):
-        counts = fresh_set.tally(fresh_set.judge(cases, outcome), lambda judged: [judged.label])
-    cells = []
-    for label in ("unsafe", "edgy", "spam", "normal"):
-        count = counts[label]
-        right = count["right"] + (count["held"] if label == "unsafe" else 0)
-        cells.append(f"{right / count['total']:.3f}")
-    return " | ".join(cells)
+        return " | ".join(fresh_set.label_rates(cases, outcome))
 
 
 def main() -> None:

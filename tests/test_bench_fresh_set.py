@@ -263,3 +263,13 @@ def test_the_heading_says_whether_the_figures_are_test_or_development_figures(ca
     fresh_section(lambda text: ("published", ""), path)
     heading = capsys.readouterr().out.splitlines()[0]
     assert path.name in heading and standing in heading
+
+
+def test_label_rates_count_a_held_unsafe_post_as_stopped():
+    from bench.fresh_set import label_rates
+
+    cases = [
+        {"lang": "en", "label": label, "category": "drugs" if label == "unsafe" else label, "kind": "k", "text": text}
+        for label, text in (("unsafe", "held"), ("unsafe", "published"), ("edgy", "published"), ("spam", "published"))
+    ] + [{"lang": "en", "label": "normal", "category": "normal", "kind": "k", "text": "held"}]
+    assert label_rates(cases, lambda text: (text, "")) == ["0.500", "1.000", "0.000", "0.000"]
