@@ -159,7 +159,8 @@ def test_feedback_joins_the_latest_impression_served_before_it(network):
     assert impression_for(reader_id=reader.pk, item_id=items[0].pk, at=now) == newer
     assert impression_for(reader_id=reader.pk, item_id=items[1].pk, at=now) is None
     feedback_at(reader, items[0], 2, now - timedelta(minutes=30))
-    rows = {row.position: row for row in feed_report(days=1)}
+    # Two days: the report starts at midnight UTC, and between 00:00 and 03:00 the impressions fall on yesterday.
+    rows = {row.position: row for row in feed_report(days=2)}
     # The score answers the later page (position 1), not the earlier one (position 4).
     assert (rows[1].scored, rows[1].positive, rows[4].scored) == (1, 1, 0)
 
