@@ -3,8 +3,8 @@ language and time window whose shares of the visible items run from 0.1 % to 30 
 application's path (items.semantic_search.semantic_candidates: an HNSW walk or an exact search, as it plans)
 against an exact search of the same filtered rows (no HNSW index), at the search's similarity floor and with no
 floor (the feed's use), and the path's wall time and PostgreSQL backend CPU per query. `--baseline FILE` also
-measures another version of the module (e.g. `git show <commit>:items/search.py > /tmp/old.py`), for the
-filters it supports (type and domain).
+measures another version of the module (e.g. `git show <commit>:items/semantic_search.py > /tmp/old.py`), for
+the filters its semantic_candidates takes.
 
     flock /tmp/eigenflux-bench.lock .venv/bin/python bench/hnsw_recall.py --filtered 100k [--queries 80]
         [--factor 3] [--baseline /tmp/old.py] [--only type=,domain=tag]
@@ -15,6 +15,7 @@ Run bench/seed.py --scale 100k first (its database is read, not changed).
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import json
 import os
 import statistics
@@ -167,7 +168,7 @@ def run(scale: str, queries: int, factor: float | None, baseline: str, only: str
         got = measure(semantic_search.semantic_candidates, vectors, params, floor)
         line = (f"| {label} | {share(chosen):.2%} | {got['recall'][floor]:.3f} / {got['recall'][-1.0]:.3f} "
                 f"| {got['paths']} | {got['p50']:.1f} / {got['p99']:.1f} | {got['cpu']:.1f} |")  # fmt: skip
-        if old and set(chosen) <= {"broadcast_type", "domain"}:
+        if old and set(chosen) <= set(inspect.signature(old).parameters):
             was = measure(old, vectors, params, floor)
             line += f" {was['recall'][floor]:.3f} / {was['recall'][-1.0]:.3f} | {was['p50']:.1f} / {was['p99']:.1f} |"
         elif old:

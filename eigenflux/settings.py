@@ -533,8 +533,14 @@ ENRICHMENT_LEASE_SECONDS = env_float("ENRICHMENT_LEASE_SECONDS", 120.0, minimum=
 # floor calibrated for the embedding in use (pipeline/llm/embeddings.py; recalibrate with
 # `bench/search_quality.py --calibrate` when you change the model).
 SEARCH_MIN_SIMILARITY = env_optional_float("SEARCH_MIN_SIMILARITY", minimum=-1.0, maximum=1.0)
+# Candidates an HNSW walk of semantic search keeps (hnsw.ef_search, at most pgvector's 1000; a filtered walk may
+# go wider, items/semantic_search.py): more buys recall on a large network for a few milliseconds (docs/search.md).
+SEARCH_HNSW_EF_SEARCH = env_int("SEARCH_HNSW_EF_SEARCH", 400, minimum=1)
 # Keyword ranking looks at this many of the most recent matching items at most (bounds a common word's cost).
 SEARCH_KEYWORD_CANDIDATES = env_int("SEARCH_KEYWORD_CANDIDATES", 200, minimum=1)
+# Those matches are looked for first among this many newest items (a range of ids: a bounded read, whatever the
+# query); only when fewer match there does the text index find them over the whole network (items.search).
+SEARCH_KEYWORD_WINDOW = env_int("SEARCH_KEYWORD_WINDOW", 20000, minimum=0)
 # Hybrid searches per process whose semantic leg may run beside the keyword leg, on a second connection
 # (items.search; 0: always one after the other).
 SEARCH_PARALLEL_LEGS = env_int("SEARCH_PARALLEL_LEGS", 4, minimum=0)

@@ -48,6 +48,12 @@ from items.semantic_search import semantic_candidates
 MODES = ("keyword", "semantic", "hybrid")
 RRF_K = 60  # reciprocal rank fusion's constant: 1 / (k + rank)
 
+KEYWORD_CANDIDATE_PATHS = Counter(
+    "eigenflux_search_keyword_candidates_total",
+    "Keyword searches by how their newest matches were found: within the window of the newest items, or through "
+    "the text index over the whole network.",
+    ["path"],
+)
 HYBRID_LEGS = Counter(
     "eigenflux_search_hybrid_legs_total",
     "Hybrid searches by how their keyword and semantic legs ran: side by side or one after the other.",
@@ -259,18 +265,13 @@ def keyword_candidates(
     query = textsearch.keyword_query(q)
     if query is None:
         return []
-    # Newest first by `pk + 0`, which the primary key's index cannot serve: ordered by the bare pk, the planner
-    # sometimes walks that index backwards and tests every row until it has enough matches, which is cheap for
-    # a query matching half the network and a full scan (150-250 ms at 100k items) for one that its
-    # statistics overestimate and that matches nothing. This way the full-text index always finds the
-    # matches and only they are sorted, so the cost follows the number of matches.
-    recent = (
-        visible_items(broadcast_type, domain)
-        .filter(search_vector=query.match)
-        .annotate(newest=ExpressionWrapper(F("pk") + 0, output_field=BigIntegerField()))
-        .order_by("-newest")
-        .values("pk")[: int(settings.SEARCH_KEYWORD_CANDIDATES)]
-    )
+    newest = _newest_in_window(query.match, broadcast_type, domain)
+    if newest is not None:
+        KEYWORD_CANDIDATE_PATHS.labels("window").inc()
+        recent: Any = newest
+    else:
+        KEYWORD_CANDIDATE_PATHS.labels("text_index").inc()
+        recent = Subquery(_newest_matches(query.match, broadcast_type, domain))
 
     def rank_by(tsquery):
         return SearchRank(
@@ -281,9 +282,46 @@ def keyword_candidates(
     # query's own words ranks above one found only through the lexicon's translations.
     rank = rank_by(query.rank) if query.own is None else (rank_by(query.rank) + rank_by(query.own)) / 2
     rows = (
-        ProcessedItem.objects.filter(pk__in=Subquery(recent))
+        ProcessedItem.objects.filter(pk__in=recent)
         .annotate(rank=rank)
         .order_by("-rank", "-pk")
         .values_list("pk", "rank")[:depth]
     )
     return [(pk, float(score)) for pk, score in rows]
+
+
+def _newest_in_window(match, broadcast_type: str | None, domain: str | None) -> list[int] | None:
+    """The SEARCH_KEYWORD_CANDIDATES newest matches when they all lie among the SEARCH_KEYWORD_WINDOW newest items
+    (ids are given in order), else None. A range of the primary key bounds the rows read whatever the query, so a
+    common query costs the window, not its hundreds of thousands of matches; the answer is the one the text index
+    path gives, since no match outside the window is newer than one inside it."""
+    wanted, window = int(settings.SEARCH_KEYWORD_CANDIDATES), int(settings.SEARCH_KEYWORD_WINDOW)
+    if window == 0:
+        return None
+    newest_id = ProcessedItem.objects.order_by("-pk").values_list("pk", flat=True).first()
+    if newest_id is None:
+        return []
+    found = list(
+        visible_items(broadcast_type, domain)
+        .filter(pk__gt=newest_id - window, search_vector=match)
+        .order_by("-pk")
+        .values_list("pk", flat=True)[:wanted]
+    )
+    return found if len(found) == wanted else None
+
+
+def _newest_matches(match, broadcast_type: str | None, domain: str | None):
+    """The newest SEARCH_KEYWORD_CANDIDATES matches over the whole network, through the text index.
+
+    Newest first by `pk + 0`, which the primary key's index cannot serve: ordered by the bare pk, the planner
+    sometimes walks that index backwards and tests every row until it has enough matches, which is cheap for a
+    query matching half the network and a full scan (150-250 ms at 100k items) for one that its statistics
+    overestimate and that matches nothing. This way the full-text index always finds the matches and only they
+    are sorted, so the cost follows the number of matches (which is why the window above is tried first)."""
+    return (
+        visible_items(broadcast_type, domain)
+        .filter(search_vector=match)
+        .annotate(newest=ExpressionWrapper(F("pk") + 0, output_field=BigIntegerField()))
+        .order_by("-newest")
+        .values("pk")[: int(settings.SEARCH_KEYWORD_CANDIDATES)]
+    )

@@ -1,7 +1,7 @@
 """Semantic search's nearest-neighbour query (items.search), with or without filters (type, domain, language,
 items written since a time), on the path the table's statistics choose: an HNSW walk of the main graph, of a
-type's own graph (a partial index), or an exact search of the filtered rows (docs/search.md, "Filtered
-semantic search")."""
+type's own graph (a partial index), an iterative walk that goes on until enough rows pass the filter (pgvector
+0.8 and later), or an exact search of the filtered rows (docs/search.md, "Filtered semantic search")."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.conf import settings
 from django.db import connection, transaction
 from pgvector.django import CosineDistance
 from prometheus_client import Counter
@@ -27,10 +28,16 @@ EXACT_MAX_ROWS = 20000
 # HNSW candidates walked per result wanted from a filtered walk, over the share of the graph the filter keeps
 # (bench/hnsw_recall.py --filtered measures the recall each value buys).
 FILTER_EF_FACTOR = 50
+# pgvector 0.8's iterative index scans: a filtered walk goes on past ef_search until LIMIT rows pass the filter, in
+# strict distance order, visiting at most this many tuples. pgvector's own default, 20,000, cost a search filtered
+# by a domain the query's neighbourhood lacks 90-184 ms of PostgreSQL CPU at 1M items for no recall; a filter
+# spread evenly needs about depth / share tuples (700 for 20 results at 3 %).
+ITERATIVE_SCAN_VERSION = (0, 8, 0)
+ITERATIVE_MAX_SCAN_TUPLES = 5000
 SEMANTIC_PATHS = Counter(
     "eigenflux_search_semantic_paths_total",
-    "Semantic searches by path: an HNSW walk, an exact search of the filtered rows, or an exact search after a "
-    "filtered walk came back short.",
+    "Semantic searches by path: an HNSW walk, an iterative walk (pgvector 0.8), an exact search of the filtered "
+    "rows, or an exact search after a filtered walk came back short.",
     ["path"],
 )
 
@@ -60,31 +67,36 @@ class SemanticFilters:
 class SemanticPlan:
     """How a semantic search runs: an exact search of the filtered rows, or an HNSW walk at `ef_search` of the
     graph holding `graph` rows (a type's own, or the main one), of which about `matching` pass the filter (both
-    0 when nothing is filtered: no statistics are read)."""
+    0 when nothing is filtered: no statistics are read); `iterative`: the walk goes on until enough rows pass."""
 
     exact: bool
     ef_search: int
     matching: float
     graph: float
+    iterative: bool = False
 
 
 def semantic_plan(filters: SemanticFilters, depth: int) -> SemanticPlan:
     """The path, from the planner's statistics (an EXPLAIN row estimate and the graphs' reltuples, no count).
 
-    pgvector 0.6 walks the HNSW graph for `hnsw.ef_search` candidates and filters them afterwards, so a filter
-    keeping a share s of the graph's rows leaves about s * ef_search, and the walk needs FILTER_EF_FACTOR * depth
-    / s candidates. A small filtered set (EXACT_SCAN_ROWS), or one that would need more than pgvector's 1000 and
+    A walk keeps `SEARCH_HNSW_EF_SEARCH` candidates (at least twice the page). A filter keeping a share s of the
+    graph's rows leaves about s of a walk's candidates, so a filtered walk wants FILTER_EF_FACTOR * depth / s
+    (at most pgvector's 1000). A small filtered set (EXACT_SCAN_ROWS), or one that would want more than 1000 and
     is at most EXACT_MAX_ROWS, is searched exactly: an ORDER BY distance over the filtered rows, found through
-    their index. A larger one walks at 1000 at most: its cost stays bounded, its recall may fall short."""
+    their index. Otherwise it walks; with pgvector 0.8 or later the walk is iterative (it goes on past its
+    candidates until LIMIT rows pass the filter, visiting at most ITERATIVE_MAX_SCAN_TUPLES), before 0.8 its
+    cost stays bounded and its recall may fall short."""
+    iterative = iterative_scans()
+    breadth = min(HNSW_MAX_EF_SEARCH, max(depth * 2, settings.SEARCH_HNSW_EF_SEARCH))
     if not filters:  # no statistics needed: nothing is filtered out of the walk
-        return SemanticPlan(False, max(depth * 2, 40), 0.0, 0.0)
+        return SemanticPlan(False, breadth, 0.0, 0.0, iterative)
     matching = _estimated_rows(filters.queryset())
     graph = _graph_rows(filters.broadcast_type)
     share = min(1.0, matching / max(graph, 1.0))
     wanted = math.ceil(FILTER_EF_FACTOR * depth / share) if share > 0 else HNSW_MAX_EF_SEARCH + 1
     if matching <= EXACT_SCAN_ROWS or (wanted > HNSW_MAX_EF_SEARCH and matching <= EXACT_MAX_ROWS):
         return SemanticPlan(True, 0, matching, graph)
-    return SemanticPlan(False, min(HNSW_MAX_EF_SEARCH, max(40, wanted)), matching, graph)
+    return SemanticPlan(False, min(HNSW_MAX_EF_SEARCH, max(breadth, wanted)), matching, graph, iterative)
 
 
 def semantic_candidates(
@@ -99,28 +111,45 @@ def semantic_candidates(
 ) -> list[tuple[int, float]]:
     """Nearest items by cosine similarity, at or above the floor, best first, on the path semantic_plan chooses.
     A walk that comes back short while its farthest item clears the floor ran out of candidates before the
-    relevant items did (a filter rarer near the query than overall, or expired items in the way): it walks again
-    at the widest ef_search, and a filtered search still short is done exactly when its filtered set is at most
-    EXACT_MAX_ROWS (otherwise what the widest walk found is the answer: the cost stays bounded)."""
+    relevant items did (a filter rarer near the query than overall, or expired items in the way): an iterative
+    walk reached its bound, an older walk walks again at the widest ef_search; a filtered search still short is
+    done exactly when its filtered set is at most EXACT_MAX_ROWS (otherwise what the walk found is the answer: the
+    cost stays bounded)."""
     filters = SemanticFilters(broadcast_type, domain, lang, since)
     with transaction.atomic():
         plan = semantic_plan(filters, depth)
         if plan.exact:
             SEMANTIC_PATHS.labels("exact").inc()
             return _above(_exact(embedding, filters, depth, min_similarity), min_similarity)
-        SEMANTIC_PATHS.labels("walk").inc()
+        SEMANTIC_PATHS.labels("iterative_walk" if plan.iterative else "walk").inc()
         if filters:
             # Otherwise the planner tends to fetch every filtered row and sort it by distance: hundreds of
             # milliseconds over tens of thousands of rows.
             _set_local("enable_sort", "off")
+        if plan.iterative:
+            _set_local("hnsw.iterative_scan", "strict_order")
+            _set_local("hnsw.max_scan_tuples", ITERATIVE_MAX_SCAN_TUPLES)
         rows = _walk(embedding, filters, depth, plan.ef_search)
-        if _short(rows, depth, min_similarity) and plan.ef_search < HNSW_MAX_EF_SEARCH:
+        if _short(rows, depth, min_similarity) and plan.ef_search < HNSW_MAX_EF_SEARCH and not plan.iterative:
             SEMANTIC_PATHS.labels("widest_walk").inc()
             rows = _walk(embedding, filters, depth, HNSW_MAX_EF_SEARCH)
         if _short(rows, depth, min_similarity) and filters and plan.matching <= EXACT_MAX_ROWS:
             SEMANTIC_PATHS.labels("exact_after_walks").inc()
             rows = _exact(embedding, filters, depth, min_similarity)
     return _above(rows, min_similarity)
+
+
+def iterative_scans() -> bool:
+    """Whether the database's pgvector has iterative index scans (0.8.0 and later), read once per connection."""
+    known = getattr(connection, "_eigenflux_iterative_scans", None)
+    if known is None:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+            row = cursor.fetchone()
+        version = tuple(int(part) for part in row[0].split(".")[:3] if part.isdigit()) if row else ()
+        known = version >= ITERATIVE_SCAN_VERSION
+        connection._eigenflux_iterative_scans = known
+    return known
 
 
 def _above(rows: list[tuple[int, float]], min_similarity: float) -> list[tuple[int, float]]:

@@ -14,7 +14,7 @@ from django.db.models import Value
 from django.test import Client
 
 from items.models import ProcessedItem
-from items.search import keyword_candidates
+from items.search import KEYWORD_CANDIDATE_PATHS, keyword_candidates
 from items.semantic_search import SemanticFilters, _nearest
 from pipeline.llm import embed
 from tests.factories import make_agent, make_completed_item
@@ -136,6 +136,34 @@ def test_keyword_ranking_is_bounded_to_the_most_recent_matches(local, settings):
     assert set(ids(search(client, "sourdough", "keyword"))) == {newer_item.pk for newer_item in newer}
     settings.SEARCH_KEYWORD_CANDIDATES = 4
     assert ids(search(client, "sourdough", "keyword"))[0] == best_but_oldest.pk
+
+
+def keyword_paths() -> dict[str, float]:
+    samples = KEYWORD_CANDIDATE_PATHS.collect()[0].samples
+    return {sample.labels["path"]: sample.value for sample in samples if sample.name.endswith("_total")}
+
+
+def test_a_common_query_finds_its_newest_matches_among_the_newest_items(local, settings):
+    """When the newest SEARCH_KEYWORD_WINDOW items hold SEARCH_KEYWORD_CANDIDATES matches, those are the newest
+    matches (a bounded read); when they hold fewer, the text index finds them over the whole network. Either way
+    the answer is the same."""
+    author, client = local
+    oldest = item(author, "Sourdough bakery course, sourdough starter, sourdough bread.", keywords=["sourdough"])
+    newer = [item(author, f"Weekend market stall number {n} also sells sourdough loaves.") for n in range(3)]
+    for n in range(4):
+        item(author, f"Weekend market stall number {n} sells cheese.")
+    settings.SEARCH_KEYWORD_CANDIDATES = 3
+    settings.SEARCH_KEYWORD_WINDOW = 7  # the three newer sourdough items and the four cheese ones
+    before = keyword_paths()
+    assert set(ids(search(client, "sourdough", "keyword"))) == {entry.pk for entry in newer}
+    assert keyword_paths().get("window", 0) == before.get("window", 0) + 1
+    settings.SEARCH_KEYWORD_WINDOW = 6  # two of them: not enough, so the text index answers, the same way
+    before = keyword_paths()
+    assert set(ids(search(client, "sourdough", "keyword"))) == {entry.pk for entry in newer}
+    assert keyword_paths().get("text_index", 0) == before.get("text_index", 0) + 1
+    settings.SEARCH_KEYWORD_CANDIDATES = 4  # the window never holds four: the oldest, best match is found
+    settings.SEARCH_KEYWORD_WINDOW = 20000
+    assert ids(search(client, "sourdough", "keyword"))[0] == oldest.pk
 
 
 def test_the_newest_matches_are_found_through_the_text_index_not_by_walking_the_primary_key(local):
