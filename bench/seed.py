@@ -244,7 +244,7 @@ def seed(scale: str) -> dict[str, float]:
     lap(f"{items:,} items (COPY, search vectors)")
     seed_history(corpus, (first_agent, agents), bases)
     lap("history: feedback, feed events, deliveries, impressions (COPY)")
-    took = build_indexes(indexes, "2GB" if items > 200_000 else "768MB")
+    took = build_indexes(indexes, "6GB" if items > 200_000 else "768MB")
     for name, seconds in sorted(took.items(), key=lambda pair: -pair[1])[:8]:
         print(f"    index {name}: {seconds:.0f} s")
     lap(f"{len(indexes)} indexes built")
