@@ -148,7 +148,7 @@ def iterative_scans() -> bool:
             row = cursor.fetchone()
         version = tuple(int(part) for part in row[0].split(".")[:3] if part.isdigit()) if row else ()
         known = version >= ITERATIVE_SCAN_VERSION
-        connection._eigenflux_iterative_scans = known
+        connection._eigenflux_iterative_scans = known  # type: ignore[attr-defined]
     return known
 
 
