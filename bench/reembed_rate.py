@@ -1,11 +1,13 @@
-"""The rate of `manage.py reembed_items` with the local embedding (MiniLM): items per second per process and CPU
-milliseconds per item, with one process and with several, and the time that projects for 1M items.
+"""The rate of `manage.py reembed_items` with a local embedding (`--embedding e5`, the default one, or `minilm`):
+items per second per process and CPU milliseconds per item, with one process and with several, and the time that
+projects for 1M items.
 
 A scratch database gets `--items` completed items (the labelled corpus's texts with a distinct suffix each, so no
 two are the same text) stamped as another model's vectors; each configuration re-stamps them all and runs the
 command as an operator would (a subprocess), reading its final lines. The database is dropped at the end.
 
     flock /tmp/eigenflux-bench.lock .venv/bin/python bench/reembed_rate.py [--items 3000] [--processes 1,2]
+        [--embedding e5|minilm]
 """
 
 from __future__ import annotations
@@ -78,9 +80,10 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=3000)
     parser.add_argument("--processes", default="1,2", help="comma-separated process counts to measure")
     parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--embedding", choices=("e5", "minilm"), default="e5", help="the local embedding to move to")
     args = parser.parse_args()
     env = scratch_environment(
-        SCRATCH_DB, 13, LLM_PROVIDER="local", LOCAL_EMBEDDING="minilm", EMBEDDING_DIMENSIONS="384"
+        SCRATCH_DB, 13, LLM_PROVIDER="local", LOCAL_EMBEDDING=args.embedding, EMBEDDING_DIMENSIONS="384"
     )
     try:
         started = time.perf_counter()
