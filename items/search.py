@@ -298,6 +298,8 @@ def _newest_in_window(match, broadcast_type: str | None, domain: str | None) -> 
     wanted, window = int(settings.SEARCH_KEYWORD_CANDIDATES), int(settings.SEARCH_KEYWORD_WINDOW)
     if window == 0:
         return None
+    # A literal bound, read first (an index lookup), not a subquery: the planner then knows how narrow the range is
+    # and walks it; with the bound as a subquery it could not, and at 1M items the window gained nothing.
     newest_id = ProcessedItem.objects.order_by("-pk").values_list("pk", flat=True).first()
     if newest_id is None:
         return []
