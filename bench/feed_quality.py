@@ -22,6 +22,7 @@ import os
 import random
 import statistics
 import sys
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,6 +44,12 @@ parser.add_argument(
     help="a JSON list of settings overrides: each is measured on the tuning half (for_me) before the main run",
 )
 parser.add_argument("--json", type=Path, help="write the figures to this file as well")
+parser.add_argument(
+    "--network",
+    metavar="NAME",
+    help="a network written apart instead (bench/data/feed_NAME/: broadcasts.jsonl and readers.jsonl with "
+    "per-broadcast grades, junk flagged); its readers are reported (and swept) as one set",
+)
 ARGS = parser.parse_args()
 for name in ("LLM_API_KEY", "OPENAI_API_KEY", "LLM_PROVIDER"):
     os.environ.pop(name, None)
@@ -71,6 +78,19 @@ def load_jsonl(name: str) -> list[dict]:
         return [json.loads(line) for line in handle if line.strip()]
 
 
+def network() -> tuple[list[dict], list[dict]]:
+    """(readers, broadcasts): the labelled corpus's, or with --network the written-apart set's (a junk broadcast
+    counts as vague spam; grades are per broadcast)."""
+    if not ARGS.network:
+        return load_jsonl("feed_readers.jsonl"), broadcasts()
+    folder = f"feed_{ARGS.network}"
+    docs = [
+        doc | {"topic": "spam" if doc.get("junk") else "apart", "broadcast_type": "?"}
+        for doc in load_jsonl(f"{folder}/broadcasts.jsonl")
+    ]
+    return load_jsonl(f"{folder}/readers.jsonl"), docs
+
+
 def broadcasts() -> list[dict]:
     corpus = [doc for doc in load_jsonl("search_corpus.jsonl") if doc["topic"] in TOPICS]
     spam = [doc | {"topic": "spam", "broadcast_type": "spam"} for doc in load_jsonl("feed_spam.jsonl")]
@@ -78,6 +98,9 @@ def broadcasts() -> list[dict]:
 
 
 def tuning(reader_id: str) -> bool:
+    """The labelled corpus's tuning half (a network written apart has no halves: every reader counts as tuning)."""
+    if ARGS.network:
+        return True
     return hashlib.sha256(reader_id.encode()).digest()[0] % 2 == 0
 
 
@@ -147,6 +170,10 @@ def measure(readers, clients, docs, item_to_doc) -> dict:
     rows = ProcessedItem.objects.filter(pk__in=item_to_doc, status="completed").values_list("pk", "group_id")
     group_of = {item_to_doc[pk]: group or pk for pk, group in rows}
     results: dict = {"per_reader": {}, "completed": len(group_of), "published": len(item_to_doc)}
+    statuses = ProcessedItem.objects.filter(pk__in=item_to_doc).exclude(status="completed")
+    results["not_completed"] = {
+        item_to_doc[pk]: f"{status} {reason}" for pk, status, reason in statuses.values_list("pk", "status", "reason")
+    }
     for reader in readers:
         # The ideal: the best member of each group the reader could be served.
         best: dict[int, int] = {}
@@ -216,7 +243,8 @@ def report(results: dict, readers: list[dict]) -> None:
     )
     print(f"{'feed':<9}{'half':<10}" + "".join(f"{lang:>8}" for lang in (*LANGS, "all")) + f"{'junk':>7}{'zeros':>7}")
     for feed in FEEDS:
-        for half, keep in (("tuning", True), ("held-out", False), ("all", None)):
+        halves = (("all", None),) if ARGS.network else (("tuning", True), ("held-out", False), ("all", None))
+        for half, keep in halves:
             chosen = [r for r in readers if keep is None or tuning(r["id"]) == keep]
             cells = []
             for lang in (*LANGS, "all"):
@@ -225,6 +253,8 @@ def report(results: dict, readers: list[dict]) -> None:
             junk = sum(results["per_reader"][r["id"]][feed]["junk"] for r in chosen)
             zeros = sum(results["per_reader"][r["id"]][feed]["ndcg10"] == 0 for r in chosen)
             print(f"{feed:<9}{half:<10}{''.join(cells)}{junk:>7}{zeros:>7}")
+    outcomes = Counter(results["not_completed"].values())
+    print(f"not completed: {sum(outcomes.values())} ({', '.join(f'{n} {o}' for o, n in sorted(outcomes.items()))})")
     counts = {half: sum(tuning(r["id"]) == (half == "tuning") for r in readers) for half in ("tuning", "held-out")}
     print(
         f"readers: tuning {counts['tuning']}, held-out {counts['held-out']}; junk: vague-spam items in the top 10s; "
@@ -233,8 +263,8 @@ def report(results: dict, readers: list[dict]) -> None:
 
 
 def main() -> None:
-    readers = load_jsonl("feed_readers.jsonl")
-    docs = {doc["id"]: doc for doc in broadcasts()}
+    readers, corpus = network()
+    docs = {doc["id"]: doc for doc in corpus}
     settings.RATE_LIMIT_READ_PER_MINUTE = 0
     with scratch_test_db(SCRATCH_DB, 12):
         clients = create_readers(readers)
