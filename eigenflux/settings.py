@@ -290,10 +290,10 @@ FEED_SEEN_DAYS = env_int("FEED_SEEN_DAYS", 30, minimum=1)
 FEED_DELIVERY_CACHE_SECONDS = env_int("FEED_DELIVERY_CACHE_SECONDS", 1800, minimum=10)
 # The impression log (docs/feed-log.md): every feed page served is logged with this ranking version, so that
 # `manage.py feed_report` compares rankings on logged data; change it whenever the ranking changes.
-FEED_RANKING_VERSION = env_str("FEED_RANKING_VERSION", "relevance-1") or "relevance-1"
+FEED_RANKING_VERSION = env_str("FEED_RANKING_VERSION", "relevance-2") or "relevance-2"
 # The feed's ranking (docs/feed.md): an item's score is the weighted sum of its signals, each about 0..1
 # (item and own feedback -1..1). Setting a weight to 0 removes its signal.
-FEED_WEIGHT_MATCH = env_float("FEED_WEIGHT_MATCH", 2.0, minimum=0.0)  # complementarity with seeks / offers
+FEED_WEIGHT_MATCH = env_float("FEED_WEIGHT_MATCH", 6.0, minimum=0.0)  # complementarity with seeks / offers
 FEED_WEIGHT_CONCEPTS = env_float("FEED_WEIGHT_CONCEPTS", 1.5, minimum=0.0)  # the same, by lexicon concepts
 # A supply of what the reader itself offers (a competitor), a demand for what it seeks too: counted against.
 FEED_WEIGHT_COMPETITION = env_float("FEED_WEIGHT_COMPETITION", 4.0, minimum=0.0)

@@ -52,6 +52,6 @@ def test_a_feed_the_learned_model_ranks_says_why_in_the_models_terms(mod_client)
     ItemFeedback.objects.create(reader=reader, item=judged, score=1, event_id="e1")  # a reader with history
     model = stored_model(document({"type=demand": 3.0, "quality": 1.0}))
     body = mod_client.get(reverse("admin:items_agent_feed", args=[reader.pk])).content.decode()
-    assert f"relevance-1+ranker-{model.pk}" in body and "<th>model's terms</th>" in body
+    assert f"relevance-2+ranker-{model.pk}" in body and "<th>model's terms</th>" in body
     row = body[body.index(f">{demand.pk}</a>") :]
     assert "type=demand +3.00, quality +0.70" in row[: row.index("</tr>")]

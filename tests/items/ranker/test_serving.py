@@ -52,7 +52,7 @@ def test_the_active_model_ranks_a_reader_with_history_and_the_formula_a_new_one(
     model = stored_model(document(PREFERS_DEMAND))
     assert order(seasoned, info, demand) == [demand.pk, info.pk] and ranked(seasoned)[0] == demand.pk
     entry = rank_entries(reader=seasoned, page_size=10, depth=10)[0]
-    assert entry.ranker == f"relevance-1+ranker-{model.pk}" and entry.total == pytest.approx(10.0)
+    assert entry.ranker == f"relevance-2+ranker-{model.pk}" and entry.total == pytest.approx(10.0)
     assert order(newcomer, info, demand) == [info.pk, demand.pk]  # cold start: the formula
 
 
@@ -168,7 +168,7 @@ def test_a_for_me_page_logs_each_items_features_and_propensity(network, settings
     assert {row.contract for row in rows} == {CONTRACT} and all(len(row.features) == len(FEATURES) for row in rows)
     # One exploration slot, drawn from a pool of three.
     assert sorted(row.propensity for row in rows) == [pytest.approx(1 / 3, abs=1e-6), 1, 1, 1, 1]
-    assert {row.ranking_version for row in rows} == {f"relevance-1+ranker-{model.pk}"}
+    assert {row.ranking_version for row in rows} == {f"relevance-2+ranker-{model.pk}"}
 
 
 def test_a_client_refresh_logs_features_and_its_load_more_does_not(network):
