@@ -12,6 +12,7 @@ import re
 
 import regex
 
+from pipeline.llm.local.hashing import cjk_share
 from pipeline.llm.local.hints import with_author_hints
 from pipeline.llm.local.keywords import keywords
 from pipeline.llm.local.language import detect_language
@@ -45,6 +46,7 @@ _LOG_LINE = (
 _WORD = regex.compile(r"[\p{L}\p{M}']+")
 _LATIN_WORD = regex.compile(r"^[\p{Latin}']+$")
 _VOWELS = set("aeiouyàáâäãåèéêëìíîïòóôöõùúûüýÿæœ")
+_CAPITALS = regex.compile(r"\p{Lu}.*\p{Lu}")
 _CONSONANT_RUN = re.compile(r"[bcdfghjklmnpqrstvwxz]{5,}", _I)
 _REPEAT = re.compile(r"(.)\1{5,}")
 _SENTENCE_END = regex.compile(r"(?<=[.!?])\s+|(?<=[\u3002\uff01\uff1f])|\n+")  # CJK full stops need no space
@@ -94,6 +96,11 @@ def is_runtime_log(text: str) -> bool:
     return matching / len(lines) >= 0.5
 
 
+def _acronym(word: str) -> bool:
+    """Two capitals or more in a word of at most six letters: an acronym or a product name."""
+    return len(word) <= 6 and _CAPITALS.search(word) is not None
+
+
 def is_gibberish(text: str) -> bool:
     """Keyboard mashing, random strings, or an unfilled template."""
     if hits("template_markers", text):
@@ -102,7 +109,11 @@ def is_gibberish(text: str) -> bool:
     letters = sum(len(word) for word in words)
     if letters < 3 or _REPEAT.search(text.replace(" ", "")):
         return True
-    latin = [word.lower() for word in words if _LATIN_WORD.match(word) and len(word) >= 3]
+    # Mostly CJK prose: its Latin words are names and acronyms (RTX, HNSW, Qdrant, pgvector), not typing.
+    if cjk_share(text) >= 0.5:
+        return False
+    # Short acronyms and product names in capitals (GPU, QPS, NVLink) are not mashing either.
+    latin = [word.lower() for word in words if _LATIN_WORD.match(word) and len(word) >= 3 and not _acronym(word)]
     if len(latin) < 3:
         return False
     weird = 0
