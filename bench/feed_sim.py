@@ -240,7 +240,8 @@ def retrain(held_out: list[Reader]) -> str:
         print("  weights: " + ", ".join(f"{name} {weight:+.2f}" for name, weight in pairs))
     return (
         f"model {trained.model.pk} {verdict}: AUC {held['auc']:.3f} vs {base['ranking']} {base['auc']:.3f}, "
-        f"logged nDCG {held['logged_ndcg']:.3f} vs {base['logged_ndcg']:.3f}"
+        f"logged nDCG {held['logged_ndcg']:.3f} vs {base['logged_ndcg']:.3f}, "
+        f"IPS {held['ips'] or 0:.3f} vs {base['ips'] or 0:.3f}"
     )
 
 

@@ -13,20 +13,38 @@ import numpy as np
 NEWTON_STEPS = 50
 
 
-def fit_logistic(matrix: np.ndarray, labels: np.ndarray, *, l2: float = 1.0) -> tuple[np.ndarray, float]:
-    """(weights, intercept) minimising the log-loss plus l2/2 * |weights|^2 (the intercept unpenalised)."""
+def fit_logistic(
+    matrix: np.ndarray, labels: np.ndarray, *, l2: float = 1.0, prior: np.ndarray | None = None
+) -> tuple[np.ndarray, float]:
+    """(weights, intercept) minimising the log-loss plus l2/2 * |weights - prior|^2 (the intercept unpenalised; the
+    prior is zero unless given): with little data the weights stay near the prior, with more they follow the data.
+    Newton's method from zero, each step halved until the objective does not rise (a full step from far away can
+    overshoot where the probabilities saturate)."""
     rows, width = matrix.shape
     design = np.concatenate([matrix, np.ones((rows, 1))], axis=1)
     penalty = np.full(width + 1, l2)
     penalty[-1] = 0.0
+    centre = np.zeros(width + 1)
+    if prior is not None:
+        centre[:-1] = prior
+
+    def objective(theta: np.ndarray) -> float:
+        logits = design @ theta
+        return float(np.logaddexp(0.0, logits).sum() - labels @ logits + 0.5 * penalty @ (theta - centre) ** 2)
+
     theta = np.zeros(width + 1)
+    current = objective(theta)
     for _ in range(NEWTON_STEPS):
         probability = 1.0 / (1.0 + np.exp(-np.clip(design @ theta, -30, 30)))
-        gradient = design.T @ (probability - labels) + penalty * theta
+        gradient = design.T @ (probability - labels) + penalty * (theta - centre)
         curvature = design.T @ (design * (probability * (1 - probability))[:, None]) + np.diag(penalty + 1e-9)
         step = np.linalg.solve(curvature, gradient)
-        theta -= step
-        if np.abs(step).max() < 1e-10:
+        size = 1.0
+        while size > 1e-6 and objective(theta - size * step) > current + 1e-12:
+            size /= 2
+        theta -= size * step
+        current = objective(theta)
+        if np.abs(size * step).max() < 1e-10:
             break
     return theta[:-1], float(theta[-1])
 

@@ -82,3 +82,19 @@ def test_the_fit_finds_the_feature_that_predicts_and_the_metrics_see_it():
     assert ips_estimate(ordered * 100, labels4, pages, np.ones(4)) == pytest.approx(0.5)
     # A positive drawn with probability 1/4 weighs four times its ranked neighbour.
     assert ips_estimate(np.zeros(2), np.array([1.0, 0.0]), pages[:2], np.array([0.25, 1.0])) == pytest.approx(0.8)
+
+
+def test_the_fit_stays_at_its_prior_without_evidence_and_leaves_it_with_evidence():
+    rng = np.random.default_rng(3)
+    matrix = rng.normal(size=(400, 3))
+    labels = (matrix[:, 1] + 0.3 * rng.normal(size=400) > 0).astype(float)
+    prior = np.array([2.0, 0.0, -1.0])
+    # Column 0 says nothing about the labels: its weight stays near the prior's 2, not near 0.
+    weights, _ = fit_logistic(matrix, labels, l2=50.0, prior=prior)
+    unpulled, _ = fit_logistic(matrix, labels, l2=50.0)
+    assert weights[0] > 0.5 and abs(unpulled[0]) < 0.2
+    # Column 1 predicts: the data move its weight far from the prior's 0.
+    assert weights[1] > 1
+    # Four rows are no evidence: the weights are the prior's.
+    few, _ = fit_logistic(matrix[:4], labels[:4], l2=1000.0, prior=prior)
+    assert few == pytest.approx(prior, abs=0.02)

@@ -15,8 +15,9 @@ from django.utils import timezone
 
 from items.models import FeedEvent, ItemFeedback, RankerModel, RankerModelStatus
 from items.ranker.contract import FEATURES
-from items.ranker.dataset import label, training_set
+from items.ranker.dataset import TrainingSet, label, training_set
 from items.ranker.model import model_load
+from items.ranker.training import formula_prior
 from tests.factories import make_agent, make_completed_item
 from tests.items.ranker.factories import document, logged, stored_model, vector
 
@@ -92,6 +93,38 @@ def test_a_model_better_than_the_formula_on_the_held_out_day_becomes_active():
     assert provenance["train"]["days"][0] < provenance["held_out"]["days"][0]  # earlier days train
     assert len(provenance["data_hash"]) == 16 and provenance["code_version"]
     model_load(model.document)  # its own self-tests pass
+
+
+def test_the_prior_is_the_formula_scaled_to_how_well_it_predicts(settings):
+    """formula_prior: the formula's weights on its signals (0 on the contract's other features), times the slope of
+    a logistic regression of the labels on the formula's score; 0 when the formula predicts nothing."""
+    rng = np.random.default_rng(5)
+    features = np.zeros((300, len(FEATURES)))
+    features[:, FEATURES.index("match")] = rng.uniform(size=300)
+    labels = (features[:, FEATURES.index("match")] + 0.2 * rng.normal(size=300) > 0.5).astype(float)
+    data = TrainingSet(
+        features=features,
+        labels=labels,
+        pages=np.array(["p"] * 300, dtype=object),
+        propensities=np.ones(300),
+        days=np.array(["2026-12-01"] * 300, dtype="datetime64[D]"),
+        readers=np.zeros(300, dtype=np.int64),
+        ignored=0,
+    )
+    prior, scale = formula_prior(data, l2=1.0)
+    assert scale > 0.5
+    assert prior[FEATURES.index("match")] == pytest.approx(scale * settings.FEED_WEIGHT_MATCH)
+    assert prior[FEATURES.index("quality")] == pytest.approx(scale * settings.FEED_WEIGHT_QUALITY)
+    assert prior[FEATURES.index("type=demand")] == prior[FEATURES.index("own_type_up")] == 0.0
+    shuffled = data.subset(np.ones(300, dtype=bool))
+    rng.shuffle(shuffled.labels)  # the same labels, unrelated to the formula's score
+    assert formula_prior(shuffled, l2=1.0)[1] < scale / 5
+
+
+def test_a_trained_model_records_the_formula_scale_it_started_from():
+    _history()
+    call_command("train_ranker", "--days", "5", stdout=io.StringIO())
+    assert RankerModel.objects.get().document["provenance"]["formula_scale"] >= 0
 
 
 def test_a_worse_model_is_stored_but_refused_with_the_reason_printed():
