@@ -45,6 +45,12 @@ parser.add_argument(
 )
 parser.add_argument("--json", type=Path, help="write the figures to this file as well")
 parser.add_argument(
+    "--push",
+    action="store_true",
+    help="also score every completed broadcast for every reader as a match push does (docs/feed.md#match-push): "
+    "how many would be pushed at MATCH_PUSH_THRESHOLD and how many of those the reader graded 2 or 3",
+)
+parser.add_argument(
     "--network",
     metavar="NAME",
     help="a network written apart instead (bench/data/feed_NAME/: broadcasts.jsonl and readers.jsonl with "
@@ -236,6 +242,34 @@ def sweep(readers: list[dict], clients: dict[str, Client], docs: dict[str, dict]
         FEEDS = saved_feeds
 
 
+def push_precision(readers: list[dict], docs: dict[str, dict], item_to_doc: dict[int, str]) -> None:
+    """Match push on this network: each completed broadcast scored for every reader (scores_for_readers, as
+    items.services.match_push does for the online readers near a new item), pushed when the score reaches
+    MATCH_PUSH_THRESHOLD with a relevance part; printed per threshold around the setting."""
+    from items.feed_ranking import scores_for_readers
+    from items.models import Agent
+    from items.services.match_push import RELEVANCE_PARTS
+
+    by_name = {reader["id"]: reader for reader in readers}
+    agents = list(Agent.objects.filter(name__in=by_name))
+    rows = []
+    for item in ProcessedItem.objects.filter(pk__in=item_to_doc, status="completed"):
+        for agent, ranked in scores_for_readers(readers=agents, item=item):
+            relevant = sum(ranked.parts.get(name, 0.0) for name in RELEVANCE_PARTS) > 0
+            rows.append((ranked.score, relevant, grade(by_name[agent.name], docs[item_to_doc[item.pk]])))
+    wanted = sum(gain >= 2 for _, _, gain in rows)
+    print(f"\nMatch push: {len(rows)} reader-broadcast pairs, {wanted} graded 2 or 3")
+    base = settings.MATCH_PUSH_THRESHOLD
+    for threshold in (base - 1, base, base + 1, base + 2):
+        pushed = [gain for score, relevant, gain in rows if relevant and score >= threshold]
+        good = sum(gain >= 2 for gain in pushed)
+        print(
+            f"threshold {threshold:g}: pushed {len(pushed)}, graded 2-3 {good} "
+            f"(precision {good / len(pushed) if pushed else 0:.2f}, recall {good / wanted if wanted else 0:.2f}), "
+            f"graded 0 {sum(gain == 0 for gain in pushed)}"
+        )
+
+
 def report(results: dict, readers: list[dict]) -> None:
     print(
         f"\nFeed quality: {len(readers)} readers, {results['completed']} of {results['published']} broadcasts "
@@ -274,6 +308,8 @@ def main() -> None:
         if ARGS.sweep:
             sweep(readers, clients, docs, item_to_doc)
         results = measure(readers, clients, docs, item_to_doc)
+        if ARGS.push:
+            push_precision(readers, docs, item_to_doc)
     report(results, readers)
     if ARGS.json:
         ARGS.json.write_text(json.dumps(results, indent=2, ensure_ascii=False))
