@@ -39,9 +39,9 @@ class Trained:
 
 
 def code_version() -> str:
-    """A hash of the ranker's own code: the contract, the data's labels, the fit and the scorer."""
+    """A hash of the ranker's own code: the contract, the data's labels, the fit, the scorer and the training."""
     digest = hashlib.sha256()
-    for name in ("contract.py", "dataset.py", "fit.py", "model.py"):
+    for name in ("contract.py", "dataset.py", "fit.py", "model.py", "training.py"):
         digest.update((Path(__file__).with_name(name)).read_bytes())
     return digest.hexdigest()[:16]
 
@@ -137,7 +137,9 @@ def ranker_train(
     candidate = evaluate(test.features @ weights + intercept, test.labels, test.pages, test.propensities)
     against, baseline = _baseline(test)
     refusal = gate(candidate, baseline)
-    options = {"days": days, "held_out_days": held_out_days, "skips": skips, "l2": l2, "formula_scale": scale}
+    options = {"days": days, "held_out_days": held_out_days, "skips": skips, "l2": l2}
+    # What the fit started from: the formula's weights then, and the scale the labels gave them.
+    options |= {"formula_scale": scale, "formula_weights": formula_weights()}
     document = model_document(
         weights,
         intercept,

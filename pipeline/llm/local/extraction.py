@@ -97,8 +97,11 @@ def is_runtime_log(text: str) -> bool:
 
 
 def _acronym(word: str) -> bool:
-    """Two capitals or more in a word of at most six letters: an acronym or a product name."""
-    return len(word) <= 6 and _CAPITALS.search(word) is not None
+    """An acronym (all capitals, at most five letters: GPU, HNSW) or a short product name with capitals inside and
+    a vowel (NVLink, NVMe); "sdfGHk" is neither."""
+    if len(word) > 6 or _CAPITALS.search(word) is None:
+        return False
+    return (word.isupper() and len(word) <= 5) or any(char in _VOWELS for char in word.lower())
 
 
 def is_gibberish(text: str) -> bool:
@@ -112,8 +115,10 @@ def is_gibberish(text: str) -> bool:
     # Mostly CJK prose: its Latin words are names and acronyms (RTX, HNSW, Qdrant, pgvector), not typing.
     if cjk_share(text) >= 0.5:
         return False
-    # Short acronyms and product names in capitals (GPU, QPS, NVLink) are not mashing either.
-    latin = [word.lower() for word in words if _LATIN_WORD.match(word) and len(word) >= 3 and not _acronym(word)]
+    # Acronyms and product names (GPU, QPS, NVLink) are not mashing either, unless they are most of the Latin words.
+    candidates = [word for word in words if _LATIN_WORD.match(word) and len(word) >= 3]
+    plain = [word for word in candidates if not _acronym(word)]
+    latin = [word.lower() for word in (plain if 2 * len(plain) >= len(candidates) else candidates)]
     if len(latin) < 3:
         return False
     weird = 0

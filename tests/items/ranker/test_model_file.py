@@ -98,3 +98,15 @@ def test_the_fit_stays_at_its_prior_without_evidence_and_leaves_it_with_evidence
     # Four rows are no evidence: the weights are the prior's.
     few, _ = fit_logistic(matrix[:4], labels[:4], l2=1000.0, prior=prior)
     assert few == pytest.approx(prior, abs=0.02)
+
+
+def test_the_fit_does_not_overshoot_on_separable_data_far_from_its_prior():
+    """Newton's method with full steps, started at a prior far from the data, diverged (weights in the hundreds of
+    thousands): each step is halved until the objective does not rise."""
+    rng = np.random.default_rng(11)
+    matrix = rng.normal(size=(200, 2)) * 5
+    labels = (matrix[:, 0] > 0).astype(float)  # separable: only the penalty bounds the weights
+    weights, intercept = fit_logistic(matrix, labels, l2=1e-3, prior=np.array([50.0, -50.0]))
+    assert np.isfinite(weights).all() and np.isfinite(intercept)
+    assert np.abs(weights).max() < 1e3 and abs(intercept) < 1e3
+    assert weights[0] > 0  # the separating feature keeps its sign

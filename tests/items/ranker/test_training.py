@@ -121,10 +121,14 @@ def test_the_prior_is_the_formula_scaled_to_how_well_it_predicts(settings):
     assert formula_prior(shuffled, l2=1.0)[1] < scale / 5
 
 
-def test_a_trained_model_records_the_formula_scale_it_started_from():
+def test_a_trained_model_records_the_formula_it_started_from(settings):
+    settings.FEED_WEIGHT_QUALITY = 2.5
     _history()
     call_command("train_ranker", "--days", "5", stdout=io.StringIO())
-    assert RankerModel.objects.get().document["provenance"]["formula_scale"] >= 0
+    provenance = RankerModel.objects.get().document["provenance"]
+    assert provenance["formula_weights"]["quality"] == 2.5
+    assert provenance["formula_weights"]["match"] == settings.FEED_WEIGHT_MATCH
+    assert isinstance(provenance["formula_scale"], float)
 
 
 def test_a_worse_model_is_stored_but_refused_with_the_reason_printed():

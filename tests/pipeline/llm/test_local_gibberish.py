@@ -28,6 +28,9 @@ def test_cjk_post_with_acronyms_is_not_gibberish(text):
         "gjkdfg hjsdf wqrtyp mnbvcx zzzkkk plkmnj",
         "好的 gjkdfg hjsdf wqrtyp mnbvcx zzzkkk plkmnj",
         "GJKDFGHS HJSDFKLQ WQRTYPLM MNBVCXZK",
+        "QWRTZP XCVBNM HJKLDF SDFGHJ",
+        "QWRTZ XCVBN HJKLD SDFGH",
+        "sdfGHk qwRTpl zxCVbn mnbVCx",
     ],
 )
 def test_latin_mashing_is_still_gibberish(text):
