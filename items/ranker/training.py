@@ -137,8 +137,8 @@ def ranker_train(
     candidate = evaluate(test.features @ weights + intercept, test.labels, test.pages, test.propensities)
     against, baseline = _baseline(test)
     refusal = gate(candidate, baseline)
-    options = {"days": days, "held_out_days": held_out_days, "skips": skips, "l2": l2}
-    # What the fit started from: the formula's weights then, and the scale the labels gave them.
+    # With what the fit started from: the formula's weights then, and the scale the labels gave them.
+    options: dict[str, object] = {"days": days, "held_out_days": held_out_days, "skips": skips, "l2": l2}
     options |= {"formula_scale": scale, "formula_weights": formula_weights()}
     document = model_document(
         weights,
