@@ -227,7 +227,9 @@ def test_a_model_that_cannot_work_is_said_at_start_in_readyz_and_to_the_waiting_
     bogus = {"LLM_API_KEY": "sk-bogus", "LLM_BASE_URL": "http://127.0.0.1:9/v1", "LLM_TIMEOUT": "2"}
     stack = Stack(tmp_path, data_dir, free_port(), "bogus", **bogus, LLM_MAX_RETRIES="0")
     try:
-        stack.wait_started(until=(BANNER,))
+        # The supervisor logs its consumers once every one has started, which can land in the log just after the
+        # banner (the banner waits for the pipeline to take work, not for that line): wait for both.
+        stack.wait_started(until=(BANNER, " consumers started (concurrency "))
         output = stack.output()
         assert "make run: the model endpoint is unreachable" in output, output[-3000:]
         assert "analyzer   openai (main, safety, embedding): gpt-4.1-mini" in output
