@@ -74,6 +74,7 @@ from items.models import ProcessedItem  # noqa: E402
 from items.services.agents import agent_create, agent_token_create  # noqa: E402
 from pipeline import llm  # noqa: E402
 from pipeline.consumers.item_publish import ItemPublishConsumer  # noqa: E402
+from pipeline.llm.embeddings import semantic_floor  # noqa: E402
 from pipeline.runtime.supervisor import Supervisor  # noqa: E402
 from pipeline.services import pipeline_services  # noqa: E402
 from tests.conftest import redis_url_with_db  # noqa: E402
@@ -195,38 +196,52 @@ def grouping(docs: dict[str, dict], item_to_doc: dict[int, str]) -> dict[str, fl
     }
 
 
-def calibrate(client: Client, queries: list[dict], docs: dict[str, dict], item_to_doc, indexed) -> list[dict]:
-    """Semantic search with no floor, then the floor swept over the returned similarities: nDCG@10, the
-    nonsense queries that would still return something, and the mean number of results."""
+def calibrate(client: Client, queries: list[dict], docs: dict[str, dict], item_to_doc, indexed) -> dict[str, list]:
+    """Semantic search with no floor, then two sweeps over the returned similarities. The answer floor alone
+    (SEARCH_MIN_SIMILARITY, no tail): nDCG@10, the nonsense queries that would still return something, the mean
+    number of results. Then the tail floor (SEARCH_TAIL_SIMILARITY) below the model's answer floor: the same, with
+    the cross-language nDCG@10 of the `across` row."""
     with_scores = []
-    saved = settings.SEARCH_MIN_SIMILARITY
-    settings.SEARCH_MIN_SIMILARITY = -1.0
+    saved = settings.SEARCH_MIN_SIMILARITY, settings.SEARCH_TAIL_SIMILARITY
+    settings.SEARCH_MIN_SIMILARITY = settings.SEARCH_TAIL_SIMILARITY = -1.0
     try:
         for query in queries:
             items, _ = search(client, query["q"], "semantic")
             with_scores.append((query, [(item_to_doc[int(i["item_id"])], i["score"]) for i in items]))
     finally:
-        settings.SEARCH_MIN_SIMILARITY = saved
-    rows = []
-    for step in range(0, 33):
-        floor = step * 0.025
-        ndcgs, nonsense_hits, returned = [], 0, []
-        for query, found in with_scores:
-            kept = [doc_id for doc_id, score in found if score >= floor]
-            if query.get("nonsense"):
-                nonsense_hits += bool(kept)
-                continue
-            ndcgs.append(query_metrics(query, kept, docs, indexed)["ndcg10"])
-            returned.append(len(kept))
-        rows.append(
-            {
-                "floor": floor,
-                "ndcg10": statistics.mean(ndcgs),
-                "nonsense_with_results": nonsense_hits,
-                "mean_results": statistics.mean(returned),
-            }
-        )
-    return rows
+        settings.SEARCH_MIN_SIMILARITY, settings.SEARCH_TAIL_SIMILARITY = saved
+    answer_floor = semantic_floor() if saved[0] is None else float(saved[0])
+    floors = [sweep_row(with_scores, docs, indexed, floor=step * 0.025, tail=step * 0.025) for step in range(33)]
+    tails = [
+        sweep_row(with_scores, docs, indexed, floor=answer_floor, tail=step * 0.025)
+        for step in range(int(answer_floor / 0.025) + 1)
+    ]
+    return {"floors": floors, "tails": tails, "answer_floor": answer_floor}
+
+
+def sweep_row(with_scores: list, docs: dict[str, dict], indexed: set[str], *, floor: float, tail: float) -> dict:
+    """What semantic search would give with these floors: nothing unless the nearest reaches `floor`, then the
+    results down to `tail`."""
+    ndcgs, across, nonsense_hits, returned = [], [], 0, []
+    for query, found in with_scores:
+        answered = bool(found) and found[0][1] >= floor
+        kept = [doc_id for doc_id, score in found if answered and score >= tail]
+        if query.get("nonsense"):
+            nonsense_hits += bool(kept)
+            continue
+        ndcgs.append(query_metrics(query, kept, docs, indexed)["ndcg10"])
+        returned.append(len(kept))
+        others = {doc_id for doc_id in indexed if docs[doc_id]["lang"] != query["lang"]}
+        if any(grade(query, docs[doc_id]) >= 2 for doc_id in others):
+            across.append(query_metrics(query, [doc_id for doc_id in kept if doc_id in others], docs, others)["ndcg10"])
+    return {
+        "floor": floor,
+        "tail": tail,
+        "ndcg10": statistics.mean(ndcgs),
+        "across_ndcg10": statistics.mean(across) if across else float("nan"),
+        "nonsense_with_results": nonsense_hits,
+        "mean_results": statistics.mean(returned),
+    }
 
 
 def main() -> None:
@@ -361,12 +376,20 @@ def report(results: dict) -> None:
         f"(peak {cost['max_rss_mb']:.0f} MB)"
     )
     if "calibration" in results:
-        print("\nsemantic floor sweep (SEARCH_MIN_SIMILARITY)")
-        print(f"{'floor':>7}{'nDCG@10':>9}{'nonsense':>10}{'results':>9}")
-        for row in results["calibration"]:
-            print(
-                f"{row['floor']:>7.3f}{row['ndcg10']:>9.3f}{row['nonsense_with_results']:>10}{row['mean_results']:>9.1f}"
-            )
+        calibration = results["calibration"]
+        print("\nsemantic floor sweep (SEARCH_MIN_SIMILARITY, one floor)")
+        print_sweep("floor", calibration["floors"])
+        print(f"\ntail floor sweep (SEARCH_TAIL_SIMILARITY, the answer floor at {calibration['answer_floor']:.3f})")
+        print_sweep("tail", calibration["tails"])
+
+
+def print_sweep(column: str, rows: list[dict]) -> None:
+    print(f"{column:>7}{'nDCG@10':>9}{'across':>8}{'nonsense':>10}{'results':>9}")
+    for row in rows:
+        print(
+            f"{row[column]:>7.3f}{row['ndcg10']:>9.3f}{row['across_ndcg10']:>8.3f}"
+            f"{row['nonsense_with_results']:>10}{row['mean_results']:>9.1f}"
+        )
 
 
 if __name__ == "__main__":

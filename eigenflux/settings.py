@@ -529,10 +529,13 @@ ALERT_GROUP_WINDOW_HOURS = env_float("ALERT_GROUP_WINDOW_HOURS", 6.0, minimum=0.
 ENRICHMENT_LEASE_SECONDS = env_float("ENRICHMENT_LEASE_SECONDS", 120.0, minimum=1.0)
 
 # --- Search (docs/api.md) ---------------------------------------------------------------
-# Semantic results below this cosine similarity are not returned and do not enter hybrid fusion. Unset: the
-# floor calibrated for the embedding in use (pipeline/llm/embeddings.py; recalibrate with
+# A semantic search (and hybrid's semantic leg) answers only when its nearest item reaches this cosine similarity.
+# Unset: the floor calibrated for the embedding in use (pipeline/llm/embeddings.py; recalibrate with
 # `bench/search_quality.py --calibrate` when you change the model).
 SEARCH_MIN_SIMILARITY = env_optional_float("SEARCH_MIN_SIMILARITY", minimum=-1.0, maximum=1.0)
+# Once the nearest item reaches that floor, the items kept down to this one (never above it). Unset: the model's own
+# (pipeline/llm/embeddings.py: 0.15 for e5, the same floor for the others); set both alike for a single cut.
+SEARCH_TAIL_SIMILARITY = env_optional_float("SEARCH_TAIL_SIMILARITY", minimum=-1.0, maximum=1.0)
 # Candidates an HNSW walk of semantic search keeps (hnsw.ef_search, at most pgvector's 1000; a filtered walk may
 # go wider, items/semantic_search.py): more buys recall on a large network for a few milliseconds (docs/search.md).
 SEARCH_HNSW_EF_SEARCH = env_int("SEARCH_HNSW_EF_SEARCH", 400, minimum=1)

@@ -18,10 +18,13 @@ class SemanticSearchUnavailable(RuntimeError):
 
 @dataclass(frozen=True)
 class QueryVector:
-    """A query's embedding and the similarity floor that belongs to the model that made it."""
+    """A query's embedding and the similarity floors that belong to the model that made it: a semantic search
+    answers only when its nearest item reaches `min_similarity`, and then keeps every item down to
+    `tail_similarity` (None: the same floor)."""
 
     values: list[float]
     min_similarity: float
+    tail_similarity: float | None = None
 
 
 # Embeds a search query (items.search); raises SemanticSearchUnavailable when the model cannot answer.

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import logging
+import math
 import struct
 
 import redis
@@ -44,21 +45,22 @@ def cache_key(text: str, *, agent_id: int) -> str:
         f"{settings.LLM_PROVIDER}|{settings.LOCAL_EMBEDDING}|{settings.EMBEDDING_MODEL}|"
         f"{settings.EMBEDDING_DIMENSIONS}|{text}"
     )
-    return f"search:embedding:{agent_id}:{hashlib.sha256(identity.encode('utf-8')).hexdigest()}"
+    return f"search:embedding:v2:{agent_id}:{hashlib.sha256(identity.encode('utf-8')).hexdigest()}"
 
 
 def _pack(vector: QueryVector) -> str:
-    """The floor first, then the vector, as little-endian float32."""
-    values = [vector.min_similarity, *vector.values]
+    """The two floors first (the tail's NaN when the model has none), then the vector, as little-endian float32."""
+    tail = math.nan if vector.tail_similarity is None else vector.tail_similarity
+    values = [vector.min_similarity, tail, *vector.values]
     return base64.b64encode(struct.pack(f"<{len(values)}f", *values)).decode("ascii")
 
 
 def _unpack(raw: str) -> QueryVector | None:
     data = base64.b64decode(raw)
-    if len(data) < 8 or len(data) % 4:
+    if len(data) < 12 or len(data) % 4:
         return None
-    floor, *values = struct.unpack(f"<{len(data) // 4}f", data)
-    return QueryVector(values=list(values), min_similarity=floor)
+    floor, tail, *values = struct.unpack(f"<{len(data) // 4}f", data)
+    return QueryVector(values=list(values), min_similarity=floor, tail_similarity=None if math.isnan(tail) else tail)
 
 
 def _cached(key: str) -> QueryVector | None:

@@ -1,8 +1,9 @@
 """Search over completed items: keyword (full text), semantic (embeddings) and hybrid (both, fused).
 
 Relevance comes before ranking: keyword mode returns only items whose search vector matches the query;
-semantic mode only items whose cosine similarity to the query reaches the floor calibrated for the embedding
-model (SEARCH_MIN_SIMILARITY); hybrid fuses, by reciprocal rank, only candidates that cleared their own mode's
+semantic mode answers only when the query's nearest item reaches the floor calibrated for the embedding model
+(SEARCH_MIN_SIMILARITY), and then returns the items down to the model's lower tail floor (SEARCH_TAIL_SIMILARITY:
+answers in another language sit lower); hybrid fuses, by reciprocal rank, only candidates that cleared their own mode's
 bar. So a query that matches nothing returns nothing in every mode.
 
 Cost is bounded as the network grows: keyword ranking (ts_rank_cd on the stored, weighted vector) looks at
@@ -126,8 +127,9 @@ def search_items(
 
     def semantic_leg() -> list[tuple[int, float]]:
         vector = (embed or embed_query)(q)
+        floor, tail = similarity_floors(vector)
         return semantic_candidates(
-            embedding=vector.values, min_similarity=min_similarity(vector), depth=depth, **filters
+            embedding=vector.values, min_similarity=floor, tail_similarity=tail, depth=depth, **filters
         )
 
     if offset < end:
@@ -230,9 +232,13 @@ def _on_own_connection(leg: Callable[[], T]) -> T:
         close_old_connections()
 
 
-def min_similarity(vector: QueryVector) -> float:
-    configured = settings.SEARCH_MIN_SIMILARITY
-    return vector.min_similarity if configured is None else float(configured)
+def similarity_floors(vector: QueryVector) -> tuple[float, float]:
+    """(the floor the nearest item must reach for any answer, the floor of the items kept then): the settings when
+    set, else the model's, which came with the vector; the tail floor is never above the answer floor."""
+    configured, configured_tail = settings.SEARCH_MIN_SIMILARITY, settings.SEARCH_TAIL_SIMILARITY
+    floor = vector.min_similarity if configured is None else float(configured)
+    tail = vector.tail_similarity if configured_tail is None else float(configured_tail)
+    return floor, floor if tail is None else min(tail, floor)
 
 
 @dataclass(frozen=True)

@@ -108,19 +108,23 @@ def semantic_candidates(
     depth: int,
     lang: str | None = None,
     since: datetime | None = None,
+    tail_similarity: float | None = None,
 ) -> list[tuple[int, float]]:
-    """Nearest items by cosine similarity, at or above the floor, best first, on the path semantic_plan chooses.
+    """Nearest items by cosine similarity, best first, on the path semantic_plan chooses: none when the nearest is
+    below `min_similarity`, else every one down to `tail_similarity` (None: the same floor; never above it).
     A walk that comes back short while its farthest item clears the floor ran out of candidates before the
     relevant items did (a filter rarer near the query than overall, or expired items in the way): an iterative
     walk reached its bound, an older walk walks again at the widest ef_search; a filtered search still short is
     done exactly when its filtered set is at most EXACT_MAX_ROWS (otherwise what the walk found is the answer: the
     cost stays bounded)."""
     filters = SemanticFilters(broadcast_type, domain, lang, since)
+    floor = min_similarity
+    min_similarity = floor if tail_similarity is None else min(tail_similarity, floor)  # what a row needs
     with transaction.atomic():
         plan = semantic_plan(filters, depth)
         if plan.exact:
             SEMANTIC_PATHS.labels("exact").inc()
-            return _above(_exact(embedding, filters, depth, min_similarity), min_similarity)
+            return _answer(_exact(embedding, filters, depth, min_similarity), floor, min_similarity)
         SEMANTIC_PATHS.labels("iterative_walk" if plan.iterative else "walk").inc()
         if filters:
             # Otherwise the planner tends to fetch every filtered row and sort it by distance: hundreds of
@@ -136,7 +140,7 @@ def semantic_candidates(
         if _short(rows, depth, min_similarity) and filters and plan.matching <= EXACT_MAX_ROWS:
             SEMANTIC_PATHS.labels("exact_after_walks").inc()
             rows = _exact(embedding, filters, depth, min_similarity)
-    return _above(rows, min_similarity)
+    return _answer(rows, floor, min_similarity)
 
 
 def iterative_scans() -> bool:
@@ -152,8 +156,11 @@ def iterative_scans() -> bool:
     return known
 
 
-def _above(rows: list[tuple[int, float]], min_similarity: float) -> list[tuple[int, float]]:
-    return [(pk, similarity) for pk, similarity in rows if similarity >= min_similarity]
+def _answer(rows: list[tuple[int, float]], floor: float, tail: float) -> list[tuple[int, float]]:
+    """Nothing when the nearest row is below `floor` (the query has no answer), else the rows down to `tail`."""
+    if not rows or rows[0][1] < floor:
+        return []
+    return [(pk, similarity) for pk, similarity in rows if similarity >= tail]
 
 
 def _walk(embedding: list[float], filters: SemanticFilters, depth: int, ef_search: int) -> list[tuple[int, float]]:

@@ -6,13 +6,13 @@ from items.ports import QueryVector, SemanticSearchUnavailable
 def _query_embedding(text: str) -> QueryVector:
     """items' query-embedder port (items.ports), served by the model layer (items may not import pipeline)."""
     from pipeline.llm import ModelError, embed
-    from pipeline.llm.embeddings import semantic_floor
+    from pipeline.llm.embeddings import semantic_floor, semantic_tail_floor
 
     try:
         values = embed([text], query=True).value[0]
     except ModelError as exc:
         raise SemanticSearchUnavailable(f"the embedding model failed: {exc.__class__.__name__}") from exc
-    return QueryVector(values=values, min_similarity=semantic_floor())
+    return QueryVector(values=values, min_similarity=semantic_floor(), tail_similarity=semantic_tail_floor())
 
 
 class PipelineConfig(AppConfig):

@@ -18,6 +18,11 @@ SEMANTIC_FLOORS = {
     "local:minilm": 0.35,
     "local:hashing": 0.225,
 }
+# Once a query's nearest item clears its floor (the query has an answer), the items below it are kept down to this
+# lower floor. e5 places an answer written in another language about 0.1 lower than one in the query's language
+# (docs/search.md, "The answer floor and the tail floor"); a single floor high enough to leave nonsense queries
+# unanswered cut those answers off. Models not listed keep one floor.
+SEMANTIC_TAIL_FLOORS = {"local:e5": 0.15}
 # Similarity grouping (docs/enrichment.md#grouping). On the benchmark corpus (326 broadcasts, 37 labelled near-
 # duplicates) e5's language-neutral vectors put no pair of different topics above 0.59; at 0.70 they group 34 of
 # the 37 near-duplicates and 8 other pairs of one topic, which are translations of one message (docs/search.md,
@@ -38,6 +43,11 @@ def embedding_model() -> str:
 
 def semantic_floor() -> float:
     return SEMANTIC_FLOORS.get(embedding_model(), UNCALIBRATED_FLOOR)
+
+
+def semantic_tail_floor() -> float:
+    """The floor of the items kept after a query's nearest item cleared semantic_floor()."""
+    return SEMANTIC_TAIL_FLOORS.get(embedding_model(), semantic_floor())
 
 
 def grouping_thresholds() -> tuple[float, float]:
