@@ -47,7 +47,7 @@ from django.test.utils import CaptureQueriesContext  # noqa: E402
 
 import eigenflux.wsgi  # noqa: E402, F401  set up as a web process is
 from bench.feed_network import seed  # noqa: E402
-from bench.seed import database_name  # noqa: E402
+from bench.seed import use_seeded  # noqa: E402
 from eigenflux.base.redis import get_redis  # noqa: E402
 from items.feed_ranking import rank_entries  # noqa: E402
 from items.feed_ranking.signals import weights as formula_weights  # noqa: E402
@@ -184,8 +184,7 @@ def main() -> None:
     redis = get_redis(url)
     redis.flushdb()
     if args.seeded:  # bench/seed.py's network as it is (it gains the readers' tokens); never dropped here
-        old_name, args.drop = connection.settings_dict["NAME"], False
-        connection.settings_dict["NAME"] = database_name(args.seeded)
+        old_name, args.drop = use_seeded(args.seeded), False
         args.items, args.agents = ProcessedItem.objects.count(), Agent.objects.count()
     else:
         connection.settings_dict["TEST"]["NAME"] = SCRATCH_DB

@@ -142,14 +142,13 @@ def run(scale: str, queries: int, factor: float | None, baseline: str, only: str
     import django
 
     django.setup()
-    from django.db import connection
 
-    from bench.seed import database_name
+    from bench.seed import use_seeded
     from items import semantic_search
     from items.models import ProcessedItem
     from pipeline.llm.embeddings import semantic_floor
 
-    connection.settings_dict["NAME"] = database_name(scale)
+    use_seeded(scale)
     if factor is not None:
         semantic_search.FILTER_EF_FACTOR = factor
     old = baseline_search(baseline) if baseline else None

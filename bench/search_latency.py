@@ -39,7 +39,7 @@ from django.db import connection, transaction  # noqa: E402
 from django.test import Client  # noqa: E402
 
 import eigenflux.wsgi  # noqa: E402, F401  set up as a web process is (gunicorn loads this module)
-from bench.seed import database_name  # noqa: E402
+from bench.seed import use_seeded  # noqa: E402
 from eigenflux.base.embedding_space import configured_embedding_model  # noqa: E402
 from items.models import ProcessedItem  # noqa: E402
 from items.search import semantic_candidates  # noqa: E402
@@ -295,8 +295,7 @@ def main() -> None:
     queries += EXTRA_QUERIES
     rng = random.Random(7)
     if args.seeded:  # bench/seed.py's network, as it is: nothing seeded here, nothing dropped at the end
-        old_name = connection.settings_dict["NAME"]
-        connection.settings_dict["NAME"] = database_name(args.seeded)
+        old_name = use_seeded(args.seeded)
         args.keep = True
         sizes = [ProcessedItem.objects.count()]
     else:

@@ -268,6 +268,26 @@ def database_name(scale: str) -> str:
     return f"bench_eigenflux_seed_{scale.lower()}"
 
 
+def use_seeded(scale: str) -> str:
+    """Point the default connection at the kept network of `scale` and return the name it had. A network whose
+    vectors another embedding model made (seeded before a change of model or of its space) is refused by name:
+    search and the feed would see none of its vectors."""
+    from django.db import connection
+
+    from eigenflux.base.embedding_space import configured_embedding_model
+    from items.models import ProcessedItem
+
+    old_name = connection.settings_dict["NAME"]
+    connection.settings_dict["NAME"] = database_name(scale)
+    stamp = ProcessedItem.objects.exclude(embedding_model="").values_list("embedding_model", flat=True).first()
+    if stamp is not None and stamp != configured_embedding_model():
+        raise SystemExit(
+            f"the {scale} network's vectors are {stamp}'s, the configured model makes {configured_embedding_model()}'s:"
+            f" seed it again (bench/seed.py --scale {scale})"
+        )
+    return old_name
+
+
 def main() -> None:
     args = arguments()
     from bench.scratch import offline_django

@@ -148,6 +148,32 @@ def neutral(raw: np.ndarray, texts: list[str], *, query: bool = False) -> np.nda
     return found
 
 
+@loaded_once("reading the e5 language directions")
+def language_directions() -> np.ndarray:
+    """An orthonormal basis (one row each) of the directions in which the languages' mean vectors differ, of
+    passages and of queries: what is left of the language in a centred vector lies mostly along them."""
+    means = language_means()
+    differences = [table[row] - table[0] for table in (means[False], means[True]) for row in range(1, len(LANGUAGES))]
+    basis, _ = np.linalg.qr(np.stack(differences).T.astype(np.float64))
+    found: np.ndarray = basis.T.astype(np.float32)
+    return found
+
+
+def space_vectors(texts: list[str], *, query: bool = False) -> np.ndarray:
+    """The vectors stored and compared (items, reader profiles, search queries): vectors() with their components
+    along language_directions() removed, normalised again. Centring moves each language's cloud onto the others
+    but leaves each text's own reach along those directions, which still sets a text closer to others of its
+    language than to their translations; without it, an answer in another language ranks with those in the
+    query's own (docs/search.md, "Language directions"). The learned gates read vectors(), which they were
+    trained on."""
+    centred = vectors(texts, query=query)
+    basis = language_directions()
+    projected = centred - (centred @ basis.T) @ basis
+    norms = np.linalg.norm(projected, axis=1, keepdims=True)
+    found: np.ndarray = (projected / np.maximum(norms, 1e-12)).astype(np.float32)
+    return found
+
+
 def raw_vectors(texts: list[str], *, query: bool = False) -> np.ndarray:
     """The model's own vectors (L2-normalised, not centred): for computing the language means."""
     if not texts:

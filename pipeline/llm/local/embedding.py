@@ -55,7 +55,7 @@ def embed_texts(texts: list[str], dimensions: int, *, query: bool = False) -> li
             f"LOCAL_EMBEDDING={chosen} makes {minilm.DIMENSIONS}-dimensional vectors but EMBEDDING_DIMENSIONS is "
             f"{dimensions}: set EMBEDDING_DIMENSIONS={minilm.DIMENSIONS} (and migrate) or LOCAL_EMBEDDING=hashing"
         )
-    made = e5.vectors(texts, query=query) if chosen == "e5" else minilm_vectors(texts)
+    made = e5.space_vectors(texts, query=query) if chosen == "e5" else minilm_vectors(texts)
     rows: list[list[float]] = made.tolist()
     return rows
 

@@ -89,3 +89,59 @@ def test_a_missing_means_file_is_a_start_up_error_naming_it(tmp_path, monkeypatc
         assert error.id == "eigenflux.E010" and "gone.json" in error.msg
     finally:
         e5.language_means.cache_clear()
+
+
+# Reposts of one message in another language, some written the way people mix languages (from the search
+# benchmark's corpus, bench/data/search_corpus.jsonl).
+REPOSTS = [
+    (
+        "Security advisory: a heap overflow in the nginx HTTP/3 module can crash workers. Disable QUIC or upgrade to "
+        "the fixed release today.",
+        "安全提醒：nginx HTTP/3 模块 heap overflow，CVE 已公开，建议 disable QUIC 或尽快 upgrade。",
+    ),
+    (
+        "A new open-weights 8B language model was released under Apache 2.0, matching much larger models on coding "
+        "benchmarks.",
+        "新 open-weights 8B model 发布，coding benchmark 表现很好，license 是 Apache 2.0。",
+    ),
+    (
+        "We have container space from Shanghai to Rotterdam on the next two sailings, 40-foot units, "
+        "competitive rates.",
+        "有 Shanghai → Rotterdam 的 container space，40HQ，下周 sailing，价格好谈。",
+    ),
+    (
+        "Need help migrating a 2 TB PostgreSQL database from version 12 to 16 with minimal downtime.",
+        "求助 PostgreSQL migration：12 → 16，2TB 数据，需要 minimal downtime。",
+    ),
+    (OFFER["en"], OFFER["ja"]),
+    (OFFER["zh"], OFFER["ja"]),
+]
+
+
+def test_the_stored_space_keeps_nothing_along_the_language_directions():
+    texts = [OFFER["en"], OFFER["zh"], OFFER["ja"], *UNRELATED_ZH]
+    basis = e5.language_directions()
+    assert basis.shape == (4, e5.DIMENSIONS)  # passages' and queries' two differences from English
+    assert np.abs(e5.vectors(texts) @ basis.T).max() > 0.05  # centring leaves some of the language there
+    for query in (False, True):
+        stored = e5.space_vectors(texts, query=query)
+        assert np.abs(stored @ basis.T).max() < 1e-5
+        assert np.linalg.norm(stored, axis=1) == pytest.approx(1.0, abs=1e-4)
+
+
+def test_reposts_in_another_language_meet_nearer_in_the_stored_space():
+    """What projecting the language directions out is for (docs/search.md, "Language directions")."""
+    texts = [text for pair in REPOSTS for text in pair]
+    centred, stored = e5.vectors(texts), e5.space_vectors(texts)
+    gains = [stored[2 * n] @ stored[2 * n + 1] - centred[2 * n] @ centred[2 * n + 1] for n in range(len(REPOSTS))]
+    assert min(gains) > -0.01, gains
+    assert np.mean(gains) > 0.05, gains
+
+
+def test_the_e5_space_has_its_own_id(settings):
+    from eigenflux.base.embedding_space import configured_embedding_model
+
+    settings.LLM_PROVIDER, settings.LOCAL_EMBEDDING, settings.EMBEDDING_DIMENSIONS = "local", "e5", 384
+    assert configured_embedding_model() == "local:e5.2:384"  # not the centred space's `local:e5:384`
+    settings.LOCAL_EMBEDDING = "minilm"
+    assert configured_embedding_model() == "local:minilm:384"
