@@ -534,7 +534,8 @@ ENRICHMENT_LEASE_SECONDS = env_float("ENRICHMENT_LEASE_SECONDS", 120.0, minimum=
 # `bench/search_quality.py --calibrate` when you change the model).
 SEARCH_MIN_SIMILARITY = env_optional_float("SEARCH_MIN_SIMILARITY", minimum=-1.0, maximum=1.0)
 # Once the nearest item reaches that floor, the items kept down to this one (never above it). Unset: the model's own
-# (pipeline/llm/embeddings.py: 0.15 for e5, the same floor for the others); set both alike for a single cut.
+# (pipeline/llm/embeddings.py: 0.15 for e5, the same floor for the others), or with SEARCH_MIN_SIMILARITY set, that
+# floor (a single cut, as before the tail existed).
 SEARCH_TAIL_SIMILARITY = env_optional_float("SEARCH_TAIL_SIMILARITY", minimum=-1.0, maximum=1.0)
 # Candidates an HNSW walk of semantic search keeps (hnsw.ef_search, at most pgvector's 1000; a filtered walk may
 # go wider, items/semantic_search.py): more buys recall on a large network for a few milliseconds (docs/search.md).

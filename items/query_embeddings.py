@@ -11,6 +11,7 @@ against that bucket."""
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import logging
 import math
@@ -19,6 +20,7 @@ import struct
 import redis
 from django.conf import settings
 
+from eigenflux.base.embedding_space import configured_embedding_model
 from eigenflux.base.redis import get_redis, reply_text
 from items.ratelimit import rate_limit_hit
 from items.search import QueryVector, embed_query
@@ -40,26 +42,36 @@ def normalise_query(text: str) -> str:
 
 
 def cache_key(text: str, *, agent_id: int) -> str:
-    """The agent's own cache entry for `text`: one agent's query never warms another's."""
-    identity = (
-        f"{settings.LLM_PROVIDER}|{settings.LOCAL_EMBEDDING}|{settings.EMBEDDING_MODEL}|"
-        f"{settings.EMBEDDING_DIMENSIONS}|{text}"
-    )
-    return f"search:embedding:v2:{agent_id}:{hashlib.sha256(identity.encode('utf-8')).hexdigest()}"
+    """The agent's own cache entry for `text` in the configured embedding space: one agent's query never warms
+    another's, and a vector of another model or space (before a change, or on a process not yet upgraded) is never
+    read back."""
+    identity = f"{configured_embedding_model()}|{text}"
+    return f"search:embedding:v3:{agent_id}:{hashlib.sha256(identity.encode('utf-8')).hexdigest()}"
+
+
+_FLOORS = struct.Struct("<2d")  # the floors as float64: a cached vector answers exactly as a fresh one
 
 
 def _pack(vector: QueryVector) -> str:
-    """The two floors first (the tail's NaN when the model has none), then the vector, as little-endian float32."""
+    """The two floors (the tail's NaN when the model has none), then the vector as little-endian float32."""
     tail = math.nan if vector.tail_similarity is None else vector.tail_similarity
-    values = [vector.min_similarity, tail, *vector.values]
-    return base64.b64encode(struct.pack(f"<{len(values)}f", *values)).decode("ascii")
+    data = _FLOORS.pack(vector.min_similarity, tail) + struct.pack(f"<{len(vector.values)}f", *vector.values)
+    return base64.b64encode(data).decode("ascii")
 
 
 def _unpack(raw: str) -> QueryVector | None:
-    data = base64.b64decode(raw)
-    if len(data) < 12 or len(data) % 4:
+    """The cached vector, or None (a miss) for anything that is not one of this space's entries."""
+    try:
+        data = base64.b64decode(raw, validate=True)
+    except (binascii.Error, ValueError):
         return None
-    floor, tail, *values = struct.unpack(f"<{len(data) // 4}f", data)
+    width = (len(data) - _FLOORS.size) // 4
+    if width != int(settings.EMBEDDING_DIMENSIONS) or len(data) != _FLOORS.size + 4 * width:
+        return None
+    floor, tail = _FLOORS.unpack_from(data)
+    values = struct.unpack_from(f"<{width}f", data, _FLOORS.size)
+    if not math.isfinite(floor) or math.isinf(tail) or not all(math.isfinite(value) for value in values):
+        return None
     return QueryVector(values=list(values), min_similarity=floor, tail_similarity=None if math.isnan(tail) else tail)
 
 

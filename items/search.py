@@ -234,10 +234,15 @@ def _on_own_connection(leg: Callable[[], T]) -> T:
 
 def similarity_floors(vector: QueryVector) -> tuple[float, float]:
     """(the floor the nearest item must reach for any answer, the floor of the items kept then): the settings when
-    set, else the model's, which came with the vector; the tail floor is never above the answer floor."""
+    set, else the model's, which came with the vector. SEARCH_MIN_SIMILARITY set alone is a single cut (an operator
+    who raised it asked for stricter results, not for a tail); the tail floor is never above the answer floor."""
     configured, configured_tail = settings.SEARCH_MIN_SIMILARITY, settings.SEARCH_TAIL_SIMILARITY
-    floor = vector.min_similarity if configured is None else float(configured)
-    tail = vector.tail_similarity if configured_tail is None else float(configured_tail)
+    if configured is None:
+        floor, tail = vector.min_similarity, vector.tail_similarity
+    else:
+        floor, tail = float(configured), None
+    if configured_tail is not None:
+        tail = float(configured_tail)
     return floor, floor if tail is None else min(tail, floor)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from pathlib import Path
@@ -49,6 +50,8 @@ def env_float(name: str, default: float, *, minimum: float | None = None, maximu
         value = float(raw)
     except ValueError:
         raise ImproperlyConfigured(f"{name} must be a number, got {raw!r}") from None
+    if not math.isfinite(value):
+        raise ImproperlyConfigured(f"{name} must be a finite number, got {raw!r}")
     if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
         raise ImproperlyConfigured(f"{name} must be within [{minimum}, {maximum}], got {value}")
     return value

@@ -13,6 +13,8 @@ from django.conf import settings
 
 from pipeline.llm.clients import provider
 
+# Keyed by `local:<LOCAL_EMBEDDING>`: e5's values were checked again in its second space (e5.2,
+# eigenflux.base.embedding_space.LOCAL_SPACES; docs/search.md, "Language directions"). Recalibrate on a change of space.
 SEMANTIC_FLOORS = {
     "local:e5": 0.225,
     "local:minilm": 0.35,

@@ -148,10 +148,10 @@ def neutral(raw: np.ndarray, texts: list[str], *, query: bool = False) -> np.nda
     return found
 
 
-@loaded_once("reading the e5 language directions")
 def language_directions() -> np.ndarray:
     """An orthonormal basis (one row each) of the directions in which the languages' mean vectors differ, of
-    passages and of queries: what is left of the language in a centred vector lies mostly along them."""
+    passages and of queries: what is left of the language in a centred vector lies mostly along them. Computed
+    from language_means() on each call (a QR of four vectors: microseconds), so it always follows the means."""
     means = language_means()
     differences = [table[row] - table[0] for table in (means[False], means[True]) for row in range(1, len(LANGUAGES))]
     basis, _ = np.linalg.qr(np.stack(differences).T.astype(np.float64))
