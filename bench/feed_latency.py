@@ -47,7 +47,7 @@ from django.test.utils import CaptureQueriesContext  # noqa: E402
 
 import eigenflux.wsgi  # noqa: E402, F401  set up as a web process is
 from bench.feed_network import seed  # noqa: E402
-from bench.seed import use_seeded  # noqa: E402
+from bench.seed import require_space, use_seeded  # noqa: E402
 from eigenflux.base.redis import get_redis  # noqa: E402
 from items.feed_ranking import rank_entries  # noqa: E402
 from items.feed_ranking.signals import weights as formula_weights  # noqa: E402
@@ -191,6 +191,7 @@ def main() -> None:
         old_name = connection.creation.create_test_db(
             verbosity=0, autoclobber=True, keepdb=not args.fresh, serialize=False
         )
+        require_space("run with --fresh")
     try:
         if ProcessedItem.objects.count() < args.items or Agent.objects.count() < args.agents:
             if ProcessedItem.objects.exists():

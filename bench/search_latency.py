@@ -39,7 +39,7 @@ from django.db import connection, transaction  # noqa: E402
 from django.test import Client  # noqa: E402
 
 import eigenflux.wsgi  # noqa: E402, F401  set up as a web process is (gunicorn loads this module)
-from bench.seed import use_seeded  # noqa: E402
+from bench.seed import require_space, use_seeded  # noqa: E402
 from eigenflux.base.embedding_space import configured_embedding_model  # noqa: E402
 from items.models import ProcessedItem  # noqa: E402
 from items.search import semantic_candidates  # noqa: E402
@@ -301,6 +301,7 @@ def main() -> None:
     else:
         connection.settings_dict["TEST"]["NAME"] = SCRATCH_DB
         old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=args.keep, serialize=False)
+        require_space("run without --keep once")
     vectors = np.asarray(embed([doc["content"] for doc in docs]).value, dtype=np.float32)
     rows = []
     recalls = {}

@@ -269,23 +269,28 @@ def database_name(scale: str) -> str:
 
 
 def use_seeded(scale: str) -> str:
-    """Point the default connection at the kept network of `scale` and return the name it had. A network whose
-    vectors another embedding model made (seeded before a change of model or of its space) is refused by name:
-    search and the feed would see none of its vectors."""
+    """Point the default connection at the kept network of `scale` and return the name it had (refused when its
+    vectors are of another embedding space: require_space)."""
     from django.db import connection
-
-    from eigenflux.base.embedding_space import configured_embedding_model
-    from items.models import ProcessedItem
 
     old_name = connection.settings_dict["NAME"]
     connection.settings_dict["NAME"] = database_name(scale)
+    require_space(f"seed it again (bench/seed.py --scale {scale})")
+    return old_name
+
+
+def require_space(remedy: str) -> None:
+    """Stop, naming `remedy`, when the connected database's items carry vectors of another embedding model or space
+    than the configured one (a network kept from before a change): search and the feed would see none of them."""
+    from eigenflux.base.embedding_space import configured_embedding_model
+    from items.models import ProcessedItem
+
     stamp = ProcessedItem.objects.exclude(embedding_model="").values_list("embedding_model", flat=True).first()
     if stamp is not None and stamp != configured_embedding_model():
         raise SystemExit(
-            f"the {scale} network's vectors are {stamp}'s, the configured model makes {configured_embedding_model()}'s:"
-            f" seed it again (bench/seed.py --scale {scale})"
+            f"the kept network's vectors are {stamp}'s, the configured model makes {configured_embedding_model()}'s:"
+            f" {remedy}"
         )
-    return old_name
 
 
 def main() -> None:
