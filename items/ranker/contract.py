@@ -9,7 +9,7 @@ import json
 
 import numpy as np
 
-CONTRACT = "ranker_features_v2"
+CONTRACT = "ranker_features_v3"
 # The formula's raw signals (items.feed_ranking.signals.SIGNALS at v1), before their weights: written out, not
 # imported, so that a change of the formula's signals cannot change this contract's shape.
 SIGNAL_FEATURES = (
@@ -35,6 +35,10 @@ FEATURES = (
     "reader_history",  # the reader has judged something (a score or a feed event)
     "own_type_up",  # the share of the reader's positive judgments on the item's type (smoothed)
     "own_type_down",  # the share of the reader's -1s on the item's type (smoothed)
+    # v3: how much the item resembles what the reader liked beyond what its profile says (own_feedback, when
+    # positive, times 1 - match): a taste the reader found in its feed but never stated. For an item of the
+    # profile's own topic it is near 0, so the model can weigh it without ranking those items higher still.
+    "own_beyond_profile",
 )
 WIDTH = len(FEATURES)
 # Each type bucket starts with this much weight on both sides: a reader with no judgments sits at the uniform
@@ -79,10 +83,12 @@ def feature_matrix(
     type_judgments: dict[str, tuple[float, float]] | None = None,
 ) -> np.ndarray:
     """The contract's vectors (count x WIDTH) from the formula's raw signals of each candidate, its broadcast
-    type, whether the exploration rule would take it, whether the reader has any history, and the reader's
-    judgments by broadcast type."""
+    type, whether the exploration rule would take it, whether the reader has any history, the reader's
+    judgments by broadcast type, and how far its resemblance to what the reader liked goes beyond the profile."""
     count = len(kinds)
     signals = np.stack([np.asarray(raw[name], dtype=float) for name in SIGNAL_FEATURES], axis=1)
     flags = np.stack([np.asarray(explorable, dtype=float), np.full(count, float(reader_history))], axis=1)
     own = own_type_columns(kinds, type_judgments or {})
-    return np.concatenate([signals, type_columns(kinds), flags, own], axis=1).reshape(count, WIDTH)
+    match = np.clip(np.asarray(raw["match"], dtype=float), 0.0, 1.0)
+    beyond = (np.maximum(0.0, np.asarray(raw["own_feedback"], dtype=float)) * (1.0 - match))[:, None]
+    return np.concatenate([signals, type_columns(kinds), flags, own, beyond], axis=1).reshape(count, WIDTH)

@@ -15,8 +15,9 @@ from tests.items.ranker.factories import document
 
 def test_the_contract_is_immutable_and_unknown_types_go_to_other():
     # A change of the feature list is a new contract version, never an edit of this one.
-    assert CONTRACT == "ranker_features_v2" and WIDTH == 20
-    assert fingerprint() == "d15494be79cb0df7"
+    assert CONTRACT == "ranker_features_v3" and WIDTH == 21
+    assert fingerprint() == "621e27be177b28e4"
+    assert fingerprint("ranker_features_v2", FEATURES[:20]) == "d15494be79cb0df7"  # v3 is v2 and one more column
     raw = {name: np.array([0.5, 0.25]) for name in FEATURES[:11]}
     matrix = feature_matrix(raw, ["demand", "poll"], np.array([True, False]), True)
     assert matrix.shape == (2, WIDTH)
@@ -25,6 +26,16 @@ def test_the_contract_is_immutable_and_unknown_types_go_to_other():
     assert matrix[:, FEATURES.index("explorable")].tolist() == [1, 0]
     # No judgments: every type at the uniform share.
     assert matrix[:, FEATURES.index("own_type_up")].tolist() == [0.2, 0.2]
+
+
+def test_a_liking_beyond_the_profile_counts_only_where_the_profile_does_not_reach():
+    """own_beyond_profile: what the reader liked (own_feedback, when positive) times how little the profile matches
+    (1 - match): an item of an unstated taste scores, one of the profile's own topic or one it disliked does not."""
+    raw = {name: np.zeros(4) for name in FEATURES[:11]}
+    raw["own_feedback"] = np.array([0.5, 0.5, -0.4, 0.5])
+    raw["match"] = np.array([0.0, 0.8, 0.0, 1.3])
+    matrix = feature_matrix(raw, ["info"] * 4, np.zeros(4), True)
+    assert matrix[:, FEATURES.index("own_beyond_profile")].tolist() == pytest.approx([0.5, 0.1, 0.0, 0.0])
 
 
 def test_the_readers_type_shares_are_smoothed_and_sum_to_one_over_the_buckets():
