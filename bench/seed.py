@@ -275,7 +275,12 @@ def use_seeded(scale: str) -> str:
 
     old_name = connection.settings_dict["NAME"]
     connection.settings_dict["NAME"] = database_name(scale)
-    require_space(f"seed it again (bench/seed.py --scale {scale})")
+    try:
+        require_space(f"seed it again (bench/seed.py --scale {scale})")
+    except BaseException:
+        connection.close()
+        connection.settings_dict["NAME"] = old_name
+        raise
     return old_name
 
 
@@ -283,14 +288,17 @@ def require_space(remedy: str) -> None:
     """Stop, naming `remedy`, when the connected database's items carry vectors of another embedding model or space
     than the configured one (a network kept from before a change): search and the feed would see none of them."""
     from eigenflux.base.embedding_space import configured_embedding_model
-    from items.models import ProcessedItem
+    from items.models import ProcessedItem, ReaderProfile
 
-    stamp = ProcessedItem.objects.exclude(embedding_model="").values_list("embedding_model", flat=True).first()
-    if stamp is not None and stamp != configured_embedding_model():
-        raise SystemExit(
-            f"the kept network's vectors are {stamp}'s, the configured model makes {configured_embedding_model()}'s:"
-            f" {remedy}"
-        )
+    current = configured_embedding_model()
+    for model in (ProcessedItem, ReaderProfile):
+        other = model.objects.exclude(embedding_model__in=["", current]).values_list("embedding_model", flat=True)
+        stamp = other.first()
+        if stamp is not None:
+            raise SystemExit(
+                f"the kept network's vectors ({model._meta.verbose_name_plural}) include {stamp}'s, the configured "
+                f"model makes {current}'s: {remedy}"
+            )
 
 
 def main() -> None:

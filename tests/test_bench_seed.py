@@ -41,3 +41,17 @@ def test_a_tiny_network_is_seeded_with_its_history_and_every_index(settings, mon
         present = {row[0] for row in cursor.fetchall()}
     wanted = {index.name for model, index in seeder.rebuilt_indexes([ProcessedItem, ReaderProfile, FeedImpression])}
     assert wanted <= present
+
+
+@pytest.mark.django_db
+def test_a_kept_network_of_another_embedding_space_is_refused_by_name():
+    """bench/seed.py require_space: a network seeded before a change of model or space would be measured with none of
+    its vectors visible to search and the feed; the benches that reuse one stop instead, naming what to do."""
+    from tests.factories import make_agent, make_completed_item
+    from tests.pipeline.enrichment.conftest import unit
+
+    item = make_completed_item(make_agent()[0], "GPU hours", embedding=unit(1.0))
+    seeder.require_space("seed it again")  # the configured space's vectors: nothing to say
+    ProcessedItem.objects.filter(pk=item.pk).update(embedding_model="local:e5:384")
+    with pytest.raises(SystemExit, match=r"local:e5:384's, the configured model makes .*: seed it again"):
+        seeder.require_space("seed it again")

@@ -36,8 +36,8 @@ FEATURES = (
     "own_type_up",  # the share of the reader's positive judgments on the item's type (smoothed)
     "own_type_down",  # the share of the reader's -1s on the item's type (smoothed)
     # v3: how much the item resembles what the reader liked beyond what its profile says (own_feedback, when
-    # positive, times 1 - match): a taste the reader found in its feed but never stated. For an item of the
-    # profile's own topic it is near 0, so the model can weigh it without ranking those items higher still.
+    # positive, times 1 - match): a taste the reader found in its feed but never stated. The better the profile
+    # matches an item, the less it scores, so the model can weigh it without ranking those items higher still.
     "own_beyond_profile",
 )
 WIDTH = len(FEATURES)

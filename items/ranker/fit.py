@@ -1,7 +1,7 @@
 """Fitting and measuring the ranker offline (docs/feed-ranker.md#training): an L2-regularised logistic
 regression fitted by Newton's method in numpy, and the held-out metrics the gate compares (AUC, logged nDCG, a
 self-normalised inverse-propensity estimate). numpy rather than scikit-learn: the problem is a few thousand rows
-of 20 columns, Newton's method converges to the same optimum in a handful of steps, deterministically, and the
+of 21 columns, Newton's method converges to the same optimum in a handful of steps, deterministically, and the
 serving side is numpy anyway (no new dependency in every web process)."""
 
 from __future__ import annotations
