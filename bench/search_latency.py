@@ -133,7 +133,7 @@ def seed(
         )
         with cursor.connection.cursor().copy(raw_copy) as copy:
             copy.write(raw_rows.getvalue())
-        cursor.execute(f"CREATE TEMP TABLE seed_processed (LIKE {ProcessedItem._meta.db_table})")
+        cursor.execute(f"CREATE TEMP TABLE seed_processed (LIKE {ProcessedItem._meta.db_table} INCLUDING DEFAULTS)")
         with cursor.connection.cursor().copy(f"COPY seed_processed ({PROCESSED_COLUMNS}) FROM STDIN") as copy:
             copy.write(processed_rows.getvalue())
         cursor.execute("CREATE TEMP TABLE seed_text (id bigint PRIMARY KEY, k text, s text, c text)")
