@@ -163,7 +163,7 @@ def space_vectors(texts: list[str], *, query: bool = False) -> np.ndarray:
     """The vectors stored and compared (items, reader profiles, search queries): vectors() with their components
     along language_directions() removed, normalised again. Centring moves each language's cloud onto the others
     but leaves each text's own reach along those directions, which still sets a text closer to others of its
-    language than to their translations; without it, an answer in another language ranks with those in the
+    language than to their translations; without it, an answer in another language ranks below those in the
     query's own (docs/search.md, "Language directions"). The learned gates read vectors(), which they were
     trained on."""
     centred = vectors(texts, query=query)
