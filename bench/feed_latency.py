@@ -47,6 +47,7 @@ from django.test.utils import CaptureQueriesContext  # noqa: E402
 
 import eigenflux.wsgi  # noqa: E402, F401  set up as a web process is
 from bench.feed_network import seed  # noqa: E402
+from bench.pg_usage import BufferMeter, backend_pid, peak_rss_mb, rss_mb, shared_buffers  # noqa: E402
 from bench.seed import require_space, use_seeded  # noqa: E402
 from eigenflux.base.redis import get_redis  # noqa: E402
 from items.feed_ranking import rank_entries  # noqa: E402
@@ -108,7 +109,9 @@ class CpuMeter:
         self.postgres[name] = self.postgres.get(name, 0.0) + ticks * 1000 / os.sysconf("SC_CLK_TCK")
 
 
-def measure(readers: list[Agent], rounds: int, cpu: CpuMeter) -> dict[str, tuple[list[float], list[int]]]:
+def measure(
+    readers: list[Agent], rounds: int, cpu: CpuMeter, buffers: BufferMeter
+) -> dict[str, tuple[list[float], list[int]]]:
     prefix = f"/{settings.EIGENFLUX_COMPAT_PREFIX}/api/v1" if settings.EIGENFLUX_COMPAT_PREFIX else None
     results: dict[str, tuple[list[float], list[int]]] = {}
     marks = [time.thread_time(), backend_ticks()]
@@ -116,6 +119,7 @@ def measure(readers: list[Agent], rounds: int, cpu: CpuMeter) -> dict[str, tuple
     def note(name: str, sample: tuple[float, int, dict]) -> dict:
         ticks = backend_ticks()
         cpu.add(name, time.thread_time() - marks[0], ticks - marks[1])
+        buffers.add(name)
         results.setdefault(name, ([], []))
         results[name][0].append(sample[0])
         results[name][1].append(sample[1])
@@ -126,6 +130,7 @@ def measure(readers: list[Agent], rounds: int, cpu: CpuMeter) -> dict[str, tuple
     # One client, as a server process has one handler: a test Client loads the middleware chain (WhiteNoise
     # scans the static files) on its first request, a cost no served request pays.
     client = Client()
+    buffers.mark()
     for _ in range(rounds):
         for reader in readers:
             auth = {"HTTP_AUTHORIZATION": f"Bearer {reader.bench_token}"}  # type: ignore[attr-defined]
@@ -206,13 +211,14 @@ def main() -> None:
             _ranker_model()
             ranked = sum(bool(rank_entries(reader=r, page_size=PAGE, depth=PAGE)[0].ranker) for r in readers[:20])
             print(f"learned ranker active: it ranks {ranked} of {len(readers[:20])} readers (the others: no history)")
-        measure(readers[:5], 1, CpuMeter())  # warm: caches, the lexicon, connections
-        cpu = CpuMeter()
+        measure(readers[:5], 1, CpuMeter(), BufferMeter())  # warm: caches, the lexicon, connections
+        cpu, buffers = CpuMeter(), BufferMeter()
         with open(args.lock, "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             load_before = os.getloadavg()
-            results = measure(readers, args.rounds, cpu)
+            results = measure(readers, args.rounds, cpu, buffers)
             load_after = os.getloadavg()
+            memory = (peak_rss_mb(), rss_mb(backend_pid()), shared_buffers())
     finally:
         if args.ranker:
             RankerModel.objects.filter(document__provenance__bench="feed_latency --ranker").delete()
@@ -221,10 +227,18 @@ def main() -> None:
         if args.drop:
             connection.creation.destroy_test_db(old_name, verbosity=0)
         redis.flushdb()
-    report(results, cpu, args, load_before, load_after)
+    report(results, cpu, buffers, memory, args, load_before, load_after)
 
 
-def report(results: dict, cpu: CpuMeter, args: argparse.Namespace, before: tuple, after: tuple) -> None:
+def report(
+    results: dict,
+    cpu: CpuMeter,
+    buffers: BufferMeter,
+    memory: tuple[float, float, str],
+    args: argparse.Namespace,
+    before: tuple,
+    after: tuple,
+) -> None:
     print(
         f"\n{args.items:,} items, {args.agents:,} agents with profiles; {len(results['for_me, first page'][0])} "
         f"requests per row; page {PAGE}; FEED_RANK_DEPTH {settings.FEED_RANK_DEPTH}; {os.cpu_count()} CPUs; "
@@ -232,15 +246,21 @@ def report(results: dict, cpu: CpuMeter, args: argparse.Namespace, before: tuple
     )
     print(f"load average (1/5/15 min) before {before[0]:.2f} {before[1]:.2f} {before[2]:.2f}, "
           f"after {after[0]:.2f} {after[1]:.2f} {after[2]:.2f}")  # fmt: skip
-    print(f"\n| {'request':<28} | p50 ms | p99 ms | max ms | queries | CPU ms: Python + PostgreSQL |")
-    print(f"|{'-' * 30}|--------|--------|--------|---------|-----------------------------|")
+    heading = "p50 ms | p99 ms | max ms | queries | CPU ms: Python + PostgreSQL | buffers hit / read"
+    print(f"\n| {'request':<28} | {heading} |")
+    print(f"|{'-' * 30}|--------|--------|--------|---------|-----------------------------|--------------------|")
     for name, (values, queries) in results.items():
         python, postgres = cpu.python[name] / len(values), cpu.postgres[name] / len(values)
+        hit, read = buffers.per_request(name)
         print(
             f"| {name:<28} | {statistics.median(values):6.1f} | {pct(values, 0.99):6.1f} | {max(values):6.1f} "
-            f"| {statistics.median(queries):7.0f} | {python:6.1f} + {postgres:5.1f} = {python + postgres:6.1f} |"
+            f"| {statistics.median(queries):7.0f} | {python:6.1f} + {postgres:5.1f} = {python + postgres:6.1f} "
+            f"| {hit:8.0f} / {read:7.0f} |"
         )
     print("CPU ms: mean per request, the bench process's thread and its PostgreSQL backend (clock ticks)")
+    print("buffers: mean shared buffers (8 KB) a request found in the pool / read into it (pg_stat_database)")
+    print(f"memory: this process (a web process's work) peak RSS {memory[0]:.0f} MB; its PostgreSQL backend's RSS "
+          f"{memory[1]:.0f} MB (shared buffers it touched included); shared_buffers {memory[2]}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ from django.db import connection, transaction  # noqa: E402
 from django.test import Client  # noqa: E402
 
 import eigenflux.wsgi  # noqa: E402, F401  set up as a web process is (gunicorn loads this module)
+from bench.pg_usage import BufferMeter, backend_pid, peak_rss_mb, rss_mb, shared_buffers  # noqa: E402
 from bench.seed import require_space, use_seeded  # noqa: E402
 from eigenflux.base.embedding_space import configured_embedding_model  # noqa: E402
 from items.models import ProcessedItem  # noqa: E402
@@ -208,14 +209,21 @@ TICK_MS = 1000 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 10.0
 
 
 def measure(
-    client: Client, queries: list[str], rounds: int, slowest: list[tuple[float, str, str, str, int]] | None = None
+    client: Client,
+    queries: list[str],
+    rounds: int,
+    slowest: list[tuple[float, str, str, str, int]] | None = None,
+    buffers: BufferMeter | None = None,
 ) -> tuple[dict[tuple[str, str], list[float]], dict[tuple[str, str], dict[str, float]]]:
-    """Per mode and filter: each request's milliseconds, and the CPU milliseconds (cpu_ticks) spent meanwhile."""
+    """Per mode and filter: each request's milliseconds, and the CPU milliseconds (cpu_ticks) spent meanwhile
+    (and with `buffers`, the shared buffers the cell's requests hit and read, sampled outside the CPU's window)."""
     timings: dict[tuple[str, str], list[float]] = {}
     cpu: dict[tuple[str, str], dict[str, float]] = {}
     for _ in range(rounds):
         for mode in MODES:
             for label, params in FILTERS.items():
+                if buffers is not None:
+                    buffers.mark()
                 before = cpu_ticks()
                 for q in queries:
                     stolen = _steal()
@@ -228,6 +236,8 @@ def measure(
                     if slowest is not None:
                         slowest.append((elapsed, mode, label, q, _steal() - stolen))
                 after = cpu_ticks()
+                if buffers is not None:
+                    buffers.add(f"{mode} {label}", len(queries))
                 spent = cpu.setdefault((mode, label), dict.fromkeys(before, 0.0))
                 for key in before:
                     spent[key] += (after[key] - before[key]) * TICK_MS
@@ -305,6 +315,7 @@ def main() -> None:
     vectors = np.asarray(embed([doc["content"] for doc in docs]).value, dtype=np.float32)
     rows = []
     recalls = {}
+    memory: dict[int, tuple[float, float, str]] = {}
     seeded = ProcessedItem.objects.count()
     slowest: list[tuple[float, str, str, str, int]] = []
     try:
@@ -320,10 +331,13 @@ def main() -> None:
                 raise SystemExit(f"the kept scratch database already has {seeded:,} items; ask for sizes >= that")
             # Warm the caches, the query embedder and the Chinese segmenter (each loads once per process).
             measure(client, [*queries[:10], "今天天气很好"], 1)
-            timings, cpu = measure(client, queries, args.rounds, slowest if size == sizes[-1] else None)
+            buffers = BufferMeter()
+            timings, cpu = measure(client, queries, args.rounds, slowest if size == sizes[-1] else None, buffers)
+            memory[size] = (peak_rss_mb(), rss_mb(backend_pid()), shared_buffers())
             recalls[size] = filtered_recall(queries[:40])
             for (mode, label), values in timings.items():
                 spent = [cpu[mode, label][key] / len(values) for key in ("bench", "postgres", "others", "steal")]
+                spent += buffers.per_request(f"{mode} {label}")
                 rows.append((size, mode, label, len(values), statistics.median(values), pct(values, 0.99), *spent))
                 print(f"  {size:,} {mode} {label}: p50 {rows[-1][4]:.1f} ms, p99 {rows[-1][5]:.1f} ms", flush=True)
     finally:
@@ -332,20 +346,29 @@ def main() -> None:
             connection.settings_dict["NAME"] = old_name
         else:
             connection.creation.destroy_test_db(old_name, verbosity=0)
-    report(rows, recalls, slowest, queries=len(queries), rounds=args.rounds, top=args.slowest, largest=sizes[-1])
+    shown = {"queries": len(queries), "rounds": args.rounds, "top": args.slowest, "largest": sizes[-1]}
+    report(rows, recalls, memory, slowest, **shown)
 
 
-def report(rows: list, recalls: dict, slowest: list, *, queries: int, rounds: int, top: int, largest: int) -> None:
+def report(
+    rows: list, recalls: dict, memory: dict, slowest: list, *, queries: int, rounds: int, top: int, largest: int
+) -> None:
     print(f"\nSearch latency through the API (in-process client), {queries} queries x {rounds} rounds")
-    print("and the CPU spent meanwhile, ms per request: this process, PostgreSQL, other processes, hypervisor steal")
+    print("and the CPU spent meanwhile, ms per request: this process, PostgreSQL, other processes, hypervisor steal;")
+    print("then PostgreSQL's shared buffers (8 KB) per request: found in its pool (hit) and read into it (read)")
     print(
         f"{'items':>8}  {'mode':<9}{'filter':<16}{'requests':>9}{'p50 ms':>9}{'p99 ms':>9}"
-        f"{'bench':>8}{'pg':>7}{'others':>8}{'steal':>7}"
+        f"{'bench':>8}{'pg':>7}{'others':>8}{'steal':>7}{'hit':>8}{'read':>7}"
     )
-    print("-" * 90)
+    print("-" * 105)
     for size, mode, label, n, p50, p99, *spent in rows:
-        used = "".join(f"{value:>{width}.1f}" for value, width in zip(spent, (8, 7, 8, 7), strict=True))
-        print(f"{size:>8,}  {mode:<9}{label:<16}{n:>9}{p50:>9.1f}{p99:>9.1f}{used}")
+        used = "".join(f"{value:>{width}.1f}" for value, width in zip(spent[:4], (8, 7, 8, 7), strict=True))
+        print(f"{size:>8,}  {mode:<9}{label:<16}{n:>9}{p50:>9.1f}{p99:>9.1f}{used}{spent[4]:>8.0f}{spent[5]:>7.0f}")
+    for size, (peak, backend, pool) in memory.items():
+        print(
+            f"memory at {size:,} items: this process (a web process's work) peak RSS {peak:.0f} MB, "
+            f"its PostgreSQL backend {backend:.0f} MB (touched shared buffers included), shared_buffers {pool}"
+        )
     worst = max(rows, key=lambda row: row[5])
     print(f"target: p99 <= 100 ms for every mode at the largest size; worst {worst[5]:.1f} ms ({worst[1]}, {worst[2]})")
     for size, values in recalls.items():

@@ -12,6 +12,7 @@ from django.contrib.postgres.search import SearchVector
 from django.db import connection, transaction
 from django.db.models import Value
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from items.models import ProcessedItem
 from items.search import KEYWORD_CANDIDATE_PATHS, keyword_candidates
@@ -145,25 +146,46 @@ def keyword_paths() -> dict[str, float]:
 
 def test_a_common_query_finds_its_newest_matches_among_the_newest_items(local, settings):
     """When the newest SEARCH_KEYWORD_WINDOW items hold SEARCH_KEYWORD_CANDIDATES matches, those are the newest
-    matches (a bounded read); when they hold fewer, the text index finds them over the whole network. Either way
-    the answer is the same."""
+    matches (a bounded read); when they hold some but too few, the walk goes on a few windows further; when they
+    hold none, the text index finds them over the whole network. Every way the answer is the same."""
     author, client = local
     oldest = item(author, "Sourdough bakery course, sourdough starter, sourdough bread.", keywords=["sourdough"])
     newer = [item(author, f"Weekend market stall number {n} also sells sourdough loaves.") for n in range(3)]
     for n in range(4):
         item(author, f"Weekend market stall number {n} sells cheese.")
     settings.SEARCH_KEYWORD_CANDIDATES = 3
-    settings.SEARCH_KEYWORD_WINDOW = 7  # the three newer sourdough items and the four cheese ones
-    before = keyword_paths()
-    assert set(ids(search(client, "sourdough", "keyword"))) == {entry.pk for entry in newer}
-    assert keyword_paths().get("window", 0) == before.get("window", 0) + 1
-    settings.SEARCH_KEYWORD_WINDOW = 6  # two of them: not enough, so the text index answers, the same way
-    before = keyword_paths()
-    assert set(ids(search(client, "sourdough", "keyword"))) == {entry.pk for entry in newer}
-    assert keyword_paths().get("text_index", 0) == before.get("text_index", 0) + 1
+
+    def answered(window: int, path: str) -> None:
+        settings.SEARCH_KEYWORD_WINDOW = window
+        before = keyword_paths()
+        assert set(ids(search(client, "sourdough", "keyword"))) == {entry.pk for entry in newer}
+        assert keyword_paths().get(path, 0) == before.get(path, 0) + 1
+
+    answered(7, "window")  # the three newer sourdough items and the four cheese ones
+    answered(6, "stretched")  # two of the three: the third lies one item further
+    answered(4, "text_index")  # only cheese: no walk, the text index finds them
     settings.SEARCH_KEYWORD_CANDIDATES = 4  # the window never holds four: the oldest, best match is found
     settings.SEARCH_KEYWORD_WINDOW = 20000
     assert ids(search(client, "sourdough", "keyword"))[0] == oldest.pk
+
+
+def test_a_window_with_too_few_matches_is_not_walked_on(local, settings):
+    """A window with very few matches for many wanted is not walked on (the walk would read
+    KEYWORD_WINDOW_STRETCH windows for nothing): the text index answers at once, and finds the older ones."""
+    author, client = local
+    old = [item(author, f"Archive note {n}: sourdough recipe from the old bakery.") for n in range(5)]
+    for n in range(8):
+        item(author, f"Weekend market stall number {n} sells cheese.")
+    recent = item(author, "Fresh sourdough loaves at the weekend market.")
+    settings.SEARCH_KEYWORD_CANDIDATES = 6
+    settings.SEARCH_KEYWORD_WINDOW = 2  # one match in two items: the other five projected 12 items back, past 5 windows
+    before = keyword_paths()
+    with CaptureQueriesContext(connection) as queries:
+        assert set(ids(search(client, "sourdough", "keyword"))) == {recent.pk, *(entry.pk for entry in old)}
+    assert keyword_paths().get("text_index", 0) == before.get("text_index", 0) + 1
+    walk = 'COALESCE("items_processeditem"."search_vector"'
+    walks = [query for query in queries.captured_queries if walk in query["sql"]]
+    assert len(walks) == 1  # the window's, and no stretched walk
 
 
 def test_the_newest_matches_are_found_through_the_text_index_not_by_walking_the_primary_key(local):
