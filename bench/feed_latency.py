@@ -19,6 +19,9 @@ With `--ranker` a model of the current contract is stored and activated for the 
 re-ranked by it (docs/feed-ranker.md#serving). Its weights are the formula's (what it costs does not depend on them).
 
 The measuring part takes /tmp/eigenflux-bench.lock itself (flock), and prints the load average around it.
+Before it, the network's files are read into the page cache (bench/pg_usage.py: a server that has been serving
+holds them; after a restart the first pages read the graphs from the disk), and each row reports PostgreSQL's
+shared buffers per request and the memory the processes hold.
 """
 
 from __future__ import annotations
@@ -47,14 +50,24 @@ from django.test.utils import CaptureQueriesContext  # noqa: E402
 
 import eigenflux.wsgi  # noqa: E402, F401  set up as a web process is
 from bench.feed_network import seed  # noqa: E402
-from bench.pg_usage import BufferMeter, backend_pid, peak_rss_mb, rss_mb, shared_buffers  # noqa: E402
+from bench.pg_usage import (  # noqa: E402
+    BufferMeter,
+    backend_pid,
+    page_cache_warm,
+    peak_rss_mb,
+    rss_mb,
+    shared_buffers,
+)
 from bench.seed import require_space, use_seeded  # noqa: E402
 from eigenflux.base.redis import get_redis  # noqa: E402
 from items.feed_ranking import rank_entries  # noqa: E402
 from items.feed_ranking.signals import weights as formula_weights  # noqa: E402
 from items.models import (  # noqa: E402
     Agent,
+    FeedEvent,
     FeedName,
+    ItemFeedback,
+    ItemStats,
     ProcessedItem,
     RankerModel,
     ReaderProfile,
@@ -211,7 +224,11 @@ def main() -> None:
             _ranker_model()
             ranked = sum(bool(rank_entries(reader=r, page_size=PAGE, depth=PAGE)[0].ranker) for r in readers[:20])
             print(f"learned ranker active: it ranks {ranked} of {len(readers[:20])} readers (the others: no history)")
-        measure(readers[:5], 1, CpuMeter(), BufferMeter())  # warm: caches, the lexicon, connections
+        # What a server that has been serving holds: the network's files in the page cache (a cold start reads
+        # the graphs from the disk: docs/scaling.md), then caches, the lexicon and connections by a few readers.
+        tables = [model._meta.db_table for model in (ProcessedItem, ReaderProfile, ItemStats, ItemFeedback, FeedEvent)]
+        print(f"page cache: {page_cache_warm(tables):.1f} GB of the network's tables and indexes read first")
+        measure(readers[:5], 1, CpuMeter(), BufferMeter())
         cpu, buffers = CpuMeter(), BufferMeter()
         with open(args.lock, "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)

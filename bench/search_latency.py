@@ -2,7 +2,8 @@
 pipeline, except the newest 2000: written ten per transaction after the indexes are built, so the indexes
 hold what a live network's do, such as a GIN index's pending entries), then times every search mode through
 the API (in-process client: auth, query embedding, SQL, JSON) with no filter, a broadcast_type filter and a
-domain filter, and prints p50/p99 and where the machine's CPU went meanwhile. Also the recall of filtered
+domain filter, and prints p50/p99, where the machine's CPU went meanwhile and PostgreSQL's shared buffers per
+request (the items' files read into the page cache first: bench/pg_usage.py). Also the recall of filtered
 semantic search against an exact (index-free) search with the same filter.
 
 Items are variations of the labelled corpus (bench/data): its texts with extra words from a small vocabulary
@@ -39,10 +40,17 @@ from django.db import connection, transaction  # noqa: E402
 from django.test import Client  # noqa: E402
 
 import eigenflux.wsgi  # noqa: E402, F401  set up as a web process is (gunicorn loads this module)
-from bench.pg_usage import BufferMeter, backend_pid, peak_rss_mb, rss_mb, shared_buffers  # noqa: E402
+from bench.pg_usage import (  # noqa: E402
+    BufferMeter,
+    backend_pid,
+    page_cache_warm,
+    peak_rss_mb,
+    rss_mb,
+    shared_buffers,
+)
 from bench.seed import require_space, use_seeded  # noqa: E402
 from eigenflux.base.embedding_space import configured_embedding_model  # noqa: E402
-from items.models import ProcessedItem  # noqa: E402
+from items.models import ProcessedItem, RawItem  # noqa: E402
 from items.search import semantic_candidates  # noqa: E402
 from items.services.agents import agent_create, agent_token_create  # noqa: E402
 from items.textsearch import index_text, search_vector_sql  # noqa: E402
@@ -329,7 +337,10 @@ def main() -> None:
                 print(f"seeded {size:,} items in {seconds:.0f} s (the newest {live:,} ten per transaction)", flush=True)
             elif size < seeded:
                 raise SystemExit(f"the kept scratch database already has {seeded:,} items; ask for sizes >= that")
-            # Warm the caches, the query embedder and the Chinese segmenter (each loads once per process).
+            # The network's files in the page cache (a server that has been serving holds them), then the caches,
+            # the query embedder and the Chinese segmenter (each loads once per process).
+            tables = [ProcessedItem._meta.db_table, RawItem._meta.db_table]
+            print(f"page cache: {page_cache_warm(tables):.1f} GB of the items' tables and indexes read first")
             measure(client, [*queries[:10], "今天天气很好"], 1)
             buffers = BufferMeter()
             timings, cpu = measure(client, queries, args.rounds, slowest if size == sizes[-1] else None, buffers)

@@ -305,6 +305,8 @@ def keyword_candidates(
 # How far past SEARCH_KEYWORD_WINDOW a walk goes on when the window held some matches but too few: up to this many
 # windows, and only when the matches found so far say the rest lie within them.
 KEYWORD_WINDOW_STRETCH = 2
+# The search vector as no index has it: a query tests each row it reads, never asking the text index.
+_UNINDEXED = Coalesce("search_vector", Value("", output_field=SearchVectorField()))
 
 
 def _newest_in_window(match, broadcast_type: str | None, domain: str | None) -> tuple[list[int], str] | None:
@@ -326,10 +328,9 @@ def _newest_in_window(match, broadcast_type: str | None, domain: str | None) -> 
     newest_id = ProcessedItem.objects.order_by("-pk").values_list("pk", flat=True).first()
     if newest_id is None:
         return [], "window"
-    unindexed = Coalesce("search_vector", Value("", output_field=SearchVectorField()))  # no index is on this
     walked = (
         visible_items(broadcast_type, domain)
-        .alias(row_vector=unindexed)
+        .alias(row_vector=_UNINDEXED)
         .filter(row_vector=match)
         .order_by("-pk")
         .values_list("pk", flat=True)
