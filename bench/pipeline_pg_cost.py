@@ -10,6 +10,10 @@ checkpoint write of a small column (the plain cost of an update of the row). Fir
 run's updates of an item's row were HOT (pg_stat_user_tables).
 
     flock /tmp/eigenflux-bench.lock .venv/bin/python bench/pipeline_pg_cost.py [--items 300]
+    flock /tmp/eigenflux-bench.lock .venv/bin/python bench/pipeline_pg_cost.py --seeded 1M  # bench/seed.py's network
+
+With `--seeded` the same statements run on bench/seed.py's kept network of that scale (its newest items), so the
+pipeline's PostgreSQL cost per item can be read at 10k, 100k and 1M items (docs/scaling.md).
 """
 
 from __future__ import annotations
@@ -77,6 +81,7 @@ def costly_statements(rng, main_graph: bool) -> dict[str, tuple[str, Callable[[t
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--items", type=int, default=300)
+    parser.add_argument("--seeded", choices=("10k", "100k", "1M"), help="bench/seed.py's network instead")
     args = parser.parse_args()
     import psycopg
     from pgvector.psycopg import register_vector
@@ -85,7 +90,13 @@ def main() -> int:
 
     data_dir = Path(os.environ.get("EIGENFLUX_DATA_DIR") or ROOT / ".data")
     base = os.environ.get("DATABASE_URL") or embedded.postgres_url(data_dir)
-    conn = psycopg.connect(base.rsplit("/", 1)[0] + f"/{DB}", autocommit=True)
+    if args.seeded:
+        from bench.seed import database_name
+
+        database = database_name(args.seeded)
+    else:
+        database = DB
+    conn = psycopg.connect(base.rsplit("/", 1)[0] + f"/{database}", autocommit=True)
     register_vector(conn)
     pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
     rows = conn.execute(
@@ -94,7 +105,7 @@ def main() -> int:
         [args.items],
     ).fetchall()
     if not rows:
-        raise SystemExit(f"no completed items in {DB}: run bench/pipeline_throughput.py first")
+        raise SystemExit(f"no completed items in {database}: run bench/pipeline_throughput.py (or bench/seed.py) first")
     main_graph = conn.execute(
         "SELECT count(*) FROM pg_indexes WHERE indexname = 'processed_embedding_hnsw'"
     ).fetchone()[0]
@@ -102,11 +113,13 @@ def main() -> int:
     updates, hot, inserts = conn.execute(
         "SELECT n_tup_upd, n_tup_hot_upd, n_tup_ins FROM pg_stat_user_tables WHERE relname = 'items_processeditem'"
     ).fetchone()
-    print(
-        f"In the run: {updates / inserts:.1f} updates of an item's row per item, {hot / inserts:.1f} of them HOT "
-        "(no index touched); the others insert the new row version into every index, the HNSW graphs included"
-    )
-    print(f"PostgreSQL CPU per statement, {len(rows)} items, load {os.getloadavg()[0]:.1f}")
+    if not args.seeded:  # a seeded network was written by COPY: no updates to count
+        print(
+            f"In the run: {updates / inserts:.1f} updates of an item's row per item, {hot / inserts:.1f} of them HOT "
+            "(no index touched); the others insert the new row version into every index, the HNSW graphs included"
+        )
+    total = conn.execute("SELECT count(*) FROM items_processeditem").fetchone()[0]
+    print(f"PostgreSQL CPU per statement, {len(rows)} items of {total:,}, load {os.getloadavg()[0]:.1f}")
     print("| statement | CPU ms per run |")
     print("|---|---|")
     for label, (sql, params) in statements.items():
