@@ -59,6 +59,7 @@ SUPPORT = (
     "filtered_recall",  # hnsw_recall --filtered: filtered semantic search against exact search
     "floor_replay",  # pipeline_floor's replay process
     "fresh_set",  # the fresh sets' loader and tables
+    "pg_usage",  # shared buffers per request, memory, the page cache warmed (search_latency, feed_latency)
     "pipeline_local",  # the broadcasts pipeline_throughput --local publishes
     "pipeline_report",  # pipeline_throughput's tables
     "pipeline_timeline",  # where pipeline_throughput's slot time goes
