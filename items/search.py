@@ -307,6 +307,10 @@ def keyword_candidates(
 KEYWORD_WINDOW_STRETCH = 2
 # The search vector as no index has it: a query tests each row it reads, never asking the text index.
 _UNINDEXED = Coalesce("search_vector", Value("", output_field=SearchVectorField()))
+# Past this many windows of items the window is walked row by row; below it the planner chooses. Measured on the
+# keyword candidates of the bench's queries (mean ms per query, runs in turn): at 5 windows (100k items) the
+# planner's choice 16-25, walked 21-32; at 50 windows (1M items) the planner's 62-68, walked 40-54.
+KEYWORD_WALK_FROM_WINDOWS = 10
 
 
 def _newest_in_window(match, broadcast_type: str | None, domain: str | None) -> tuple[list[int], str] | None:
@@ -316,10 +320,12 @@ def _newest_in_window(match, broadcast_type: str | None, domain: str | None) -> 
     project that the rest lie within them ("stretched"). The answer is the one the text index path gives: no match
     outside the range walked is newer than one inside it.
 
-    The range is walked newest first, each row tested against the query, never through the text index: its cost is
-    the rows walked (about a microsecond each), whatever the query. Left to the planner, a query with long posting
-    lists (common words, Chinese or Japanese terms as phrases of character pairs) had the text index find all its
-    matches in the whole network and intersected them with the range: 150-260 ms at 1M items."""
+    On a network of more than KEYWORD_WALK_FROM_WINDOWS windows the range is walked newest first, each row tested
+    against the query, never through the text index: its cost is the rows walked (about a microsecond each),
+    whatever the query. Left to the planner there, a query with long posting lists (common words, Chinese or
+    Japanese terms as phrases of character pairs) had the text index find all its matches in the whole network and
+    intersected them with the range: 150-260 ms at 1M items. On a smaller network the text index is short and the
+    planner's choice (the index for a rare query, the walk for a common one) is the cheaper."""
     wanted, window = int(settings.SEARCH_KEYWORD_CANDIDATES), int(settings.SEARCH_KEYWORD_WINDOW)
     if window == 0:
         return None
@@ -328,9 +334,10 @@ def _newest_in_window(match, broadcast_type: str | None, domain: str | None) -> 
     newest_id = ProcessedItem.objects.order_by("-pk").values_list("pk", flat=True).first()
     if newest_id is None:
         return [], "window"
+    vector = _UNINDEXED if newest_id > window * KEYWORD_WALK_FROM_WINDOWS else F("search_vector")
     walked = (
         visible_items(broadcast_type, domain)
-        .alias(row_vector=_UNINDEXED)
+        .alias(row_vector=vector)
         .filter(row_vector=match)
         .order_by("-pk")
         .values_list("pk", flat=True)

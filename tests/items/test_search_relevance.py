@@ -14,6 +14,7 @@ from django.db.models import Value
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
+from items import search as search_module
 from items.models import ProcessedItem
 from items.search import KEYWORD_CANDIDATE_PATHS, keyword_candidates
 from items.semantic_search import SemanticFilters, _nearest
@@ -169,7 +170,7 @@ def test_a_common_query_finds_its_newest_matches_among_the_newest_items(local, s
     assert ids(search(client, "sourdough", "keyword"))[0] == oldest.pk
 
 
-def test_a_window_with_too_few_matches_is_not_walked_on(local, settings):
+def test_a_window_with_too_few_matches_is_not_walked_on(local, settings, monkeypatch):
     """A window with very few matches for many wanted is not walked on (the walk would read
     KEYWORD_WINDOW_STRETCH windows for nothing): the text index answers at once, and finds the older ones."""
     author, client = local
@@ -178,7 +179,8 @@ def test_a_window_with_too_few_matches_is_not_walked_on(local, settings):
         item(author, f"Weekend market stall number {n} sells cheese.")
     recent = item(author, "Fresh sourdough loaves at the weekend market.")
     settings.SEARCH_KEYWORD_CANDIDATES = 6
-    settings.SEARCH_KEYWORD_WINDOW = 2  # one match in two items: the other five projected 12 items back, past 5 windows
+    settings.SEARCH_KEYWORD_WINDOW = 2  # one match in two items: the other five projected 12 items back, past 2 windows
+    monkeypatch.setattr(search_module, "KEYWORD_WALK_FROM_WINDOWS", 0)  # walked row by row, whatever the size
     before = keyword_paths()
     with CaptureQueriesContext(connection) as queries:
         assert set(ids(search(client, "sourdough", "keyword"))) == {recent.pk, *(entry.pk for entry in old)}
@@ -186,6 +188,23 @@ def test_a_window_with_too_few_matches_is_not_walked_on(local, settings):
     walk = 'COALESCE("items_processeditem"."search_vector"'
     walks = [query for query in queries.captured_queries if walk in query["sql"]]
     assert len(walks) == 1  # the window's, and no stretched walk
+
+
+def test_the_window_is_walked_row_by_row_only_on_a_network_of_many_windows(local, settings, monkeypatch):
+    """Past KEYWORD_WALK_FROM_WINDOWS windows of items the window's rows are each tested against the query (the
+    search vector as no index has it), so the text index's posting lists are never read for a common query; on a
+    smaller network the planner chooses. The answer is the same."""
+    author, client = local
+    made = [item(author, f"Weekend market stall number {n} sells sourdough loaves.") for n in range(4)]
+    settings.SEARCH_KEYWORD_CANDIDATES = 3
+    settings.SEARCH_KEYWORD_WINDOW = 5
+    newest = sorted(entry.pk for entry in made)[-3:]
+    walk = 'COALESCE("items_processeditem"."search_vector"'
+    for threshold, walked in ((made[-1].pk // 5 + 1, False), (made[-1].pk // 5 - 1, True)):
+        monkeypatch.setattr(search_module, "KEYWORD_WALK_FROM_WINDOWS", threshold)
+        with CaptureQueriesContext(connection) as queries:
+            assert sorted(ids(search(client, "sourdough", "keyword"))) == newest
+        assert any(walk in query["sql"] for query in queries.captured_queries) is walked
 
 
 def test_the_newest_matches_are_found_through_the_text_index_not_by_walking_the_primary_key(local):
