@@ -100,7 +100,7 @@ def test_the_embedded_pgvector_has_iterative_scans(monkeypatch):
 
 def test_a_larger_filtered_set_is_an_iterative_walk_with_the_exact_answer(network, monkeypatch):
     """Above EXACT_SCAN_ROWS the filtered search walks the graph iteratively (pgvector 0.8): one walk, no widening,
-    no exact search, and the same nearest neighbours as an exact search."""
+    no exact search, and (a walk) at least four of the five nearest neighbours an exact search finds."""
     items, query = network
     monkeypatch.setattr(semantic_search, "EXACT_SCAN_ROWS", 0)
     german = SemanticFilters(lang="de")
@@ -111,7 +111,7 @@ def test_a_larger_filtered_set_is_an_iterative_walk_with_the_exact_answer(networ
     found = semantic_candidates(
         embedding=query, min_similarity=-1.0, broadcast_type=None, domain=None, depth=5, lang="de"
     )
-    assert [pk for pk, _ in found] == exact_nearest(kept, query, 5)
+    assert len(found) == 5 and len({pk for pk, _ in found} & set(exact_nearest(kept, query, 5))) >= 4  # a walk
     assert taken(before) == {"iterative_walk"}
 
 
@@ -166,7 +166,7 @@ def test_an_iterative_walk_goes_past_the_rows_the_filter_drops(starved, monkeypa
     found = semantic_candidates(
         embedding=query, min_similarity=-1.0, broadcast_type=None, domain=None, depth=20, lang="de"
     )
-    assert [pk for pk, _ in found] == exact_nearest(german, query, 20)
+    assert len(found) == 20 and len({pk for pk, _ in found} & set(exact_nearest(german, query, 20))) >= 18  # a walk
     assert taken(before) == {"iterative_walk"}
 
 
@@ -182,7 +182,10 @@ def test_a_walk_the_filter_starves_walks_again_wider(starved, monkeypatch, pgvec
     found = semantic_candidates(
         embedding=query, min_similarity=-1.0, broadcast_type=None, domain=None, depth=20, lang="de"
     )
-    assert [pk for pk, _ in found] == exact_nearest(german, query, 20)
+    # A full answer, nearly the exact one: an HNSW walk, even one as wide as the graph, may miss a node its
+    # randomly built graph leaves hard to reach (CI once saw one of the 20 missed), so not the exact list.
+    assert len(found) == 20
+    assert len({pk for pk, _ in found} & set(exact_nearest(german, query, 20))) >= 18
     assert {"walk", "widest_walk"} <= taken(before)
     # Were the widest walk 60 candidates, it would come back short too: then the filtered set is searched exactly.
     monkeypatch.setattr(semantic_search, "HNSW_MAX_EF_SEARCH", 60)
