@@ -50,14 +50,7 @@ from django.test.utils import CaptureQueriesContext  # noqa: E402
 
 import eigenflux.wsgi  # noqa: E402, F401  set up as a web process is
 from bench.feed_network import seed  # noqa: E402
-from bench.pg_usage import (  # noqa: E402
-    BufferMeter,
-    backend_pid,
-    page_cache_warm,
-    peak_rss_mb,
-    rss_mb,
-    shared_buffers,
-)
+from bench.pg_usage import BufferMeter, backend_pid, memory_report, page_cache_warm  # noqa: E402
 from bench.seed import require_space, use_seeded  # noqa: E402
 from eigenflux.base.redis import get_redis  # noqa: E402
 from items.feed_ranking import rank_entries  # noqa: E402
@@ -91,10 +84,7 @@ def pct(values: list[float], q: float) -> float:
 
 def backend_ticks() -> int:
     """CPU clock ticks (user + system) the PostgreSQL backend serving this connection has used (Linux /proc)."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_backend_pid()")
-        pid = cursor.fetchone()[0]
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    fields = Path(f"/proc/{backend_pid()}/stat").read_text().rsplit(")", 1)[1].split()
     return int(fields[11]) + int(fields[12])
 
 
@@ -235,7 +225,7 @@ def main() -> None:
             load_before = os.getloadavg()
             results = measure(readers, args.rounds, cpu, buffers)
             load_after = os.getloadavg()
-            memory = (peak_rss_mb(), rss_mb(backend_pid()), shared_buffers())
+            memory = memory_report()
     finally:
         if args.ranker:
             RankerModel.objects.filter(document__provenance__bench="feed_latency --ranker").delete()
@@ -251,7 +241,7 @@ def report(
     results: dict,
     cpu: CpuMeter,
     buffers: BufferMeter,
-    memory: tuple[float, float, str],
+    memory: str,
     args: argparse.Namespace,
     before: tuple,
     after: tuple,
@@ -276,8 +266,7 @@ def report(
         )
     print("CPU ms: mean per request, the bench process's thread and its PostgreSQL backend (clock ticks)")
     print("buffers: mean shared buffers (8 KB) a request found in the pool / read into it (pg_stat_database)")
-    print(f"memory: this process (a web process's work) peak RSS {memory[0]:.0f} MB; its PostgreSQL backend's RSS "
-          f"{memory[1]:.0f} MB (shared buffers it touched included); shared_buffers {memory[2]}")  # fmt: skip
+    print(f"memory: {memory}")
 
 
 if __name__ == "__main__":

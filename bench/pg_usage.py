@@ -4,8 +4,9 @@
   by the connected database, from `pg_stat_database`, sampled after forcing this backend's pending statistics
   out (`pg_stat_force_next_flush`, PostgreSQL 15+), less what sampling itself costs. Every other client of the
   same database counts too: run a bench on its own scratch database.
-- `rss_mb(pid)`: a process's resident memory (VmRSS; a PostgreSQL backend's includes the shared buffers it
-  touched), and `peak_rss_mb()`, this process's high-water mark (a web process serving the same requests).
+- `memory_report()`: this process's peak resident memory (a web process serving the same requests), its
+  PostgreSQL backend's (VmRSS, the shared buffers it touched included) and `shared_buffers`.
+- `page_cache_warm(tables)`: the tables' files read into the page cache first.
 """
 
 from __future__ import annotations
@@ -67,21 +68,23 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
-def peak_rss_mb() -> float:
-    """This process's peak resident memory in MB (Linux reports ru_maxrss in KB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
 def backend_pid() -> int:
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_backend_pid()")
         return int(cursor.fetchone()[0])
 
 
-def shared_buffers() -> str:
+def memory_report() -> str:
+    """This process's peak resident memory (Linux reports ru_maxrss in KB; a web process serving the same
+    requests), its PostgreSQL backend's (the shared buffers it touched included) and the server's shared_buffers."""
     with connection.cursor() as cursor:
         cursor.execute("SHOW shared_buffers")
-        return str(cursor.fetchone()[0])
+        pool = cursor.fetchone()[0]
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return (
+        f"this process (a web process's work) peak RSS {peak:.0f} MB, its PostgreSQL backend "
+        f"{rss_mb(backend_pid()):.0f} MB (touched shared buffers included), shared_buffers {pool}"
+    )
 
 
 def page_cache_warm(tables: list[str]) -> float:

@@ -40,14 +40,7 @@ from django.db import connection, transaction  # noqa: E402
 from django.test import Client  # noqa: E402
 
 import eigenflux.wsgi  # noqa: E402, F401  set up as a web process is (gunicorn loads this module)
-from bench.pg_usage import (  # noqa: E402
-    BufferMeter,
-    backend_pid,
-    page_cache_warm,
-    peak_rss_mb,
-    rss_mb,
-    shared_buffers,
-)
+from bench.pg_usage import BufferMeter, memory_report, page_cache_warm  # noqa: E402
 from bench.seed import require_space, use_seeded  # noqa: E402
 from eigenflux.base.embedding_space import configured_embedding_model  # noqa: E402
 from items.models import ProcessedItem, RawItem  # noqa: E402
@@ -323,7 +316,7 @@ def main() -> None:
     vectors = np.asarray(embed([doc["content"] for doc in docs]).value, dtype=np.float32)
     rows = []
     recalls = {}
-    memory: dict[int, tuple[float, float, str]] = {}
+    memory: dict[int, str] = {}
     seeded = ProcessedItem.objects.count()
     slowest: list[tuple[float, str, str, str, int]] = []
     try:
@@ -344,7 +337,7 @@ def main() -> None:
             measure(client, [*queries[:10], "今天天气很好"], 1)
             buffers = BufferMeter()
             timings, cpu = measure(client, queries, args.rounds, slowest if size == sizes[-1] else None, buffers)
-            memory[size] = (peak_rss_mb(), rss_mb(backend_pid()), shared_buffers())
+            memory[size] = memory_report()
             recalls[size] = filtered_recall(queries[:40])
             for (mode, label), values in timings.items():
                 spent = [cpu[mode, label][key] / len(values) for key in ("bench", "postgres", "others", "steal")]
@@ -375,11 +368,8 @@ def report(
     for size, mode, label, n, p50, p99, *spent in rows:
         used = "".join(f"{value:>{width}.1f}" for value, width in zip(spent[:4], (8, 7, 8, 7), strict=True))
         print(f"{size:>8,}  {mode:<9}{label:<16}{n:>9}{p50:>9.1f}{p99:>9.1f}{used}{spent[4]:>8.0f}{spent[5]:>7.0f}")
-    for size, (peak, backend, pool) in memory.items():
-        print(
-            f"memory at {size:,} items: this process (a web process's work) peak RSS {peak:.0f} MB, "
-            f"its PostgreSQL backend {backend:.0f} MB (touched shared buffers included), shared_buffers {pool}"
-        )
+    for size, described in memory.items():
+        print(f"memory at {size:,} items: {described}")
     worst = max(rows, key=lambda row: row[5])
     print(f"target: p99 <= 100 ms for every mode at the largest size; worst {worst[5]:.1f} ms ({worst[1]}, {worst[2]})")
     for size, values in recalls.items():
