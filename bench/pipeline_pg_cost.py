@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -33,28 +34,30 @@ from bench.pipeline_throughput import DB, proc_cpu  # noqa: E402
 TYPES = ("supply", "demand", "info", "alert")
 
 
-def similarity_search(main_graph: bool) -> tuple[str, Callable[[tuple], list]]:
+def similarity_search(main_graph: bool, half: int) -> tuple[str, Callable[[tuple], list]]:
     """The similarity search as items.selectors.most_similar sends it (one walk of the graph over all items), or,
     on a database without that graph, each type's graph walked and the nearest of the four kept (the
-    one-graph-per-item design measured in docs/performance.md)."""
+    one-graph-per-item design measured in docs/performance.md). `half`: the dimensions of the graphs' halfvec key
+    (items.models.graph_key), 0 on a database whose graphs are over the vectors themselves (before it)."""
+    order = f"(embedding)::halfvec({half}) <=> %b::halfvec({half})" if half else "embedding <=> %b"
     walk = (
-        "SELECT raw_id, (embedding <=> %b) AS d FROM items_processeditem WHERE {kind}status = 'completed' "
-        "AND embedding IS NOT NULL AND raw_id <> %s ORDER BY d LIMIT 1"
+        "SELECT raw_id, (embedding <=> %b) AS d FROM items_processeditem WHERE {kind}status = 'completed' "  # noqa: S608
+        f"AND embedding IS NOT NULL AND raw_id <> %s ORDER BY {order} LIMIT 1"
     )
     if main_graph:
-        return walk.format(kind=""), lambda r: [r[1], r[0]]
+        return walk.format(kind=""), lambda r: [r[1], r[0], r[1]]
     walks = " UNION ALL ".join(f"({walk.format(kind=f'broadcast_type = {kind!r} AND ')})" for kind in TYPES)
     union = f"SELECT raw_id, d FROM ({walks}) AS nearest ORDER BY d LIMIT 1"  # noqa: S608
-    return union, lambda r: [r[1], r[0]] * len(TYPES)
+    return union, lambda r: [r[1], r[0], r[1]] * len(TYPES)
 
 
-def costly_statements(rng, main_graph: bool) -> dict[str, tuple[str, Callable[[tuple], list]]]:
+def costly_statements(rng, main_graph: bool, half: int) -> dict[str, tuple[str, Callable[[tuple], list]]]:
     """The statements measured, each with its parameters for one (raw_id, embedding, summary, keywords) row."""
     from items.textsearch import search_vector_sql
 
     search = search_vector_sql()
     return {
-        "similarity search (HNSW walk)": similarity_search(main_graph),
+        "similarity search (HNSW walk)": similarity_search(main_graph, half),
         "write the embedding (HNSW insert)": (
             "UPDATE items_processeditem SET embedding = %b WHERE raw_id = %s",
             lambda r: [_unit(rng, len(r[1].to_list())), r[0]],
@@ -106,10 +109,14 @@ def main() -> int:
     ).fetchall()
     if not rows:
         raise SystemExit(f"no completed items in {database}: run bench/pipeline_throughput.py (or bench/seed.py) first")
+    graphs = [
+        row[0] for row in conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname LIKE 'processed_%%hnsw%%'")
+    ]
     main_graph = conn.execute(
         "SELECT count(*) FROM pg_indexes WHERE indexname = 'processed_embedding_hnsw'"
     ).fetchone()[0]
-    statements = costly_statements(np.random.default_rng(7), bool(main_graph))
+    half = next((int(m.group(1)) for d in graphs if (m := re.search(r"::halfvec\((\d+)\)", d))), 0)
+    statements = costly_statements(np.random.default_rng(7), bool(main_graph), half)
     updates, hot, inserts = conn.execute(
         "SELECT n_tup_upd, n_tup_hot_upd, n_tup_ins FROM pg_stat_user_tables WHERE relname = 'items_processeditem'"
     ).fetchone()

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
-from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.indexes import GinIndex, OpClass
 from django.contrib.postgres.search import SearchVectorField
 from django.db import models
-from django.db.models.functions import Lower
+from django.db.models.functions import Cast, Lower
 from django.utils import timezone
-from pgvector.django import HnswIndex, VectorField
+from pgvector.django import HalfVectorField, HnswIndex, VectorField
 
 
 class Agent(models.Model):
@@ -150,6 +150,25 @@ ITEM_HNSW_EF_CONSTRUCTION = 48
 ITEM_TYPE_HNSW_EF_CONSTRUCTION = 32
 
 
+# The item graphs hold each vector in half precision (pgvector's halfvec, 2 bytes a dimension), an expression over
+# the full-precision column: a graph is about 57 % of its size in single precision, a walk computes its distances on
+# half the bytes, and the column keeps every vector exact (docs/scaling.md, "Half-precision graphs"). A walk must
+# order by this same expression to be served by a graph; the distance it reports is the column's own.
+def graph_key(column: str = "embedding") -> Cast:
+    """The expression an item graph is built on, and a walk orders by: `column` cast to halfvec."""
+    return Cast(column, HalfVectorField(dimensions=settings.EMBEDDING_DIMENSIONS))
+
+
+def graph_key_sql(column: str) -> str:
+    """graph_key() in SQL, for the hand-written walks (`column` as the statement names it, e.g. p.embedding)."""
+    return f"({column})::halfvec({settings.EMBEDDING_DIMENSIONS})"
+
+
+def graph_query_sql(placeholder: str) -> str:
+    """A query vector's parameter cast to the graphs' type (a walk's right-hand side)."""
+    return f"{placeholder}::halfvec({settings.EMBEDDING_DIMENSIONS})"
+
+
 class BroadcastType(models.TextChoices):
     SUPPLY = "supply", "supply"
     DEMAND = "demand", "demand"
@@ -249,21 +268,19 @@ class ProcessedItem(models.Model):
             # Domain filters (feed, search): an exact semantic search over a filtered set starts from here.
             GinIndex(fields=["domains"], name="processed_domains", fastupdate=False),
             HnswIndex(
+                OpClass(graph_key(), name="halfvec_cosine_ops"),
                 name="processed_embedding_hnsw",
-                fields=["embedding"],
                 m=ITEM_HNSW_M,
                 ef_construction=ITEM_HNSW_EF_CONSTRUCTION,
-                opclasses=["vector_cosine_ops"],
             ),
             # One HNSW graph per broadcast type: a semantic search filtered by type walks a graph holding only
             # that type, so the filter cannot leave the walk's candidates short (pgvector 0.6 filters after it).
             *(
                 HnswIndex(
+                    OpClass(graph_key(), name="halfvec_cosine_ops"),
                     name=f"processed_hnsw_{broadcast_type}",
-                    fields=["embedding"],
                     m=ITEM_HNSW_M,
                     ef_construction=ITEM_TYPE_HNSW_EF_CONSTRUCTION,
-                    opclasses=["vector_cosine_ops"],
                     condition=models.Q(broadcast_type=broadcast_type),
                 )
                 for broadcast_type in BroadcastType.values

@@ -26,6 +26,8 @@ from items.models import (
     ModerationDecision,
     ProcessedItem,
     RawItem,
+    graph_key_sql,
+    graph_query_sql,
 )
 from items.tokens import token_hash, token_well_formed
 
@@ -122,14 +124,17 @@ def most_similar(*, embedding, exclude_id: int) -> SimilarHit | None:
     global _SIMILAR_SQL
     if _SIMILAR_SQL is None:
         table = ProcessedItem._meta.db_table
+        # Ordered by the graph's half-precision key (so the graph serves), the distance reported at full precision.
+        walk = graph_key_sql('"embedding"') + " <=> " + graph_query_sql("%s")
         _SIMILAR_SQL = (
             f'SELECT "raw_id", "author_id", "group_id", "created_at", ("embedding" <=> %s) AS "distance" '  # noqa: S608
             f'FROM "{table}" WHERE "status" = \'{ItemStatus.COMPLETED.value}\' AND "embedding" IS NOT NULL '
             'AND "raw_id" <> %s AND "embedding_model" = %s '
-            'ORDER BY "distance" ASC LIMIT 1'
+            f"ORDER BY {walk} ASC LIMIT 1"
         )
+    vector = BinaryVector(embedding)
     with server_bound_cursor() as cursor:
-        cursor.execute(_SIMILAR_SQL, [BinaryVector(embedding), exclude_id, configured_embedding_model()])
+        cursor.execute(_SIMILAR_SQL, [vector, exclude_id, configured_embedding_model(), vector])
         row = cursor.fetchone()
     if row is None:
         return None

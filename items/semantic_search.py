@@ -16,7 +16,7 @@ from pgvector.django import CosineDistance
 from prometheus_client import Counter
 
 from eigenflux.base.embedding_space import configured_embedding_model
-from items.models import ProcessedItem
+from items.models import ProcessedItem, graph_key
 from items.selectors import visible_items
 
 HNSW_MAX_EF_SEARCH = 1000  # pgvector's upper bound for hnsw.ef_search
@@ -185,6 +185,9 @@ def _short(rows: list[tuple[int, float]], depth: int, min_similarity: float) -> 
 def _nearest(
     embedding: list[float], filters: SemanticFilters, depth: int, *, min_similarity: float | None = None
 ) -> list[tuple[int, float]]:
+    """The `depth` nearest filtered rows, best first, each with its similarity at full precision. A walk
+    (`min_similarity` None) orders by the graphs' half-precision key, so a graph serves it; an exact search orders
+    by the full-precision distance itself."""
     distance = CosineDistance("embedding", embedding)
     # Only the configured model's vectors: during a re-embed the others are not comparable with the query's. The
     # filter is checked on the rows the HNSW walk yields (the plan stays an index scan; tests/pipeline/test_reembed.py).
@@ -192,8 +195,12 @@ def _nearest(
     queryset = queryset.annotate(distance=distance)
     if min_similarity is not None:
         queryset = queryset.filter(distance__lte=1.0 - min_similarity)
-    rows = queryset.order_by("distance").values_list("pk", "distance")[:depth]
-    return [(pk, 1.0 - float(distance)) for pk, distance in rows]
+        order = queryset.order_by("distance")
+    else:
+        order = queryset.order_by(CosineDistance(graph_key(), embedding))
+    rows = [(pk, 1.0 - float(distance)) for pk, distance in order.values_list("pk", "distance")[:depth]]
+    # Half precision may swap two rows a ten-thousandth apart; the answer reads in full precision's order.
+    return sorted(rows, key=lambda row: -row[1])
 
 
 def _graph_rows(broadcast_type: str | None) -> float:

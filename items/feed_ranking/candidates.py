@@ -16,7 +16,7 @@ from django.conf import settings
 
 from eigenflux.base.embedding_space import configured_embedding_model
 from items.feed_ranking.signals import SEEKS_SIDE, ReaderContext
-from items.models import BroadcastType, ItemStats, ItemStatus, ProcessedItem
+from items.models import BroadcastType, ItemStats, ItemStatus, ProcessedItem, graph_key_sql, graph_query_sql
 from items.search import semantic_candidates
 
 ITEMS = ProcessedItem._meta.db_table
@@ -77,10 +77,11 @@ def _nearest_sql(walks: list, params: dict[str, Any]) -> list[str]:
     texts: dict[int, str] = {}  # the seeks vector walks three graphs: written once
     for number, (kind, vector) in enumerate(walks):
         kind_sql = f"AND p.broadcast_type = %(walk_kind_{number})s " if kind else ""
+        walk = graph_key_sql("p.embedding") + " <=> " + graph_query_sql(f"%(walk_{number})s")  # the graphs' key
         parts.append(
             f"(SELECT {SOURCE_COLUMNS} FROM {ITEMS} p WHERE p.embedding IS NOT NULL {kind_sql}AND {VISIBLE_SQL} "  # noqa: S608
             "AND p.embedding_model = %(embedding_model)s "
-            f"ORDER BY p.embedding <=> %(walk_{number})s::vector LIMIT %(nearest)s)"
+            f"ORDER BY {walk} LIMIT %(nearest)s)"
         )
         params[f"walk_kind_{number}"] = kind
         if id(vector) not in texts:

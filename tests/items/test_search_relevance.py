@@ -15,7 +15,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from items import search as search_module
-from items.models import ProcessedItem
+from items.models import ProcessedItem, graph_key_sql, graph_query_sql
 from items.search import KEYWORD_CANDIDATE_PATHS, keyword_candidates
 from items.semantic_search import SemanticFilters, _nearest
 from pipeline.llm import embed
@@ -300,8 +300,8 @@ def test_filtered_semantic_search_returns_every_matching_item(local):
             # A type filter walks its type's own graph (a partial index): nothing to starve it.
             by_type = _nearest(base, SemanticFilters(broadcast_type="supply"), 20)
             cursor.execute(
-                "EXPLAIN SELECT raw_id FROM items_processeditem WHERE broadcast_type = 'supply' "
-                "ORDER BY embedding <=> %s::vector LIMIT 20",
+                "EXPLAIN SELECT raw_id FROM items_processeditem WHERE broadcast_type = 'supply' "  # noqa: S608
+                f"ORDER BY {graph_key_sql('embedding')} <=> {graph_query_sql('%s')} LIMIT 20",
                 [str(base)],
             )
             plan = "\n".join(row[0] for row in cursor.fetchall())

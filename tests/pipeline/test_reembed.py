@@ -176,7 +176,7 @@ def test_the_provenance_filter_keeps_the_hnsw_index_serving(fake_llm):
     most_similar(embedding=vector, exclude_id=0)  # builds the statement
     with transaction.atomic(), server_bound_cursor() as cursor:
         cursor.execute("SET LOCAL enable_sort = off")
-        cursor.execute(f"EXPLAIN {selectors._SIMILAR_SQL}", [BinaryVector(vector), 0, FAKE])
+        cursor.execute(f"EXPLAIN {selectors._SIMILAR_SQL}", [BinaryVector(vector), 0, FAKE, BinaryVector(vector)])
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "Index Scan using processed_embedding_hnsw" in plan, plan
     assert "embedding_model" in plan, plan  # a filter on the index scan's rows
