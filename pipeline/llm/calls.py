@@ -315,6 +315,22 @@ def decode_vector(encoded: Any) -> list[float]:
     raise ModelOutputInvalid(f"embedding is neither base64 nor a list of numbers: {type(encoded).__name__}")
 
 
+# The largest magnitude half precision holds: the item graphs are built on the vectors as halfvec
+# (items.models.graph_key), and a value beyond it could not be written into them.
+HALF_PRECISION_MAX = 65504.0
+
+
+def _check_values(vector: np.ndarray) -> None:
+    """An embedding every comparison can read: finite numbers, not all zero (no direction, so no cosine), within
+    half precision's range."""
+    if not np.isfinite(vector).all():
+        raise ModelOutputInvalid("embedding has values that are not finite numbers (NaN or infinity)")
+    if not vector.any():
+        raise ModelOutputInvalid("embedding is all zeros: it has no direction to compare")
+    if np.abs(vector).max() > HALF_PRECISION_MAX:
+        raise ModelOutputInvalid(f"embedding has a value beyond {HALF_PRECISION_MAX:g}, half precision's range")
+
+
 def embed_remote(
     *, config: ClientConfig, texts: list[str], dimensions: int, item_id: int | None, cancel: threading.Event | None
 ) -> list[list[float]]:
@@ -342,6 +358,7 @@ def embed_remote(
         for vector in vectors:
             if len(vector) != dimensions:
                 raise ModelOutputInvalid(f"embedding has {len(vector)} dimensions, expected {dimensions}")
+            _check_values(np.asarray(vector, dtype=float))
         return vectors
 
     return _attempts(prompt="embedding", config=config, item_id=item_id, cancel=cancel, send=send, accept=accept)

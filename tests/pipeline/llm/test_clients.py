@@ -135,6 +135,26 @@ def test_embedding_overrides_and_dimension_check(fake_llm, settings):
     assert outcomes("embedding") == ["ok", "invalid_output"]
 
 
+@pytest.mark.parametrize(
+    ("values", "error"),
+    [
+        ([float("nan"), 1.0, 0.0, 0.0], "not finite numbers"),
+        ([float("inf"), 1.0, 0.0, 0.0], "not finite numbers"),
+        ([0.0, 0.0, 0.0, 0.0], "all zeros"),
+        ([70000.0, 1.0, 0.0, 0.0], "half precision's range"),
+    ],
+)
+def test_an_embedding_no_comparison_could_read_is_invalid_output(fake_llm, settings, values, error):
+    """Garbage numbers from the provider are refused with what was wrong, before anything is written: NaN and
+    infinity, a zero vector (no cosine), a value the half-precision item graphs cannot hold."""
+    settings.EMBEDDING_DIMENSIONS = 4
+    fake_llm.set_embedding("gamma", values)
+    with pytest.raises(ModelOutputInvalid, match=error):
+        embed(["gamma"])
+    fake_llm.set_embedding("delta", [65504.0, -3.0, 0.0, 0.5])  # the largest value half precision holds
+    assert embed(["delta"]).value == [[65504.0, -3.0, 0.0, 0.5]]
+
+
 # -- reasoning effort --------------------------------------------------------------------------------
 
 
