@@ -144,13 +144,12 @@ class PublicReason(models.TextChoices):
 # (docs/performance.md, "One HNSW graph per item"): without the main graph, every query over all types (the
 # enrichment's similarity search among them) walks the four per-type graphs, which at 12,000 items costs more
 # than the insert it saves; without the per-type graphs, a walk for one type over-fetches from the main graph
-# at about ten times a per-type walk's cost. Since the graphs are half precision (below) the per-type graphs are
-# built at ef_construction 128: on a network of 100k items a search filtered by type walked its graph at 0.82-0.86
-# recall@20 with 32, 0.96-1.00 with 128, for about 0.8 ms more of PostgreSQL CPU per insert (docs/scaling.md,
-# "Half-precision graphs").
+# at about ten times a per-type walk's cost. Per-type graphs built at 128 lifted a type-filtered search's recall@20
+# at 100k items (0.86 to 0.96-1.00) but made the feed's first page at 1M slower (its walks read about 1,100 more
+# buffers): measured, not taken (docs/scaling.md, "Half-precision graphs").
 ITEM_HNSW_M = 16
 ITEM_HNSW_EF_CONSTRUCTION = 48
-ITEM_TYPE_HNSW_EF_CONSTRUCTION = 128
+ITEM_TYPE_HNSW_EF_CONSTRUCTION = 32
 
 
 # The item graphs hold each vector in half precision (pgvector's halfvec, 2 bytes a dimension), an expression over

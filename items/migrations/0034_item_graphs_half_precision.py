@@ -7,10 +7,10 @@ import pgvector.django.indexes
 from django.db import migrations, models
 
 # The item table's HNSW graphs rebuilt over the vectors in half precision (items.models.graph_key: the column keeps
-# full precision), the per-type ones at ef_construction 128 instead of 32 (docs/scaling.md, "Half-precision
-# graphs"). Each graph is dropped and built again from the rows (the five took about 30 s at 100k items and 10
-# minutes at 1M, with maintenance_work_mem at 6 GB), and the migration's transaction holds the table's lock until
-# it is done: reads and writes of the items wait meanwhile.
+# full precision; docs/scaling.md, "Half-precision graphs"), with the same build parameters. Each graph is dropped
+# and built again from the rows (the five took 22 s at 100k items and 7 minutes at 1M, with maintenance_work_mem at
+# 6 GB), and the migration's transaction holds the table's lock until it is done: reads and writes of the items
+# wait meanwhile.
 
 
 class Migration(migrations.Migration):
@@ -63,7 +63,7 @@ class Migration(migrations.Migration):
                     name="halfvec_cosine_ops",
                 ),
                 condition=models.Q(("broadcast_type", "supply")),
-                ef_construction=128,
+                ef_construction=32,
                 m=16,
                 name="processed_hnsw_supply",
             ),
@@ -78,7 +78,7 @@ class Migration(migrations.Migration):
                     name="halfvec_cosine_ops",
                 ),
                 condition=models.Q(("broadcast_type", "demand")),
-                ef_construction=128,
+                ef_construction=32,
                 m=16,
                 name="processed_hnsw_demand",
             ),
@@ -93,7 +93,7 @@ class Migration(migrations.Migration):
                     name="halfvec_cosine_ops",
                 ),
                 condition=models.Q(("broadcast_type", "info")),
-                ef_construction=128,
+                ef_construction=32,
                 m=16,
                 name="processed_hnsw_info",
             ),
@@ -108,7 +108,7 @@ class Migration(migrations.Migration):
                     name="halfvec_cosine_ops",
                 ),
                 condition=models.Q(("broadcast_type", "alert")),
-                ef_construction=128,
+                ef_construction=32,
                 m=16,
                 name="processed_hnsw_alert",
             ),

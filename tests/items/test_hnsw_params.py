@@ -1,6 +1,5 @@
 """The item table's HNSW graphs are built with the parameters items/models.py declares (the migration rebuilt
-them): the main graph and each per-type graph, whose ef_construction is the larger one (its walks serve filtered
-searches, whose recall it lifts; each per-type graph holds a quarter of the items, so an insert there costs less)."""
+them): the main graph and each per-type graph, whose ef_construction is the smaller one."""
 
 from __future__ import annotations
 
@@ -31,4 +30,4 @@ def test_each_graph_in_the_database_has_its_declared_build_parameters():
     for name, ef_construction in expected.items():
         assert f"m='{ITEM_HNSW_M}'" in definitions[name], definitions[name]
         assert f"ef_construction='{ef_construction}'" in definitions[name], definitions[name]
-    assert ITEM_HNSW_EF_CONSTRUCTION < 64 < ITEM_TYPE_HNSW_EF_CONSTRUCTION  # the per-type graphs walk deeper
+    assert ITEM_TYPE_HNSW_EF_CONSTRUCTION < ITEM_HNSW_EF_CONSTRUCTION < 64  # smaller than the graphs they replace
