@@ -1,5 +1,5 @@
-"""The item graphs hold their vectors in half precision (items.models.graph_key): every graph is built on the
-halfvec expression, every walk the application sends (semantic search, the feed's candidate walks; the
+"""The item graphs hold their vectors in half precision (items.models.graph_key; tests/items/test_hnsw_params.py
+checks each graph's definition): every walk the application sends (semantic search, the feed's candidate walks; the
 enrichment's similarity search in tests/pipeline/test_reembed.py) is served by a graph, and the similarities
 they report are the column's own, at full precision. On a table this small the planner would sort the rows;
 sorting is turned off, which leaves it the graphs or a sequential scan (a walk whose ORDER BY is not the graph's
@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from items.feed_ranking.candidates import _nearest_sql
-from items.models import BroadcastType, ProcessedItem
+from items.models import BroadcastType
 from items.selectors import most_similar
 from items.semantic_search import SemanticFilters, _nearest
 from tests.factories import make_agent, make_completed_item
@@ -45,19 +45,6 @@ def _plan(sql: str, params) -> str:
         cursor.execute("SET LOCAL enable_sort = off")
         cursor.execute(f"EXPLAIN {sql}", params)
         return "\n".join(row[0] for row in cursor.fetchall())
-
-
-def test_every_item_graph_is_built_on_half_precision_vectors():
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = %s AND indexdef LIKE '%%USING hnsw%%'",
-            [ProcessedItem._meta.db_table],
-        )
-        definitions = dict(cursor.fetchall())
-    assert len(definitions) == 1 + len(BroadcastType.values)
-    for name, definition in definitions.items():
-        assert f"(embedding)::halfvec({DIMS})" in definition, (name, definition)
-        assert "halfvec_cosine_ops" in definition, (name, definition)
 
 
 def test_a_semantic_walk_is_served_by_the_graphs(vectors):

@@ -4,6 +4,7 @@ them): the main graph and each per-type graph, whose ef_construction is the smal
 from __future__ import annotations
 
 import pytest
+from django.conf import settings
 from django.db import connection
 
 from items.models import (
@@ -30,4 +31,7 @@ def test_each_graph_in_the_database_has_its_declared_build_parameters():
     for name, ef_construction in expected.items():
         assert f"m='{ITEM_HNSW_M}'" in definitions[name], definitions[name]
         assert f"ef_construction='{ef_construction}'" in definitions[name], definitions[name]
+        # Half precision (items.models.graph_key): the graph is over the column cast to halfvec.
+        assert f"(embedding)::halfvec({settings.EMBEDDING_DIMENSIONS})" in definitions[name], definitions[name]
+        assert "halfvec_cosine_ops" in definitions[name], definitions[name]
     assert ITEM_TYPE_HNSW_EF_CONSTRUCTION < ITEM_HNSW_EF_CONSTRUCTION < 64  # smaller than the graphs they replace
