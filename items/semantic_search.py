@@ -199,7 +199,8 @@ def _nearest(
     else:
         order = queryset.order_by(CosineDistance(graph_key(), embedding))
     rows = [(pk, 1.0 - float(distance)) for pk, distance in order.values_list("pk", "distance")[:depth]]
-    # Half precision may swap two rows a ten-thousandth apart; the answer reads in full precision's order.
+    # Half precision may order two rows whose cosines differ by less than its rounding (about 1e-5) the other way;
+    # the answer reads in full precision's order.
     return sorted(rows, key=lambda row: -row[1])
 
 
