@@ -109,14 +109,9 @@ def main() -> int:
     ).fetchall()
     if not rows:
         raise SystemExit(f"no completed items in {database}: run bench/pipeline_throughput.py (or bench/seed.py) first")
-    graphs = [
-        row[0] for row in conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname LIKE 'processed_%%hnsw%%'")
-    ]
-    main_graph = conn.execute(
-        "SELECT count(*) FROM pg_indexes WHERE indexname = 'processed_embedding_hnsw'"
-    ).fetchone()[0]
-    half = next((int(m.group(1)) for d in graphs if (m := re.search(r"::halfvec\((\d+)\)", d))), 0)
-    statements = costly_statements(np.random.default_rng(7), bool(main_graph), half)
+    graphs = dict(conn.execute("SELECT indexname, indexdef FROM pg_indexes WHERE indexname LIKE 'processed_%%hnsw%%'"))
+    half = next((int(m.group(1)) for d in graphs.values() if (m := re.search(r"::halfvec\((\d+)\)", d))), 0)
+    statements = costly_statements(np.random.default_rng(7), "processed_embedding_hnsw" in graphs, half)
     updates, hot, inserts = conn.execute(
         "SELECT n_tup_upd, n_tup_hot_upd, n_tup_ins FROM pg_stat_user_tables WHERE relname = 'items_processeditem'"
     ).fetchone()
