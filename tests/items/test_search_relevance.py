@@ -170,6 +170,44 @@ def test_a_common_query_finds_its_newest_matches_among_the_newest_items(local, s
     assert ids(search(client, "sourdough", "keyword"))[0] == oldest.pk
 
 
+def test_the_text_index_path_runs_with_the_work_mem_that_keeps_its_bitmaps_exact(local, settings):
+    """The whole-network text index path (and only it) ranks its matches in a transaction given
+    SEARCH_KEYWORD_WORK_MEM_MB of work_mem, so its bitmaps stay exact on a large network; 0 leaves the server's."""
+    author, _client = local
+    for n in range(3):
+        item(author, f"Weekend market stall number {n} sells sourdough loaves.")
+    item(author, "Weekend market stall sells cheese.")
+    settings.SEARCH_KEYWORD_CANDIDATES = 3
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW work_mem")
+        (server_default,) = cursor.fetchone()
+    settings.SEARCH_KEYWORD_WORK_MEM_MB = 48 if server_default != "48MB" else 40
+
+    def work_mem_while_ranking(window: int) -> str:
+        settings.SEARCH_KEYWORD_WINDOW = window
+        seen: list[str] = []
+
+        def capture(execute, sql, params, many, context):
+            result = execute(sql, params, many, context)
+            if "ts_rank_cd" in sql:
+                with connection.cursor() as cursor:
+                    cursor.execute("SHOW work_mem")
+                    seen.append(cursor.fetchone()[0])
+            return result
+
+        with transaction.atomic():  # a test's own transaction: rolled back, as the test's is
+            with connection.execute_wrapper(capture):
+                assert len(keyword_candidates(q="sourdough", broadcast_type=None, domain=None, depth=5)) == 3
+            transaction.set_rollback(True)
+        (value,) = seen
+        return value
+
+    assert work_mem_while_ranking(1) == f"{settings.SEARCH_KEYWORD_WORK_MEM_MB}MB"  # the newest item holds none
+    assert work_mem_while_ranking(20000) == server_default  # the window path
+    settings.SEARCH_KEYWORD_WORK_MEM_MB = 0
+    assert work_mem_while_ranking(1) == server_default
+
+
 def test_a_window_with_too_few_matches_is_not_walked_on(local, settings, monkeypatch):
     """A window with very few matches for many wanted is not walked on (the walk would read
     KEYWORD_WINDOW_STRETCH windows for nothing): the text index answers at once, and finds the older ones."""
