@@ -14,6 +14,7 @@ give every reader a history. The scratch database is kept between runs (on the e
     .venv/bin/python bench/feed_latency.py [--readers 150] [--fresh]
     .venv/bin/python bench/feed_latency.py --seeded 100k  # bench/seed.py's network instead of this one
     .venv/bin/python bench/feed_latency.py --ranker       # a learned ranker model active (deleted at the end)
+    .venv/bin/python bench/feed_latency.py --seeded 1M --warm 500  # measured after 500 other readers were served
 
 With `--ranker` a model of the current contract is stored and activated for the run: readers with history are
 re-ranked by it (docs/feed-ranker.md#serving). Its weights are the formula's (what it costs does not depend on them).
@@ -21,7 +22,9 @@ re-ranked by it (docs/feed-ranker.md#serving). Its weights are the formula's (wh
 The measuring part takes /tmp/eigenflux-bench.lock itself (flock), and prints the load average around it.
 Before it, the network's files are read into the page cache (bench/pg_usage.py: a server that has been serving
 holds them; after a restart the first pages read the graphs from the disk), and each row reports PostgreSQL's
-shared buffers per request and the memory the processes hold.
+shared buffers per request and the memory the processes hold. With `--warm N`, N other readers (never the measured
+ones) are served first, so a buffer pool large enough to hold the graphs holds what a serving server's holds,
+without the measured readers' own walks having been read into it.
 """
 
 from __future__ import annotations
@@ -167,6 +170,13 @@ def arguments() -> argparse.Namespace:
         "--seeded", choices=("10k", "100k", "1M"), help="measure bench/seed.py's network of this scale instead"
     )
     parser.add_argument("--ranker", action="store_true", help="a learned ranker model active while measuring")
+    parser.add_argument(
+        "--warm",
+        type=int,
+        default=0,
+        help="serve this many other readers (never measured) first: a server that has been serving, its buffer pool "
+        "holding what their walks read",
+    )
     args = parser.parse_args()
     if args.ranker and args.seeded:
         # Activating the bench's model would retire whatever model the kept seeded network has active.
@@ -206,9 +216,13 @@ def main() -> None:
                 raise SystemExit("the kept scratch database is partial or smaller: run with --fresh")
             seed(args)
         rng = random.Random(7)
-        ids = rng.sample(list(ReaderProfile.objects.order_by("pk").values_list("pk", flat=True)), args.readers)
+        profiles = list(ReaderProfile.objects.order_by("pk").values_list("pk", flat=True))
+        ids = rng.sample(profiles, args.readers)
         readers = list(Agent.objects.filter(pk__in=ids))
-        for reader in readers:
+        measured = set(ids)
+        warm_ids = random.Random(11).sample([pk for pk in profiles if pk not in measured], args.warm)
+        warm_readers = list(Agent.objects.filter(pk__in=warm_ids))
+        for reader in readers + warm_readers:
             reader.bench_token = agent_token_create(agent=reader).token  # type: ignore[attr-defined]
         if args.ranker:
             _ranker_model()
@@ -219,6 +233,10 @@ def main() -> None:
         tables = [model._meta.db_table for model in (ProcessedItem, ReaderProfile, ItemStats, ItemFeedback, FeedEvent)]
         print(f"page cache: {page_cache_warm(tables):.1f} GB of the network's tables and indexes read first")
         measure(readers[:5], 1, CpuMeter(), BufferMeter())
+        if warm_readers:
+            started = time.perf_counter()
+            measure(warm_readers, 1, CpuMeter(), BufferMeter())
+            print(f"warmed by {len(warm_readers)} other readers in {time.perf_counter() - started:.0f} s")
         cpu, buffers = CpuMeter(), BufferMeter()
         with open(args.lock, "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)

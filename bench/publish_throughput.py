@@ -9,7 +9,11 @@ The two endpoints alternate (floor first in odd rounds, publish first in even on
 load) does not favour the endpoint that always ran first.
 
     .venv/bin/python bench/publish_throughput.py [--workers 3] [--concurrency 16] [--seconds 5] [--rounds 5]
-        [--wakeup after-commit|poll]
+        [--wakeup after-commit|poll] [--seeded 10k|100k|1M]
+
+--seeded publishes into bench/seed.py's network of that scale (its tables and indexes as large as they are there)
+instead of an empty scratch database; what the run wrote (its agent's items, their outbox events) is deleted at
+the end.
 
 --wakeup sets the server's OUTBOX_WAKEUP (how the outbox relays are woken; default: the environment's, else the
 product default). No relay runs here, so nothing LISTENs; bench/outbox_wakeup.py compares the modes with relays.
@@ -41,8 +45,9 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def prepare() -> tuple[dict[str, str], str]:
-    """A migrated scratch database on the configured server, an agent and its token."""
+def prepare(seeded: str | None) -> tuple[dict[str, str], str]:
+    """A migrated scratch database on the configured server (or the seeded network of that scale, as it is), an
+    agent and its token."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "eigenflux.settings")
     import django
 
@@ -50,11 +55,14 @@ def prepare() -> tuple[dict[str, str], str]:
     import psycopg
     from django.conf import settings
 
+    from bench.seed import database_name
+
     base_url = settings.DATABASE_URL
-    with psycopg.connect(base_url, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {BENCH_DB}")
-    bench_url = base_url.rsplit("/", 1)[0] + f"/{BENCH_DB}"
+    if not seeded:
+        with psycopg.connect(base_url, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
+            conn.execute(f"CREATE DATABASE {BENCH_DB}")
+    bench_url = base_url.rsplit("/", 1)[0] + f"/{database_name(seeded) if seeded else BENCH_DB}"
     env = {
         **os.environ,
         "DATABASE_URL": bench_url,
@@ -64,9 +72,35 @@ def prepare() -> tuple[dict[str, str], str]:
         "LOG_LEVEL": "WARNING",
         "DJANGO_SETTINGS_MODULE": "bench.floor.settings",
     }
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
-    token, env["BENCH_AGENT_ID"] = create_agent(env, "bench-agent")  # the floor view's author
+    if not seeded:
+        subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
+    token, env["BENCH_AGENT_ID"] = create_agent(env, f"bench-publish-{os.getpid()}")  # the floor view's author
     return env, token
+
+
+_CLEANUP = """
+from items.models import Agent, OutboxEvent, RawItem
+agent = Agent.objects.get(pk={agent})
+subjects = [str(pk) for pk in RawItem.objects.filter(author=agent).values_list("pk", flat=True)]
+for start in range(0, len(subjects), 5000):
+    OutboxEvent.objects.filter(subject__in=subjects[start : start + 5000]).delete()
+RawItem.objects.filter(author=agent).delete()
+agent.delete()
+print(len(subjects))
+"""
+
+
+def remove_published(env: dict[str, str]) -> int:
+    """Delete what the run wrote into a seeded network: the bench agent's items, their outbox events, the agent."""
+    out = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", _CLEANUP.format(agent=int(env["BENCH_AGENT_ID"]))],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return int(out.stdout.strip().splitlines()[-1])
 
 
 def create_agent(env: dict[str, str], name: str) -> tuple[str, str]:
@@ -193,9 +227,10 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0, help="per sample")
     parser.add_argument("--rounds", type=int, default=5, help="samples per endpoint, alternating")
     parser.add_argument("--wakeup", choices=("after-commit", "poll"), help="OUTBOX_WAKEUP")
+    parser.add_argument("--seeded", choices=("10k", "100k", "1M"), help="publish into bench/seed.py's network")
     args = parser.parse_args()
 
-    env, token = prepare()
+    env, token = prepare(args.seeded)
     if args.wakeup:
         env["OUTBOX_WAKEUP"] = args.wakeup
     server, port = start_gunicorn(env, args.workers)
@@ -215,9 +250,12 @@ def main() -> None:
     finally:
         server.terminate()
         server.wait(10)
+        if args.seeded:
+            print(f"removed the {remove_published(env):,} items this run published into the {args.seeded} network")
+    network = f"into the seeded {args.seeded} network" if args.seeded else "into an empty database"
     print(
-        f"\nPublish on loopback: gunicorn {args.workers} sync workers, {args.concurrency} concurrent clients, "
-        f"median of {args.rounds} alternating samples of {args.seconds:.0f} s each, same run\n"
+        f"\nPublish on loopback {network}: gunicorn {args.workers} sync workers, {args.concurrency} concurrent "
+        f"clients, median of {args.rounds} alternating samples of {args.seconds:.0f} s each, same run\n"
     )
     print(f"| {'endpoint':<38} | {'req/s':>7} | {'p50 ms':>7} | {'p99 ms':>7} | {'errors':>6} |")
     print(f"|{'-' * 40}|{'-' * 9}|{'-' * 9}|{'-' * 9}|{'-' * 8}|")
