@@ -26,7 +26,6 @@ import math
 import threading
 import unicodedata
 from dataclasses import dataclass
-from itertools import combinations
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -51,8 +50,8 @@ KEYWORDS_WEIGHT, SUMMARY_WEIGHT, CONTENT_WEIGHT = "A", "B", "C"
 # ts_rank_cd's weights for D, C, B, A (PostgreSQL's defaults).
 RANK_WEIGHTS = [0.1, 0.2, 0.4, 1.0]
 MIN_MATCH = 2 / 3  # share of a longer plain query's terms an item must contain
-# "k of n terms" becomes an OR of k-term conjunctions, which the GIN index answers directly; past this many
-# conjunctions a longer query asks for more of its terms instead.
+# "k of n terms" is what an OR of k-term conjunctions would say (written nested, _at_least), which the GIN index
+# answers directly; past this many such conjunctions a longer query asks for more of its terms instead.
 MAX_CONJUNCTIONS = 64
 _KANA = regex.compile(r"[\p{Hiragana}\p{Katakana}]")
 _WORD = regex.compile(r"[\p{L}\p{N}]+(?:[-.+#][\p{L}\p{N}]+)*[+#]*")
@@ -122,7 +121,7 @@ def keyword_query(q: str) -> KeywordQuery | None:
     own: list[str] = []
     for unit in units:
         parts = list(dict.fromkeys(compiled[term] for term in alternatives[unit] if compiled.get(term)))
-        if parts and (concept := "(" + " | ".join(parts) + ")") not in concepts:
+        if parts and (concept := "(" + " | ".join(_without_longer_phrases(parts)) + ")") not in concepts:
             concepts.append(concept)
             ranked.extend(part for part in parts if part not in ranked)
             if compiled.get(unit):
@@ -132,13 +131,55 @@ def keyword_query(q: str) -> KeywordQuery | None:
     needed = len(concepts) if len(concepts) <= 2 else math.ceil(MIN_MATCH * len(concepts))
     while math.comb(len(concepts), needed) > MAX_CONJUNCTIONS:
         needed += 1
-    match = " | ".join("(" + " & ".join(group) + ")" for group in combinations(concepts, needed))
+    match = _at_least(needed, concepts)
     return KeywordQuery(
         match=_tsquery(match),
         rank=_tsquery(" | ".join(ranked)),
         terms=tuple(units),
         own=_tsquery(" | ".join(own)) if own else None,
     )
+
+
+_LEXEME = r"'(?:[^']|'')*'"
+_PHRASE = regex.compile(rf"{_LEXEME}(?: <-> {_LEXEME})*")
+
+
+def _without_longer_phrases(parts: list[str]) -> list[str]:
+    """A concept's alternatives less those that contain another one: an item with 大语言模型 has 语言模型, and
+    `api <-> 接口` has `api`. The same items match with fewer entries for the text index to scan and a smaller
+    tree to test each candidate against (the LLM concept at 1M items: 55 -> 33 ms, the same 67,478 matches).
+    Only plain phrases (lexemes one position apart) are compared; anything else is kept as it is."""
+
+    def lexemes(part: str) -> tuple[str, ...] | None:
+        return tuple(part.split(" <-> ")) if _PHRASE.fullmatch(part) else None
+
+    phrases = {part: lexemes(part) for part in parts}
+
+    def contains(longer: tuple[str, ...], shorter: tuple[str, ...]) -> bool:
+        return len(shorter) < len(longer) and any(
+            longer[start : start + len(shorter)] == shorter for start in range(len(longer) - len(shorter) + 1)
+        )
+
+    return [
+        part
+        for part, sequence in phrases.items()
+        if sequence is None or not any(other is not None and contains(sequence, other) for other in phrases.values())
+    ]
+
+
+def _at_least(needed: int, concepts: list[str]) -> str:
+    """tsquery text true when at least `needed` of `concepts` (each a parenthesised tsquery) are, written as
+    (first & at least needed - 1 of the rest) | (at least needed of the rest): each concept appears fewer times than
+    in the OR of every needed-sized conjunction (three of four: 9 concepts instead of 12), so the text index tests a
+    smaller tree against each candidate. The same items match."""
+    if not 1 <= needed <= len(concepts):
+        raise ValueError(f"at least {needed} of {len(concepts)} concepts")
+    if needed == 1:
+        return "(" + " | ".join(concepts) + ")"
+    if needed == len(concepts):
+        return "(" + " & ".join(concepts) + ")"
+    first, rest = concepts[0], concepts[1:]
+    return f"(({first} & {_at_least(needed - 1, rest)}) | {_at_least(needed, rest)})"
 
 
 def query_units(q: str) -> list[str]:
