@@ -24,6 +24,7 @@ BENCHMARKS = (
     "gin_pending",
     "hnsw_recall",
     "impression_write",
+    "keyword_cost",
     "load",
     "local_analyzer_accuracy",
     "match_push",
