@@ -504,3 +504,12 @@ def test_every_alert_has_a_severity_a_summary_and_a_runbook_line_and_the_docs_ex
         assert rule["labels"]["severity"] in ("page", "ticket"), rule["alert"]
         assert rule["annotations"]["summary"] and "First" in rule["annotations"]["runbook"], rule["alert"]
         assert f"`{rule['alert']}`" in alerts, f"docs/operations.md, Alerts, does not explain {rule['alert']}"
+
+
+def test_compose_sizes_postgresqls_buffer_pool_from_the_env_file():
+    """PostgreSQL's image starts with a 128 MB pool; at a million items the walks want about 3.2 GB
+    (docs/scaling.md). compose.yaml passes POSTGRES_SHARED_BUFFERS, which .env.example sets."""
+    service = compose()["services"]["postgres"]
+    command = [interpolate(part, env_file()) for part in service["command"]]
+    assert command[0] == "postgres" and command[command.index("-c") + 1] == "shared_buffers=1GB"
+    assert service["shm_size"]
