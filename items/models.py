@@ -264,6 +264,9 @@ class ProcessedItem(models.Model):
             # A semantic search filtered by language, when the language keeps few items, is exact over the rows
             # this finds (items.semantic_search); without it, a scan of the whole table.
             models.Index(fields=["lang"], name="processed_lang"),
+            # A keyword search filtered by type that the text index answers over the whole network: its bitmap of
+            # the type's rows intersected with the text index's, so the rows of other types are never read.
+            models.Index(fields=["broadcast_type"], name="processed_type"),
             # No pending list (fastupdate off): every keyword search would scan all entries written since the
             # last vacuum, up to 4 MB of them (docs/search.md, "Searching while items arrive").
             GinIndex(fields=["search_vector"], name="processed_search", fastupdate=False),

@@ -208,6 +208,15 @@ def test_the_text_index_path_runs_with_the_work_mem_that_keeps_its_bitmaps_exact
     assert work_mem_while_ranking(1) == server_default
 
 
+def test_a_type_filter_has_a_btree_index_for_the_text_index_path_to_intersect():
+    """The text index path of a type-filtered keyword search intersects its matches with this index's rows of the
+    type, so it never reads the rows of other types (at 1M items: 4x cheaper for a simple term, docs/scaling.md)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'processed_type'")
+        (definition,) = cursor.fetchone()
+    assert definition.endswith("USING btree (broadcast_type)"), definition
+
+
 def test_a_window_with_too_few_matches_is_not_walked_on(local, settings, monkeypatch):
     """A window with very few matches for many wanted is not walked on (the walk would read
     KEYWORD_WINDOW_STRETCH windows for nothing): the text index answers at once, and finds the older ones."""
