@@ -81,18 +81,11 @@ Result = tuple[dict[str, list[float]], dict[str, Counter], dict[tuple, list]]
 
 def measure(queries: list[str], calls: int, forms: list[str]) -> dict[str, Result]:
     """Each form's times per filter, paths taken and answers; the forms take turns on each query and filter."""
-    from prometheus_client import REGISTRY
+    from items.search import KEYWORD_CANDIDATE_PATHS, keyword_candidates
 
-    from items.search import keyword_candidates
-
-    def paths() -> dict[str, float]:
-        return {
-            sample.labels["path"]: sample.value
-            for metric in REGISTRY.collect()
-            if metric.name == "eigenflux_search_keyword_candidates"
-            for sample in metric.samples
-            if sample.name.endswith("_total")
-        }
+    def paths() -> dict[str, float]:  # the counter itself, not every metric of the process's registry
+        samples = KEYWORD_CANDIDATE_PATHS.collect()[0].samples
+        return {sample.labels["path"]: sample.value for sample in samples if sample.name.endswith("_total")}
 
     results: dict[str, Result] = {
         form: ({name: [] for name in FILTERS}, {name: Counter() for name in FILTERS}, {}) for form in forms
