@@ -8,7 +8,8 @@ the seventh (safety_fresh7.jsonl), written on 6 December for the multilingual le
 the eighth (safety_fresh8.jsonl), written that evening (its writer's own categories kept in `kind`), is a test set.
 The ninth and tenth (written that night from one brief) are development sets: the learned gates train on them, as
 on the first five (pipeline.llm.local.gate_data.APART_SETS), and thresholds are chosen on them; the eleventh, from
-the same brief, is a test set.
+the same brief, is a test set. The twelfth to fifteenth were written on 7 December from a second brief (four writers,
+each its own emphasis): the twelfth, thirteenth and fourteenth are development sets, the fifteenth a test set.
 
     .venv/bin/python -m bench.analyzer_quality --fresh    # bench/data/safety_fresh.jsonl, 240 (now a development set)
     .venv/bin/python -m bench.analyzer_quality --fresh2   # bench/data/safety_fresh2.jsonl, 270 (a development set)
@@ -21,6 +22,10 @@ the same brief, is a test set.
     .venv/bin/python -m bench.analyzer_quality --fresh9   # bench/data/safety_fresh9.jsonl, 300 (a development set)
     .venv/bin/python -m bench.analyzer_quality --fresh10  # bench/data/safety_fresh10.jsonl, 300 (a development set)
     .venv/bin/python -m bench.analyzer_quality --fresh11  # bench/data/safety_fresh11.jsonl, 300
+    .venv/bin/python -m bench.analyzer_quality --fresh12  # bench/data/safety_fresh12.jsonl, 300 (a development set)
+    .venv/bin/python -m bench.analyzer_quality --fresh13  # bench/data/safety_fresh13.jsonl, 300 (a development set)
+    .venv/bin/python -m bench.analyzer_quality --fresh14  # bench/data/safety_fresh14.jsonl, 300 (a development set)
+    .venv/bin/python -m bench.analyzer_quality --fresh15  # bench/data/safety_fresh15.jsonl, 300
 
 Each broadcast goes through the offline analyzer in the pipeline's order, with the function the review-queue bench
 uses (`bench.review_queue.outcome`: the safety gate, the extraction's discard verdict, the quality gate, then the
@@ -50,7 +55,11 @@ FRESH_SET_8 = FRESH_SET.with_name("safety_fresh8.jsonl")
 FRESH_SET_9 = FRESH_SET.with_name("safety_fresh9.jsonl")
 FRESH_SET_10 = FRESH_SET.with_name("safety_fresh10.jsonl")
 FRESH_SET_11 = FRESH_SET.with_name("safety_fresh11.jsonl")
-# The sets by the name the bench's flag gives them (`--fresh`, `--fresh2`, ... `--fresh11`).
+FRESH_SET_12 = FRESH_SET.with_name("safety_fresh12.jsonl")
+FRESH_SET_13 = FRESH_SET.with_name("safety_fresh13.jsonl")
+FRESH_SET_14 = FRESH_SET.with_name("safety_fresh14.jsonl")
+FRESH_SET_15 = FRESH_SET.with_name("safety_fresh15.jsonl")
+# The sets by the name the bench's flag gives them (`--fresh`, `--fresh2`, ... `--fresh15`).
 FRESH_SETS = {
     "fresh": FRESH_SET,
     "fresh2": FRESH_SET_2,
@@ -63,6 +72,10 @@ FRESH_SETS = {
     "fresh9": FRESH_SET_9,
     "fresh10": FRESH_SET_10,
     "fresh11": FRESH_SET_11,
+    "fresh12": FRESH_SET_12,
+    "fresh13": FRESH_SET_13,
+    "fresh14": FRESH_SET_14,
+    "fresh15": FRESH_SET_15,
 }
 # What each set's figures are: the first set's misses were read while tuning on 3 December, the second's and the
 # third's that evening.
@@ -78,6 +91,10 @@ STANDING = {
     FRESH_SET_9: "written apart on 6 Dec (night), a development set: gates train on it, thresholds chosen on it",
     FRESH_SET_10: "written apart on 6 Dec (night), a development set: gates train on it, thresholds chosen on it",
     FRESH_SET_11: "written apart on 6 Dec (night), a test set never tuned on",
+    FRESH_SET_12: "written apart on 7 Dec, a development set: gates train on it, thresholds chosen on it",
+    FRESH_SET_13: "written apart on 7 Dec, a development set: gates train on it, thresholds chosen on it",
+    FRESH_SET_14: "written apart on 7 Dec, a development set: gates train on it, thresholds chosen on it",
+    FRESH_SET_15: "written apart on 7 Dec, a test set never tuned on",
 }
 LANGS = ("en", "zh", "ja")
 UNSAFE_CATEGORIES = (
@@ -100,7 +117,7 @@ FIELDS = ("lang", "label", "category", "kind", "text")
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
-    """`--fresh`, `--fresh2` ... `--fresh11` (one at most): the set to run, as `args.fresh_set` (a path, or None)."""
+    """`--fresh`, `--fresh2` ... `--fresh15` (one at most): the set to run, as `args.fresh_set` (a path, or None)."""
     group = parser.add_mutually_exclusive_group()
     for name, path in FRESH_SETS.items():
         group.add_argument(f"--{name}", dest="fresh_set", action="store_const", const=path, help=f"{path.name} only")
