@@ -480,7 +480,7 @@ SAFETY_LOCAL_CORROBORATED_NGRAM = env_float("SAFETY_LOCAL_CORROBORATED_NGRAM", 0
 # post's specifics (below it the gate only lowers the quality score, `learned_bait`). Chosen on sets written apart
 # from the analyzer, each held out in turn (docs/analyzer-learning.md, "Labels written apart, third round"); 1.0 turns
 # it off.
-SPAM_GATE_BLOCK = env_float("SPAM_GATE_BLOCK", 0.3, minimum=0.0, maximum=1.0)
+SPAM_GATE_BLOCK = env_float("SPAM_GATE_BLOCK", 0.35, minimum=0.0, maximum=1.0)
 # Per-prompt reasoning effort, e.g. "process_item=low,suggest_action=minimal"; wins over LLM_REASONING_EFFORT.
 LLM_REASONING_EFFORT_BY_PROMPT = dict(
     part.split("=", 1) for part in env_list("LLM_REASONING_EFFORT_BY_PROMPT", []) if "=" in part

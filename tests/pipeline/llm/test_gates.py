@@ -117,16 +117,16 @@ def test_a_sure_spam_gate_discards_a_post_the_rules_would_keep(settings):
     assert (found.discard, found.discard_reason) == (True, "spam")
 
 
-def test_the_default_bar_discards_a_vague_post_the_gate_reads_at_a_third():
-    """SPAM_GATE_BLOCK's default (0.3, chosen on the written-apart development sets held out in turn): a vague post
-    the gate reads at 0.35 is discarded as spam, at 0.25 it is kept (the quality score decides, and passes it)."""
+def test_the_default_bar_discards_a_vague_post_the_gate_reads_at_four_in_ten():
+    """SPAM_GATE_BLOCK's default (0.35, chosen on the written-apart development sets held out in turn): a vague post
+    the gate reads at 0.4 is discarded as spam, at 0.3 it is kept (the quality score decides, and passes it)."""
     from pipeline.llm.local.extraction import extract
 
     text = "Open to a couple of new collaborations this month, reach out if you think we would fit."
-    with gates.using(_spam_gate_at(0.35)):
+    with gates.using(_spam_gate_at(0.4)):
         found = extract(content=text)
     assert (found.discard, found.discard_reason) == (True, "spam")
-    with gates.using(_spam_gate_at(0.25)):
+    with gates.using(_spam_gate_at(0.3)):
         assert not extract(content=text).discard
 
 
