@@ -22,10 +22,10 @@ each its own emphasis): the twelfth, thirteenth and fourteenth are development s
     .venv/bin/python -m bench.analyzer_quality --fresh9   # bench/data/safety_fresh9.jsonl, 300 (a development set)
     .venv/bin/python -m bench.analyzer_quality --fresh10  # bench/data/safety_fresh10.jsonl, 300 (a development set)
     .venv/bin/python -m bench.analyzer_quality --fresh11  # bench/data/safety_fresh11.jsonl, 300
-    .venv/bin/python -m bench.analyzer_quality --fresh12  # bench/data/safety_fresh12.jsonl, 300 (a development set)
+    .venv/bin/python -m bench.analyzer_quality --fresh12  # bench/data/safety_fresh12.jsonl, 299 (a development set)
     .venv/bin/python -m bench.analyzer_quality --fresh13  # bench/data/safety_fresh13.jsonl, 300 (a development set)
-    .venv/bin/python -m bench.analyzer_quality --fresh14  # bench/data/safety_fresh14.jsonl, 300 (a development set)
-    .venv/bin/python -m bench.analyzer_quality --fresh15  # bench/data/safety_fresh15.jsonl, 300
+    .venv/bin/python -m bench.analyzer_quality --fresh14  # bench/data/safety_fresh14.jsonl, 299 (a development set)
+    .venv/bin/python -m bench.analyzer_quality --fresh15  # bench/data/safety_fresh15.jsonl, 299
 
 Each broadcast goes through the offline analyzer in the pipeline's order, with the function the review-queue bench
 uses (`bench.review_queue.outcome`: the safety gate, the extraction's discard verdict, the quality gate, then the

@@ -1,7 +1,7 @@
 """Do labels written apart teach the learned gates? Trains the gates (pipeline.gate_training) on the analyzer's own
 training posts alone, and on them plus development fresh sets (written apart from the analyzer, labelled by their
 writers: --train, default those the shipped gates learn from, gate_data.APART_SETS) at --weight each, and runs the
-whole analyzer with both on the test sets (--report, default the sixth, seventh, eighth and eleventh): unsafe
+whole analyzer with both on the test sets (--report, default the sixth, seventh, eighth, eleventh and fifteenth): unsafe
 stopped (blocked or held), edgy passed, spam blocked, normal passed (bench.review_queue.outcome, as
 `analyzer_quality --freshN`), then each layer's ROC AUC alone on its own question. To choose the weight, hold a
 development set out of --train and report on it.
@@ -88,7 +88,7 @@ def main() -> None:
     shipped = ",".join(name for name, path in fresh_set.FRESH_SETS.items() if path in gate_data.APART_SETS)
     parser.add_argument("--weight", type=float, default=gate_data.APART_WEIGHT, help="each written-apart post's weight")
     parser.add_argument("--train", default=shipped, help=f"sets trained on ({shipped})")
-    parser.add_argument("--report", default="fresh6,fresh7,fresh8,fresh11", help="sets reported")
+    parser.add_argument("--report", default="fresh6,fresh7,fresh8,fresh11,fresh15", help="sets reported")
     layers = ",".join(gate_data.APART_LAYERS)
     parser.add_argument("--layers", default=layers, help=f"the layers the written-apart posts teach ({layers})")
     args = parser.parse_args()
