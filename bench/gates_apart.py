@@ -64,21 +64,25 @@ LAYER_QUESTIONS = {
 }
 
 
-def layer_aucs(model: gates.GateModel, cases: list[dict[str, str]], known: dict[str, tuple]) -> str:
-    """How well each layer alone separates its positives from its negatives on `cases` (ROC AUC): what the layers
-    know, apart from how the analyzer decides with them."""
+def feature_rows(cases: list[dict[str, str]], known: dict[str, tuple]) -> np.ndarray:
+    """The gates' feature row of each case, from its precomputed vector (one per case, whichever layer reads it)."""
+    return np.array(
+        [
+            gates.feature_row(known[gate_data.text_key(case["text"])][0], gates.scalar_features(case["text"]))
+            for case in cases
+        ]
+    )
+
+
+def layer_aucs(model: gates.GateModel, cases: list[dict[str, str]], rows: np.ndarray) -> str:
+    """How well each layer alone separates its positives from its negatives on `cases` (ROC AUC; `rows`: their
+    feature rows, feature_rows): what the layers know, apart from how the analyzer decides with them."""
+    labels = np.array([case["label"] for case in cases])
     cells = []
     for layer, (positive, negative) in LAYER_QUESTIONS.items():
-        chosen = [case for case in cases if case["label"] in positive | negative]
-        scores = np.array(
-            [
-                getattr(model, layer).probability(
-                    gates.feature_row(known[gate_data.text_key(case["text"])][0], gates.scalar_features(case["text"]))
-                )
-                for case in chosen
-            ]
-        )
-        found = auc(scores, np.array([case["label"] in positive for case in chosen], dtype=int))
+        chosen = np.isin(labels, list(positive | negative))
+        scores = np.array([getattr(model, layer).probability(row) for row in rows[chosen]])
+        found = auc(scores, np.isin(labels[chosen], list(positive)).astype(int))
         cells.append(f"{layer} {found:.3f}" if found is not None else f"{layer} -")
     return ", ".join(cells)
 
@@ -114,7 +118,8 @@ def main() -> None:
     print("\nEach layer alone, ROC AUC (safety: unsafe against the rest; stance: unsafe against edgy; spam: spam")
     print("against edgy and normal), with the gates trained on the analyzer's own posts, then + written apart:")
     for name, cases in report.items():
-        print(f"  {name}: {layer_aucs(own, cases, known)}; + written apart: {layer_aucs(learned, cases, known)}")
+        rows = feature_rows(cases, known)
+        print(f"  {name}: {layer_aucs(own, cases, rows)}; + written apart: {layer_aucs(learned, cases, rows)}")
 
 
 if __name__ == "__main__":
