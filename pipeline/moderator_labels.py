@@ -86,6 +86,9 @@ def moderator_examples() -> list[Example]:
             examples.append(Example(text, gate.removeprefix("reader_"), positive, MODERATOR_WEIGHT, source))
             if gate == "safety":
                 # A post held or blocked for its safety risk, or an unsafe one readers pulled, sits on a risky
-                # topic: the moderator's decision teaches stance (unsafe against edgy) too.
+                # topic: the moderator's decision teaches stance (unsafe against edgy) too, and a rejection teaches
+                # the topic layer that such posts are about harm (an approval may be edgy or entirely ordinary).
                 examples.append(Example(text, "stance", positive, MODERATOR_WEIGHT, source))
+                if positive:
+                    examples.append(Example(text, "topic", True, MODERATOR_WEIGHT, source))
     return examples

@@ -43,10 +43,12 @@ def test_review_decisions_label_the_gate_that_held_the_item():
     item_review_reject(item=bait, moderator=moderator, reason="vague bait")
     item_review_approve(item=fine, moderator=moderator)
     labels = {(example.text, example.gate): example.positive for example in moderator_examples()}
-    # A decision on a post held for its safety risk teaches the stance layer too (unsafe against edgy).
+    # A decision on a post held for its safety risk teaches the stance layer too (unsafe against edgy); a rejection
+    # teaches the topic layer that it is about harm (an approval says nothing of its topic).
     assert labels == {
         (unsafe.raw.content, "safety"): True,
         (unsafe.raw.content, "stance"): True,
+        (unsafe.raw.content, "topic"): True,
         (bait.raw.content, "spam"): True,
         (fine.raw.content, "safety"): False,
         (fine.raw.content, "stance"): False,

@@ -9,10 +9,15 @@
   written apart (safety_fresh6/7/8/11/15.jsonl) are never among them.
 - data/gate_features.npz: for every text of those files, its e5 vector (float16) and out-of-fold n-gram
   estimates (each n-gram classifier refitted four times without the fold the text is in, so the gates learn
-  how far to trust the n-grams on text they have not seen). Embedding ~7,100 posts costs about six minutes of
-  CPU, which is why they ship: training reads them and embeds only what is new (the moderators' posts).
+  how far to trust the n-grams on text they have not seen); for every written-apart development post, its safety, topic
+  and stance estimates from layers trained without its set, and for every own training post from layers trained without
+  its fold (gate_training.cross_fitted): the safety decision is fitted on them. Embedding ~7,100 posts costs about
+  six minutes of CPU and the cross-fitting about ten, which is why they ship: training reads them and embeds only
+  what is new (the moderators' posts).
 
-    .venv/bin/python -m pipeline.llm.local.gate_data    # rewrites gate_holdout.jsonl and gate_features.npz
+    .venv/bin/python -m pipeline.llm.local.gate_data                 # rewrites gate_holdout.jsonl and gate_features.npz
+    .venv/bin/python -m pipeline.llm.local.gate_data --keep-vectors  # the same, reusing the vectors of texts already
+                                                                     # in the file (the e5 model unchanged)
 
 A test checks that the features file covers exactly these texts (tests/pipeline/llm/test_gates.py).
 """
@@ -46,8 +51,9 @@ APART_WEIGHT = 3.0
 # The layers the written-apart sets teach: spam and stance. The safety layer learns from the analyzer's own posts and
 # the moderators' decisions only: trained on the written-apart sets too it read explicit harm less surely (a murder
 # for hire at 0.85, held instead of blocked), a marketplace restock notice as unsafe, and moderators' rejections
-# moved it less; the stance layer passes nearly as many safe-but-edgy posts without those costs.
-APART_LAYERS = ("spam", "stance")
+# moved it less; the stance layer passes nearly as many safe-but-edgy posts without those costs. The topic layer (harm
+# at all, whatever the stance) joined with the learned decision (docs/analyzer-learning.md, "A learned decision").
+APART_LAYERS = ("spam", "stance", "topic")
 FOLDS = 4
 M = TypeVar("M")
 
@@ -88,20 +94,36 @@ def _out_of_fold(
     return found
 
 
-def build_features() -> dict[str, np.ndarray]:
-    """The features file's arrays (see the module docstring)."""
+def build_features(keep_vectors: bool = False) -> dict[str, np.ndarray]:
+    """The features file's arrays (see the module docstring). `keep_vectors`: reuse the stored vectors of texts the
+    file already has."""
+    from pipeline import gate_training
+
     safety_cases, spam_cases = read_jsonl(SAFETY_TRAIN), read_jsonl(SPAM_TRAIN)
     texts = sorted({case["text"] for case in (*safety_cases, *spam_cases, *read_jsonl(HOLDOUT), *apart_cases())})
     oof_safety = _out_of_fold(safety_cases, safety_classifier.train, lambda model, text: model.risk(text)[0])
     oof_spam = _out_of_fold(spam_cases, spam_classifier.train, lambda model, text: model.probability(text))
     full_safety, full_spam = safety_classifier.classifier(), spam_classifier.classifier()
-    vectors = np.concatenate([e5.vectors(texts[start : start + 64]) for start in range(0, len(texts), 64)])
-    return {
+    stored = load_features() if keep_vectors and FEATURES.exists() else {}
+    missing = [text for text in texts if text_key(text) not in stored]
+    found = [vector for at in range(0, len(missing), 64) for vector in e5.vectors(missing[at : at + 64])]
+    embedded = dict(zip(missing, found, strict=True))
+    vectors = np.array([embedded[t] if t in embedded else stored[text_key(t)][0] for t in texts], dtype=np.float32)
+    arrays = {
         "key": np.array([text_key(text) for text in texts]),
         "vector": vectors.astype(np.float16),
         "ngram_safety": np.array([oof_safety.get(t, full_safety.risk(t)[0]) for t in texts], dtype=np.float32),
         "ngram_spam": np.array([oof_spam.get(t, full_spam.probability(t)) for t in texts], dtype=np.float32),
     }
+    # The layers are cross-fitted on the features as stored (float16 vectors), as training will read them.
+    known = {
+        str(key): (arrays["vector"][row].astype(np.float32), float(arrays["ngram_safety"][row]), float(spam))
+        for row, (key, spam) in enumerate(zip(arrays["key"], arrays["ngram_spam"], strict=True))
+    }
+    cross = gate_training.cross_fitted(known)
+    for column, name in enumerate(("safety", "topic", "stance")):
+        arrays[f"cross_{name}"] = np.array([cross.get(t, (np.nan,) * 3)[column] for t in texts], dtype=np.float32)
+    return arrays
 
 
 def load_features(path: Path = FEATURES) -> dict[str, tuple[np.ndarray, float, float]]:
@@ -112,24 +134,32 @@ def load_features(path: Path = FEATURES) -> dict[str, tuple[np.ndarray, float, f
     return {str(key): (vectors[row], float(safety[row]), float(spam[row])) for row, key in enumerate(keys)}
 
 
-def write() -> None:
+def load_cross_fitted(path: Path = FEATURES) -> dict[str, tuple[float, float, float, float]]:
+    """text key -> (cross-fitted safety, topic and stance estimates, n-gram safety estimate), for the written-apart
+    development posts and the analyzer's own training posts (gate_training.cross_fitted)."""
+    with np.load(path, allow_pickle=False) as stored:
+        keys, ngram = stored["key"], stored["ngram_safety"]
+        safety, topic, stance = stored["cross_safety"], stored["cross_topic"], stored["cross_stance"]
+    return {
+        str(key): (float(safety[row]), float(topic[row]), float(stance[row]), float(ngram[row]))
+        for row, key in enumerate(keys)
+        if not np.isnan(topic[row])
+    }
+
+
+def write(keep_vectors: bool = False) -> None:
     HOLDOUT.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in holdout_from_bench()), "utf-8")
-    arrays = build_features()
-    np.savez_compressed(
-        FEATURES,
-        key=arrays["key"],
-        vector=arrays["vector"],
-        ngram_safety=arrays["ngram_safety"],
-        ngram_spam=arrays["ngram_spam"],
-    )
+    arrays = build_features(keep_vectors)
+    np.savez_compressed(FEATURES, **arrays)  # type: ignore[arg-type]  # numpy's stub reads the first keyword as allow_pickle
 
 
 if __name__ == "__main__":
     import os
+    import sys
 
     import django
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "eigenflux.settings")
     django.setup()
-    write()
+    write(keep_vectors="--keep-vectors" in sys.argv[1:])
     print(f"wrote {HOLDOUT} and {FEATURES}")

@@ -1,7 +1,15 @@
-"""The learned gates of the local analyzer: three calibrated logistic layers over one feature vector per post
+"""The learned gates of the local analyzer: four calibrated logistic layers over one feature vector per post
 (docs/analyzer-learning.md, "Learned gates"): safety (unsafe against everything else), spam (spam against ordinary
-posts) and stance (unsafe against safe-but-edgy posts only: the same topics, so what it learns is stance — offering
-or threatening against warning, reporting, telling a story).
+posts), stance (unsafe against safe-but-edgy posts only: the same topics, so what it learns is stance — offering
+or threatening against warning, reporting, telling a story) and topic (unsafe and safe-but-edgy posts against
+ordinary posts and spam: whether a post is about harm at all, whatever its stance).
+
+Over the layers sits the safety decision (Decision): a logistic layer over a few numbers, DECISION_INPUTS — the
+safety, topic and stance layers' estimates, the last two's product (the probability that a post is on a harmful
+topic *and* takes the harmful side), the n-gram estimate, a defusing word, and which kinds of category rule fired. It
+is fitted on out-of-fold layer estimates of the written-apart development sets and the analyzer's own posts
+(pipeline.gate_training.fit_decision), so it learns how far to trust each layer and each rule on text its layers
+have not seen.
 
 The features, fixed by CONTRACT: the post's language-neutral e5 vector (pipeline.llm.local.e5: its meaning,
 whatever the language and the wording) followed by SCALARS, the signals the rest of the analyzer computes and
@@ -39,8 +47,8 @@ from pipeline.llm.local.normalise import fold
 
 log = logging.getLogger(__name__)
 SHIPPED_PATH = Path(__file__).resolve().parent / "data" / "analyzer_gates.json"
-CONTRACT = "gates_v2"
-LAYERS = ("safety", "spam", "stance")
+CONTRACT = "gates_v3"
+LAYERS = ("safety", "spam", "stance", "topic")
 SCALARS = (
     "ngram_safety",  # logit of the n-gram safety classifier's estimate (safety_classifier.py)
     "ngram_spam",  # logit of the n-gram spam classifier's estimate (spam_classifier.py)
@@ -51,6 +59,16 @@ SCALARS = (
     "repetition",  # the share of the post's words that are its most repeated word (above two uses)
 )
 WIDTH = e5.DIMENSIONS + len(SCALARS)
+RULE_KINDS = ("hard_rule", "pattern", "phrase", "combination", "term")  # safety_rules.RuleHit.kind
+DECISION_INPUTS = (
+    "safety",  # logit of the safety layer's estimate
+    "harm",  # logit of topic x stance: on a harmful topic and on the harmful side of it
+    "topic",  # logit of the topic layer's estimate
+    "stance",  # logit of the stance layer's estimate
+    "ngram_safety",  # logit of the n-gram safety classifier's estimate
+    "defused",  # a defusing word
+    *(f"rule_{kind}" for kind in RULE_KINDS),  # a category rule of that kind fired
+)
 _REFERRAL = regex.compile(
     r"(?:\b(?:ref(?:erral)?|invite|invitation|promo|affiliate|coupon)[ _-]?(?:code|link|id)\b|[?&](?:ref|aff|affid|"
     r"referrer|invite)=|\buse my (?:code|link)\b|邀请码|推荐码|优惠码|招待コード|紹介コード|クーポンコード)",
@@ -59,7 +77,7 @@ _REFERRAL = regex.compile(
 _WORDS = regex.compile(r"[\p{L}\p{N}]{2,}|\p{Han}|[\p{Hiragana}\p{Katakana}]{2,}")
 
 
-def _logit(probability: float) -> float:
+def logit(probability: float) -> float:
     probability = min(max(probability, 1e-4), 1.0 - 1e-4)
     return math.log(probability / (1.0 - probability))
 
@@ -91,8 +109,8 @@ def scalar_features(text: str, *, ngram_safety: float | None = None, ngram_spam:
     specifics = sum(weight for weight in signals.values() if weight > 0)
     return np.array(
         [
-            _logit(ngram_safety) / 4.0,
-            _logit(ngram_spam) / 4.0,
+            logit(ngram_safety) / 4.0,
+            logit(ngram_spam) / 4.0,
             float(safety_rules.defused(fold(text))),
             bait,
             specifics,
@@ -105,6 +123,25 @@ def scalar_features(text: str, *, ngram_safety: float | None = None, ngram_spam:
 
 def feature_row(vector: np.ndarray, scalars: np.ndarray) -> np.ndarray:
     return np.concatenate([np.asarray(vector, dtype=np.float64), scalars])
+
+
+def decision_inputs(
+    safety: float, topic: float, stance: float, ngram_safety: float, defused: bool, kinds: set[str]
+) -> np.ndarray:
+    """DECISION_INPUTS for one post: the layers' probabilities, the n-gram estimate, and the rule kinds that fired
+    (logits scaled by a quarter, as SCALARS are)."""
+    return np.array(
+        [
+            logit(safety) / 4.0,
+            logit(topic * stance) / 4.0,
+            logit(topic) / 4.0,
+            logit(stance) / 4.0,
+            logit(ngram_safety) / 4.0,
+            float(defused),
+            *(float(kind in kinds) for kind in RULE_KINDS),
+        ],
+        dtype=np.float64,
+    )
 
 
 @dataclass(frozen=True)
@@ -126,12 +163,32 @@ class Layer:
 
 
 @dataclass(frozen=True)
+class Decision:
+    """The safety decision over DECISION_INPUTS: sigmoid(weights . inputs + bias) is its estimate that the post is
+    unsafe (class-balanced); below SAFETY_LOCAL_DECISION_CLEARS it publishes a post the rest would stop (safety.py)."""
+
+    weights: np.ndarray
+    bias: float
+
+    def probability(self, inputs: np.ndarray) -> float:
+        return sigmoid(float(inputs @ self.weights) + self.bias)
+
+    def terms(self, inputs: np.ndarray) -> dict[str, float]:
+        """Each input's share of the score (explains a risk)."""
+        return {name: float(value) for name, value in zip(DECISION_INPUTS, inputs * self.weights, strict=True)}
+
+
+@dataclass(frozen=True)
 class GateModel:
     safety: Layer
     spam: Layer
     version: str = "shipped"
     provenance: dict[str, Any] = field(default_factory=dict)
     stance: Layer | None = None  # None: no stance layer, nothing is cleared on stance (a model built in a test)
+    topic: Layer | None = None
+    # None (a model built in a test from its layers): the safety verdict combines the layers by its fixed rules
+    # (safety.py) instead of the learned decision.
+    decision: Decision | None = None
 
     def row(self, text: str, vector: np.ndarray | None = None) -> np.ndarray:
         if vector is None:
@@ -158,9 +215,25 @@ def to_document(model: GateModel) -> dict[str, Any]:
         "provenance": model.provenance,
         **{
             name: {"bias": round(layer.bias, 8), "weights": [round(float(value), 8) for value in layer.weights]}
-            for name, layer in (("safety", model.safety), ("spam", model.spam), ("stance", model.stance))
+            for name, layer in (
+                ("safety", model.safety),
+                ("spam", model.spam),
+                ("stance", model.stance),
+                ("topic", model.topic),
+            )
             if layer is not None
         },
+        **(
+            {}
+            if model.decision is None
+            else {
+                "decision": {
+                    "inputs": list(DECISION_INPUTS),
+                    "bias": round(model.decision.bias, 8),
+                    "weights": [round(float(value), 8) for value in model.decision.weights],
+                }
+            }
+        ),
     }
 
 
@@ -179,12 +252,20 @@ def from_document(document: dict[str, Any]) -> GateModel:
         if weights.shape != (WIDTH,):
             raise ContractMismatch(f"the {name} layer has {weights.shape} weights; {CONTRACT} needs {WIDTH}")
         layers[name] = Layer(weights, float(document[name]["bias"]))
+    decision = document.get("decision")
+    if not isinstance(decision, dict) or list(decision.get("inputs", [])) != list(DECISION_INPUTS):
+        raise ContractMismatch(f"the model's decision does not read {CONTRACT}'s inputs {list(DECISION_INPUTS)}")
+    weights = np.asarray(decision["weights"], dtype=np.float64)
+    if weights.shape != (len(DECISION_INPUTS),):
+        raise ContractMismatch(f"the decision has {weights.shape} weights; {CONTRACT} needs {len(DECISION_INPUTS)}")
     return GateModel(
         layers["safety"],
         layers["spam"],
         str(document.get("version", "?")),
         dict(document.get("provenance", {})),
         layers["stance"],
+        layers["topic"],
+        Decision(weights, float(decision["bias"])),
     )
 
 

@@ -141,6 +141,7 @@ def _assess(text: str, content: str) -> tuple[float, list[str], bool]:
     # SAFETY_LOCAL_GATE_HOLD, and otherwise leaves the risk alone, so what it is unsure of does not fill the review
     # queue. It reads the content, whose vector the pipeline has just computed for duplicate detection (cached).
     row, model = None, gates.current()
+    hard_rule = any(hit.kind == "hard_rule" for hit in hits_found)
     if settings.SAFETY_LOCAL_EMBEDDING_BLOCK_THRESHOLD < 1.0 and safety_embedding.readable(content or text):
         row = model.row(content or text)
         combined = model.safety.probability(row)
@@ -167,10 +168,11 @@ def _assess(text: str, content: str) -> tuple[float, list[str], bool]:
             # The learned gate reads harm that no rule names (a crime offered as an ordinary job, a threat
             # implied): never a block on its own, but a moderator looks (docs/model-layer.md, "Learned gates").
             risk = max(risk, min(combined, CORROBORATED_CEILING * settings.SAFETY_LOCAL_BLOCK_THRESHOLD))
-    cleared = None if fixed or row is None else _stance_clears(risk, hits_found, model, row, is_defused, content, text)
+    words = (ngram, is_defused)
+    cleared = None if fixed or row is None else _stance_clears(risk, hits_found, model, row, words, content, text)
     if cleared is not None:
         return cleared, [], False
-    return risk, flags, any(hit.kind == "hard_rule" for hit in hits_found)
+    return risk, flags, hard_rule
 
 
 def _stance_clears(
@@ -178,25 +180,42 @@ def _stance_clears(
     hits_found: list[RuleHit],
     model: gates.GateModel,
     row: np.ndarray,
-    is_defused: bool,
+    words: tuple[float, bool],
     content: str,
     text: str,
 ) -> float | None:
-    """The risk left when the stance layer clears a text the other layers would block or hold: it reads the content
-    as a warning, a report, a story or help rather than an offer or a threat (below SAFETY_LOCAL_STANCE_CLEARS).
-    Never against the hard rule, a category phrase the rules kept beside a defusing word (only a first-person offer
-    does that: "Research update: we sell ransomware builds"), or evidence outside the content it reads (the notes,
-    the URL). The caller spares fixed patterns and the old term list. None: it does not clear."""
+    """The risk left when the learned layers clear a text the rest would block or hold: the stance layer reads the
+    content as a warning, a report, a story or help rather than an offer or a threat (below
+    SAFETY_LOCAL_STANCE_CLEARS), or the learned decision (gates.Decision, over every layer's estimate and the rules
+    that fired) reads it as safe (below SAFETY_LOCAL_DECISION_CLEARS). Never against the hard rule, a category phrase
+    the rules kept beside a defusing word (only a first-person offer does that: "Research update: we sell ransomware
+    builds"), or evidence outside the content it reads (the notes, the URL). The caller spares fixed patterns and the
+    old term list. `words`: the n-gram estimate and whether a defusing word is there. None: it does not clear."""
     if model.stance is None or risk < settings.REVIEW_SAFETY_RISK:
         return None
+    ngram, is_defused = words
     if any(hit.kind in STANCE_SPARES or (is_defused and hit.kind in ("phrase", "combination")) for hit in hits_found):
         return None
     if text != content and hits_found != rule_hits(fold(content)):
         return None
     stance = model.stance.probability(row)
-    if stance >= settings.SAFETY_LOCAL_STANCE_CLEARS:
+    if stance < settings.SAFETY_LOCAL_STANCE_CLEARS:
+        return min(stance, settings.REVIEW_SAFETY_RISK / 2)  # published, never held
+    if model.decision is None or model.topic is None:
         return None
-    return min(stance, settings.REVIEW_SAFETY_RISK / 2)  # published, never held
+    decided = model.decision.probability(
+        gates.decision_inputs(
+            model.safety.probability(row),
+            model.topic.probability(row),
+            stance,
+            ngram,
+            is_defused,
+            {hit.kind for hit in hits_found},
+        )
+    )
+    if decided < settings.SAFETY_LOCAL_DECISION_CLEARS:
+        return min(decided, settings.REVIEW_SAFETY_RISK / 2)
+    return None
 
 
 def _blend_corroborates(combined: float, is_defused: bool) -> bool:

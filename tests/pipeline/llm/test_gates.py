@@ -34,7 +34,7 @@ def test_the_gates_learn_from_development_sets_written_apart_and_never_from_a_te
         assert (path in gate_data.APART_SETS) == ("development set" in fresh_set.STANDING[path]), path.name
     examples = gate_training.shipped_examples()
     assert {example.source for example in examples} == {"shipped", "apart"}
-    # They teach spam and stance; the safety layer learns from the analyzer's own posts and moderators only.
+    # They teach spam, stance and topic; the safety layer learns from the analyzer's own posts and moderators only.
     assert {example.gate for example in examples if example.source == "apart"} == set(gate_data.APART_LAYERS)
     assert "safety" not in gate_data.APART_LAYERS
 
@@ -46,6 +46,37 @@ def test_the_features_file_covers_exactly_the_training_and_held_out_texts():
         for case in gate_data.read_jsonl(path)
     }
     assert set(gate_data.load_features()) == {gate_data.text_key(text) for text in texts}
+
+
+def test_every_decision_post_has_estimates_from_layers_that_never_saw_it():
+    """The decision is fitted on cross-fitted estimates: each written-apart development post's topic and stance as
+    layers trained without its set read it (and each own post's, without its fold), which differ from what the
+    shipped layers (trained on it) read."""
+    cross = gate_data.load_cross_fitted()
+    assert set(cross) == {gate_data.text_key(text) for text, _, _ in gate_training.decision_cases()}
+    cases = gate_data.apart_cases()
+    model, known = gates.shipped(), gate_data.load_features()
+    sample = cases[::40]
+    rows = gate_training.feature_matrix([case["text"] for case in sample], known)
+    gaps = [
+        abs(model.stance.probability(row) - cross[gate_data.text_key(case["text"])][1])
+        for case, row in zip(sample, rows, strict=True)
+    ]
+    assert max(gaps) > 0.05  # out of fold, not the shipped layer's own reading
+
+
+def test_the_shipped_decision_is_the_one_its_data_gives():
+    shipped = gates.shipped().decision
+    fitted = gate_training.fit_decision()
+    assert np.allclose(shipped.weights, fitted.weights, atol=1e-6) and abs(shipped.bias - fitted.bias) < 1e-6
+
+
+def test_a_set_held_out_of_training_is_held_out_of_the_decision():
+    """The decision learns from the posts a training run sees: without a written-apart set, none of its rows."""
+    held = {case["text"] for case in gate_data.read_jsonl(gate_data.APART_SETS[-1])}
+    seen = {example.text for example in gate_training.shipped_examples() if example.text not in held}
+    rows, _, _ = gate_training.decision_rows(seen)
+    assert len(rows) == len(gate_training.decision_cases()) - len(held)
 
 
 def test_the_held_out_file_is_the_held_out_halves_of_the_labelled_sets():
@@ -64,9 +95,15 @@ def test_a_model_of_another_contract_is_refused():
         gates.from_document({**document, "contract": "gates_v0"})
     with pytest.raises(gates.ContractMismatch, match="scalars"):
         gates.from_document({**document, "scalars": [*gates.SCALARS, "extra"]})
-    without_stance = {name: value for name, value in document.items() if name != "stance"}
-    with pytest.raises(gates.ContractMismatch, match="stance"):
-        gates.from_document(without_stance)
+    for layer in ("stance", "topic"):
+        without = {name: value for name, value in document.items() if name != layer}
+        with pytest.raises(gates.ContractMismatch, match=layer):
+            gates.from_document(without)
+    with pytest.raises(gates.ContractMismatch, match="decision"):
+        gates.from_document({name: value for name, value in document.items() if name != "decision"})
+    other_inputs = {**document, "decision": {**document["decision"], "inputs": ["harm"]}}
+    with pytest.raises(gates.ContractMismatch, match="decision"):
+        gates.from_document(other_inputs)
     short = {**document, "spam": {"bias": 0.0, "weights": [0.0] * (gates.WIDTH - 1)}}
     with pytest.raises(gates.ContractMismatch, match="weights"):
         gates.from_document(short)
