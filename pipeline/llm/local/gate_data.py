@@ -48,9 +48,9 @@ APART_SETS = tuple(
     BENCH_DATA / f"safety_fresh{number}.jsonl" for number in ("", "2", "3", "4", "5", "9", "10", "12", "13", "14")
 )
 APART_WEIGHT = 3.0
-# The layers the written-apart sets teach: spam and stance. The safety layer learns from the analyzer's own posts and
-# the moderators' decisions only: trained on the written-apart sets too it read explicit harm less surely (a murder
-# for hire at 0.85, held instead of blocked), a marketplace restock notice as unsafe, and moderators' rejections
+# The layers the written-apart sets teach: spam, stance and topic. The safety layer learns from the analyzer's own
+# posts and the moderators' decisions only: trained on the written-apart sets too it read explicit harm less surely (a
+# murder for hire at 0.85, held instead of blocked), a marketplace restock notice as unsafe, and moderators' rejections
 # moved it less; the stance layer passes nearly as many safe-but-edgy posts without those costs. The topic layer (harm
 # at all, whatever the stance) joined with the learned decision (docs/analyzer-learning.md, "A learned decision").
 APART_LAYERS = ("spam", "stance", "topic")

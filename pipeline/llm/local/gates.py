@@ -186,9 +186,7 @@ class GateModel:
     provenance: dict[str, Any] = field(default_factory=dict)
     stance: Layer | None = None  # None: no stance layer, nothing is cleared on stance (a model built in a test)
     topic: Layer | None = None
-    # None (a model built in a test from its layers): the safety verdict combines the layers by its fixed rules
-    # (safety.py) instead of the learned decision.
-    decision: Decision | None = None
+    decision: Decision | None = None  # None (a model built in a test from its layers): nothing is cleared on it
 
     def row(self, text: str, vector: np.ndarray | None = None) -> np.ndarray:
         if vector is None:

@@ -141,7 +141,6 @@ def _assess(text: str, content: str) -> tuple[float, list[str], bool]:
     # SAFETY_LOCAL_GATE_HOLD, and otherwise leaves the risk alone, so what it is unsure of does not fill the review
     # queue. It reads the content, whose vector the pipeline has just computed for duplicate detection (cached).
     row, model = None, gates.current()
-    hard_rule = any(hit.kind == "hard_rule" for hit in hits_found)
     if settings.SAFETY_LOCAL_EMBEDDING_BLOCK_THRESHOLD < 1.0 and safety_embedding.readable(content or text):
         row = model.row(content or text)
         combined = model.safety.probability(row)
@@ -172,7 +171,7 @@ def _assess(text: str, content: str) -> tuple[float, list[str], bool]:
     cleared = None if fixed or row is None else _stance_clears(risk, hits_found, model, row, words, content, text)
     if cleared is not None:
         return cleared, [], False
-    return risk, flags, hard_rule
+    return risk, flags, any(hit.kind == "hard_rule" for hit in hits_found)
 
 
 def _stance_clears(
