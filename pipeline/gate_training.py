@@ -185,12 +185,12 @@ def decision_rows(among: set[str] | None = None) -> tuple[np.ndarray, np.ndarray
     return np.array(rows), np.array(target, dtype=np.float64), np.array(weight)
 
 
-def fit_decision(among: set[str] | None = None) -> gates.Decision:
+def fit_decision(among: set[str] | None = None) -> gates.Layer:
     """The safety decision: a class-balanced logistic regression over the decision rows (its output reads as the
     probability that a post is unsafe when unsafe and safe posts are equally likely). `among`: only the posts a
     training run learns from (a written-apart set held out of it is held out of the decision too)."""
     rows, target, weight = decision_rows(among)
-    return gates.Decision(*_fit(rows, target, weight))
+    return gates.Layer(*_fit(rows, target, weight))
 
 
 def data_sha256(examples: list[Example]) -> str:

@@ -116,11 +116,7 @@ def build_features(keep_vectors: bool = False) -> dict[str, np.ndarray]:
         "ngram_spam": np.array([oof_spam.get(t, full_spam.probability(t)) for t in texts], dtype=np.float32),
     }
     # The layers are cross-fitted on the features as stored (float16 vectors), as training will read them.
-    known = {
-        str(key): (arrays["vector"][row].astype(np.float32), float(arrays["ngram_safety"][row]), float(spam))
-        for row, (key, spam) in enumerate(zip(arrays["key"], arrays["ngram_spam"], strict=True))
-    }
-    cross = gate_training.cross_fitted(known)
+    cross = gate_training.cross_fitted(_by_key(arrays))
     for column, name in enumerate(("safety", "topic", "stance")):
         arrays[f"cross_{name}"] = np.array([cross.get(t, (np.nan,) * 3)[column] for t in texts], dtype=np.float32)
     return arrays
@@ -129,9 +125,12 @@ def build_features(keep_vectors: bool = False) -> dict[str, np.ndarray]:
 def load_features(path: Path = FEATURES) -> dict[str, tuple[np.ndarray, float, float]]:
     """text key -> (vector, out-of-fold n-gram safety estimate, spam estimate)."""
     with np.load(path, allow_pickle=False) as stored:
-        keys, vectors = stored["key"], stored["vector"].astype(np.float32)
-        safety, spam = stored["ngram_safety"], stored["ngram_spam"]
-    return {str(key): (vectors[row], float(safety[row]), float(spam[row])) for row, key in enumerate(keys)}
+        return _by_key({name: stored[name] for name in ("key", "vector", "ngram_safety", "ngram_spam")})
+
+
+def _by_key(arrays: dict[str, np.ndarray]) -> dict[str, tuple[np.ndarray, float, float]]:
+    vectors, safety, spam = arrays["vector"].astype(np.float32), arrays["ngram_safety"], arrays["ngram_spam"]
+    return {str(key): (vectors[row], float(safety[row]), float(spam[row])) for row, key in enumerate(arrays["key"])}
 
 
 def load_cross_fitted(path: Path = FEATURES) -> dict[str, tuple[float, float, float, float]]:

@@ -4,7 +4,7 @@ posts), stance (unsafe against safe-but-edgy posts only: the same topics, so wha
 or threatening against warning, reporting, telling a story) and topic (unsafe and safe-but-edgy posts against
 ordinary posts and spam: whether a post is about harm at all, whatever its stance).
 
-Over the layers sits the safety decision (Decision): a logistic layer over a few numbers, DECISION_INPUTS — the
+Over the layers sits the safety decision: one more logistic layer (a Layer over DECISION_INPUTS, not the vector) — the
 safety, topic and stance layers' estimates, the last two's product (the probability that a post is on a harmful
 topic *and* takes the harmful side), the n-gram estimate, a defusing word, and which kinds of category rule fired. It
 is fitted on out-of-fold layer estimates of the written-apart development sets and the analyzer's own posts
@@ -163,22 +163,6 @@ class Layer:
 
 
 @dataclass(frozen=True)
-class Decision:
-    """The safety decision over DECISION_INPUTS: sigmoid(weights . inputs + bias) is its estimate that the post is
-    unsafe (class-balanced); below SAFETY_LOCAL_DECISION_CLEARS it publishes a post the rest would stop (safety.py)."""
-
-    weights: np.ndarray
-    bias: float
-
-    def probability(self, inputs: np.ndarray) -> float:
-        return sigmoid(float(inputs @ self.weights) + self.bias)
-
-    def terms(self, inputs: np.ndarray) -> dict[str, float]:
-        """Each input's share of the score (explains a risk)."""
-        return {name: float(value) for name, value in zip(DECISION_INPUTS, inputs * self.weights, strict=True)}
-
-
-@dataclass(frozen=True)
 class GateModel:
     safety: Layer
     spam: Layer
@@ -186,7 +170,9 @@ class GateModel:
     provenance: dict[str, Any] = field(default_factory=dict)
     stance: Layer | None = None  # None: no stance layer, nothing is cleared on stance (a model built in a test)
     topic: Layer | None = None
-    decision: Decision | None = None  # None (a model built in a test from its layers): nothing is cleared on it
+    # The safety decision, a Layer over DECISION_INPUTS: below SAFETY_LOCAL_DECISION_CLEARS it publishes a post the
+    # rest would stop (safety.py). None (a model built in a test from its layers): nothing is cleared on it.
+    decision: Layer | None = None
 
     def row(self, text: str, vector: np.ndarray | None = None) -> np.ndarray:
         if vector is None:
@@ -263,7 +249,7 @@ def from_document(document: dict[str, Any]) -> GateModel:
         dict(document.get("provenance", {})),
         layers["stance"],
         layers["topic"],
-        Decision(weights, float(decision["bias"])),
+        Layer(weights, float(decision["bias"])),
     )
 
 

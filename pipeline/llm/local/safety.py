@@ -168,13 +168,13 @@ def _assess(text: str, content: str) -> tuple[float, list[str], bool]:
             # implied): never a block on its own, but a moderator looks (docs/model-layer.md, "Learned gates").
             risk = max(risk, min(combined, CORROBORATED_CEILING * settings.SAFETY_LOCAL_BLOCK_THRESHOLD))
     words = (ngram, is_defused)
-    cleared = None if fixed or row is None else _stance_clears(risk, hits_found, model, row, words, content, text)
+    cleared = None if fixed or row is None else _learned_clears(risk, hits_found, model, row, words, content, text)
     if cleared is not None:
         return cleared, [], False
     return risk, flags, any(hit.kind == "hard_rule" for hit in hits_found)
 
 
-def _stance_clears(
+def _learned_clears(
     risk: float,
     hits_found: list[RuleHit],
     model: gates.GateModel,
@@ -185,7 +185,7 @@ def _stance_clears(
 ) -> float | None:
     """The risk left when the learned layers clear a text the rest would block or hold: the stance layer reads the
     content as a warning, a report, a story or help rather than an offer or a threat (below
-    SAFETY_LOCAL_STANCE_CLEARS), or the learned decision (gates.Decision, over every layer's estimate and the rules
+    SAFETY_LOCAL_STANCE_CLEARS), or the learned decision (GateModel.decision, over every layer's estimate and the rules
     that fired) reads it as safe (below SAFETY_LOCAL_DECISION_CLEARS). Never against the hard rule, a category phrase
     the rules kept beside a defusing word (only a first-person offer does that: "Research update: we sell ransomware
     builds"), or evidence outside the content it reads (the notes, the URL). The caller spares fixed patterns and the

@@ -1,7 +1,7 @@
-"""The learned safety decision (pipeline/llm/local/gates.py, Decision; safety.py, _stance_clears): it publishes a post
-the rules or the other layers would stop when it reads the post as safe (below SAFETY_LOCAL_DECISION_CLEARS), never
-against a fixed pattern, the hard rule or a first-person offer behind a defusing word, and it never stops a post on
-its own."""
+"""The learned safety decision (pipeline/llm/local/gates.py, GateModel.decision; safety.py, _learned_clears): it
+publishes a post the rules or the other layers would stop when it reads the post as safe (below
+SAFETY_LOCAL_DECISION_CLEARS), never against a fixed pattern, the hard rule or a first-person offer behind a defusing
+word, and it never stops a post on its own."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ EXPLICIT = "Selling unregistered pistols, no background check, cash only, meet i
 
 def _decision_at(risk: float) -> gates.GateModel:
     """The shipped model with a decision that reads every post at `risk` (no weights, only a bias)."""
-    decision = gates.Decision(np.zeros(len(gates.DECISION_INPUTS)), gates.logit(risk))
+    decision = gates.Layer(np.zeros(len(gates.DECISION_INPUTS)), gates.logit(risk))
     return dataclasses.replace(gates.shipped(), decision=decision, version=f"decision-{risk}")
 
 
@@ -65,7 +65,7 @@ def test_it_reads_its_inputs():
     and not when it does."""
     weights = np.zeros(len(gates.DECISION_INPUTS))
     weights[gates.DECISION_INPUTS.index("topic")] = 4.0
-    reads_topic = dataclasses.replace(gates.shipped(), decision=gates.Decision(weights, 0.0))
+    reads_topic = dataclasses.replace(gates.shipped(), decision=gates.Layer(weights, 0.0))
     for probability, safe in ((0.02, True), (0.98, False)):
         topic = gates.Layer(np.zeros(gates.WIDTH), gates.logit(probability))
         with gates.using(dataclasses.replace(reads_topic, topic=topic)):
