@@ -479,6 +479,9 @@ SAFETY_LOCAL_STANCE_CLEARS = env_float("SAFETY_LOCAL_STANCE_CLEARS", 0.2, minimu
 # unsafe with less than this, with the same exceptions (docs/analyzer-learning.md, "A learned decision"). 0 turns it
 # off.
 SAFETY_LOCAL_DECISION_CLEARS = env_float("SAFETY_LOCAL_DECISION_CLEARS", 0.35, minimum=0.0, maximum=1.0)
+# … and a text the rest would publish is held for a moderator (never blocked) when the learned decision reads it as
+# unsafe with at least this (docs/analyzer-learning.md, "The decision holds"). 1.0 turns it off.
+SAFETY_LOCAL_DECISION_HOLDS = env_float("SAFETY_LOCAL_DECISION_HOLDS", 0.75, minimum=0.0, maximum=1.0)
 SAFETY_LOCAL_CORROBORATED_BLEND = env_float("SAFETY_LOCAL_CORROBORATED_BLEND", 0.85, minimum=0.0, maximum=1.0)
 SAFETY_LOCAL_CORROBORATED_NGRAM = env_float("SAFETY_LOCAL_CORROBORATED_NGRAM", 0.6, minimum=0.0, maximum=1.0)
 # The offline analyzer discards a post as spam when the learned spam gate's probability reaches this, whatever the

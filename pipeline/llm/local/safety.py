@@ -171,7 +171,42 @@ def _assess(text: str, content: str) -> tuple[float, list[str], bool]:
     cleared = None if fixed or row is None else _learned_clears(risk, hits_found, model, row, words, content, text)
     if cleared is not None:
         return cleared, [], False
+    if row is not None and risk < settings.REVIEW_SAFETY_RISK:
+        risk = max(risk, _learned_holds(model, row, words, hits_found))
     return risk, flags, any(hit.kind == "hard_rule" for hit in hits_found)
+
+
+def _decided(
+    model: gates.GateModel, row: np.ndarray, stance: float, words: tuple[float, bool], hits_found: list[RuleHit]
+) -> float | None:
+    """The learned decision's probability that the post is unsafe (GateModel.decision), None without one."""
+    if model.decision is None or model.topic is None:
+        return None
+    ngram, is_defused = words
+    return model.decision.probability(
+        gates.decision_inputs(
+            model.safety.probability(row),
+            model.topic.probability(row),
+            stance,
+            ngram,
+            is_defused,
+            {hit.kind for hit in hits_found},
+        )
+    )
+
+
+def _learned_holds(
+    model: gates.GateModel, row: np.ndarray, words: tuple[float, bool], hits_found: list[RuleHit]
+) -> float:
+    """The risk of a post the rest would publish: a review risk (held for a moderator, never blocked) when the learned
+    decision reads it as unsafe with at least SAFETY_LOCAL_DECISION_HOLDS (1.0: never), else 0."""
+    bar = settings.SAFETY_LOCAL_DECISION_HOLDS
+    if model.stance is None or bar >= 1.0:
+        return 0.0
+    decided = _decided(model, row, model.stance.probability(row), words, hits_found)
+    if decided is None or decided < bar:
+        return 0.0
+    return max(settings.REVIEW_SAFETY_RISK, min(decided, CORROBORATED_CEILING * settings.SAFETY_LOCAL_BLOCK_THRESHOLD))
 
 
 def _learned_clears(
@@ -192,7 +227,7 @@ def _learned_clears(
     old term list. `words`: the n-gram estimate and whether a defusing word is there. None: it does not clear."""
     if model.stance is None or risk < settings.REVIEW_SAFETY_RISK:
         return None
-    ngram, is_defused = words
+    is_defused = words[1]
     if any(hit.kind in STANCE_SPARES or (is_defused and hit.kind in ("phrase", "combination")) for hit in hits_found):
         return None
     if text != content and hits_found != rule_hits(fold(content)):
@@ -200,19 +235,8 @@ def _learned_clears(
     stance = model.stance.probability(row)
     if stance < settings.SAFETY_LOCAL_STANCE_CLEARS:
         return min(stance, settings.REVIEW_SAFETY_RISK / 2)  # published, never held
-    if model.decision is None or model.topic is None:
-        return None
-    decided = model.decision.probability(
-        gates.decision_inputs(
-            model.safety.probability(row),
-            model.topic.probability(row),
-            stance,
-            ngram,
-            is_defused,
-            {hit.kind for hit in hits_found},
-        )
-    )
-    if decided < settings.SAFETY_LOCAL_DECISION_CLEARS:
+    decided = _decided(model, row, stance, words, hits_found)
+    if decided is not None and decided < settings.SAFETY_LOCAL_DECISION_CLEARS:
         return min(decided, settings.REVIEW_SAFETY_RISK / 2)
     return None
 

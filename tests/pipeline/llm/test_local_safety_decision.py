@@ -1,7 +1,8 @@
 """The learned safety decision (pipeline/llm/local/gates.py, GateModel.decision; safety.py, _learned_clears): it
 publishes a post the rules or the other layers would stop when it reads the post as safe (below
 SAFETY_LOCAL_DECISION_CLEARS), never against a fixed pattern, the hard rule or a first-person offer behind a defusing
-word, and it never stops a post on its own."""
+word; a post the rest would publish it holds for a moderator when it reads it as unsafe (from
+SAFETY_LOCAL_DECISION_HOLDS), and it never blocks a post on its own."""
 
 from __future__ import annotations
 
@@ -54,10 +55,16 @@ def test_it_never_clears_a_fixed_pattern_the_hard_rule_or_an_offer_behind_a_defu
         assert not local.safety_verdict(content=text).safe
 
 
-def test_it_never_stops_a_post_on_its_own():
+def test_it_holds_a_post_the_rest_would_publish_and_never_blocks_one(settings):
     with gates.using(_decision_at(0.99)):
         verdict = local.safety_verdict(content=ORDINARY)
-    assert verdict.safe and verdict.risk < 0.35
+        assert verdict.safe and settings.REVIEW_SAFETY_RISK <= verdict.risk < settings.SAFETY_LOCAL_BLOCK_THRESHOLD
+        settings.SAFETY_LOCAL_DECISION_HOLDS = 1.0  # off
+        assert local.safety_verdict(content=ORDINARY).risk < settings.REVIEW_SAFETY_RISK
+    settings.SAFETY_LOCAL_DECISION_HOLDS = 0.75
+    with gates.using(_decision_at(0.7)):  # not sure enough
+        assert local.safety_verdict(content=ORDINARY).risk < settings.REVIEW_SAFETY_RISK
+    assert local.safety_verdict(content=ORDINARY).risk < settings.REVIEW_SAFETY_RISK  # the shipped decision
 
 
 def test_it_reads_its_inputs():
