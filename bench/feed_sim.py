@@ -50,6 +50,7 @@ parser.add_argument("--topics", type=int, default=16, help="topic centroids (16)
 parser.add_argument("--items-per-day", type=int, default=48, help="new items a day (48)")
 parser.add_argument("--seed", type=int, default=7, help="the world's random seed (7)")
 parser.add_argument("--weights", action="store_true", help="print each trained model's weights")
+parser.add_argument("--l2", type=float, default=1.0, help="the nightly training's L2 (train_ranker's --l2, 1.0)")
 ARGS = parser.parse_args()
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "eigenflux.settings")
 os.environ.setdefault("LOG_LEVEL", "WARNING")
@@ -228,7 +229,7 @@ def ceiling(readers: list[Reader]) -> float:
 def retrain(held_out: list[Reader]) -> str:
     excluded = frozenset(reader.agent.pk for reader in held_out)
     try:
-        trained = ranker_train(days=28, held_out_days=1, skips=1, l2=1.0, excluded_readers=excluded)
+        trained = ranker_train(days=28, held_out_days=1, skips=1, l2=ARGS.l2, excluded_readers=excluded)
     except TrainingRefused as exc:
         return f"not trained: {exc}"
     held = trained.model.metrics["held_out"]
