@@ -59,7 +59,8 @@ FRESH_SET_12 = FRESH_SET.with_name("safety_fresh12.jsonl")
 FRESH_SET_13 = FRESH_SET.with_name("safety_fresh13.jsonl")
 FRESH_SET_14 = FRESH_SET.with_name("safety_fresh14.jsonl")
 FRESH_SET_15 = FRESH_SET.with_name("safety_fresh15.jsonl")
-# The sets by the name the bench's flag gives them (`--fresh`, `--fresh2`, ... `--fresh15`).
+FRESH_SET_16 = FRESH_SET.with_name("safety_fresh16.jsonl")
+# The sets by the name the bench's flag gives them (`--fresh`, `--fresh2`, ... `--fresh16`).
 FRESH_SETS = {
     "fresh": FRESH_SET,
     "fresh2": FRESH_SET_2,
@@ -76,6 +77,7 @@ FRESH_SETS = {
     "fresh13": FRESH_SET_13,
     "fresh14": FRESH_SET_14,
     "fresh15": FRESH_SET_15,
+    "fresh16": FRESH_SET_16,
 }
 # What each set's figures are: the first set's misses were read while tuning on 3 December, the second's and the
 # third's that evening.
@@ -95,6 +97,7 @@ STANDING = {
     FRESH_SET_13: "written apart on 7 Dec, a development set: gates train on it, thresholds chosen on it",
     FRESH_SET_14: "written apart on 7 Dec, a development set: gates train on it, thresholds chosen on it",
     FRESH_SET_15: "written apart on 7 Dec, a test set never tuned on",
+    FRESH_SET_16: "written apart on 7 Dec (night), a test set never tuned on",
 }
 LANGS = ("en", "zh", "ja")
 UNSAFE_CATEGORIES = (
@@ -117,7 +120,7 @@ FIELDS = ("lang", "label", "category", "kind", "text")
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
-    """`--fresh`, `--fresh2` ... `--fresh15` (one at most): the set to run, as `args.fresh_set` (a path, or None)."""
+    """`--fresh`, `--fresh2` ... `--fresh16` (one at most): the set to run, as `args.fresh_set` (a path, or None)."""
     group = parser.add_mutually_exclusive_group()
     for name, path in FRESH_SETS.items():
         group.add_argument(f"--{name}", dest="fresh_set", action="store_const", const=path, help=f"{path.name} only")

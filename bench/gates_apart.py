@@ -93,7 +93,7 @@ def main() -> None:
     shipped = ",".join(name for name, path in fresh_set.FRESH_SETS.items() if path in gate_data.APART_SETS)
     parser.add_argument("--weight", type=float, default=gate_data.APART_WEIGHT, help="each written-apart post's weight")
     parser.add_argument("--train", default=shipped, help=f"sets trained on ({shipped})")
-    parser.add_argument("--report", default="fresh6,fresh7,fresh8,fresh11,fresh15", help="sets reported")
+    parser.add_argument("--report", default="fresh6,fresh7,fresh8,fresh11,fresh15,fresh16", help="sets reported")
     layers = ",".join(gate_data.APART_LAYERS)
     parser.add_argument("--layers", default=layers, help=f"the layers the written-apart posts teach ({layers})")
     args = parser.parse_args()
