@@ -26,6 +26,7 @@ each its own emphasis): the twelfth, thirteenth and fourteenth are development s
     .venv/bin/python -m bench.analyzer_quality --fresh13  # bench/data/safety_fresh13.jsonl, 300 (a development set)
     .venv/bin/python -m bench.analyzer_quality --fresh14  # bench/data/safety_fresh14.jsonl, 299 (a development set)
     .venv/bin/python -m bench.analyzer_quality --fresh15  # bench/data/safety_fresh15.jsonl, 299
+    .venv/bin/python -m bench.analyzer_quality --fresh16  # bench/data/safety_fresh16.jsonl, 299
 
 Each broadcast goes through the offline analyzer in the pipeline's order, with the function the review-queue bench
 uses (`bench.review_queue.outcome`: the safety gate, the extraction's discard verdict, the quality gate, then the

@@ -6,7 +6,7 @@
   tuned on; `manage.py train_analyzer` compares a new model with the active one on them before it activates it.
 - the development sets written apart (APART_SETS, in bench/data: posts written by people who never saw the analyzer,
   labelled by their writers; docs/benchmarks.md), which the gates train on at APART_WEIGHT each. The test sets
-  written apart (safety_fresh6/7/8/11/15.jsonl) are never among them.
+  written apart (safety_fresh6/7/8/11/15/16.jsonl) are never among them.
 - data/gate_features.npz: for every text of those files, its e5 vector (float16) and out-of-fold n-gram
   estimates (each n-gram classifier refitted four times without the fold the text is in, so the gates learn
   how far to trust the n-grams on text they have not seen); for every written-apart development post, its safety, topic
