@@ -27,6 +27,8 @@ each its own emphasis): the twelfth, thirteenth and fourteenth are development s
     .venv/bin/python -m bench.analyzer_quality --fresh14  # bench/data/safety_fresh14.jsonl, 299 (a development set)
     .venv/bin/python -m bench.analyzer_quality --fresh15  # bench/data/safety_fresh15.jsonl, 299
     .venv/bin/python -m bench.analyzer_quality --fresh16  # bench/data/safety_fresh16.jsonl, 299
+    .venv/bin/python -m bench.analyzer_quality --fresh17  # bench/data/safety_fresh17.jsonl, 299 (a development set)
+    .venv/bin/python -m bench.analyzer_quality --fresh18  # bench/data/safety_fresh18.jsonl, 299 (a development set)
 
 Each broadcast goes through the offline analyzer in the pipeline's order, with the function the review-queue bench
 uses (`bench.review_queue.outcome`: the safety gate, the extraction's discard verdict, the quality gate, then the
@@ -61,7 +63,9 @@ FRESH_SET_13 = FRESH_SET.with_name("safety_fresh13.jsonl")
 FRESH_SET_14 = FRESH_SET.with_name("safety_fresh14.jsonl")
 FRESH_SET_15 = FRESH_SET.with_name("safety_fresh15.jsonl")
 FRESH_SET_16 = FRESH_SET.with_name("safety_fresh16.jsonl")
-# The sets by the name the bench's flag gives them (`--fresh`, `--fresh2`, ... `--fresh16`).
+FRESH_SET_17 = FRESH_SET.with_name("safety_fresh17.jsonl")
+FRESH_SET_18 = FRESH_SET.with_name("safety_fresh18.jsonl")
+# The sets by the name the bench's flag gives them (`--fresh`, `--fresh2`, ... `--fresh18`).
 FRESH_SETS = {
     "fresh": FRESH_SET,
     "fresh2": FRESH_SET_2,
@@ -79,6 +83,8 @@ FRESH_SETS = {
     "fresh14": FRESH_SET_14,
     "fresh15": FRESH_SET_15,
     "fresh16": FRESH_SET_16,
+    "fresh17": FRESH_SET_17,
+    "fresh18": FRESH_SET_18,
 }
 # What each set's figures are: the first set's misses were read while tuning on 3 December, the second's and the
 # third's that evening.
@@ -99,6 +105,8 @@ STANDING = {
     FRESH_SET_14: "written apart on 7 Dec, a development set: gates train on it, thresholds chosen on it",
     FRESH_SET_15: "written apart on 7 Dec, a test set never tuned on",
     FRESH_SET_16: "written apart on 7 Dec (night), a test set never tuned on",
+    FRESH_SET_17: "written apart on 7 Dec (night), a development set: gates train on it",
+    FRESH_SET_18: "written apart on 7 Dec (night), a development set: gates train on it",
 }
 LANGS = ("en", "zh", "ja")
 UNSAFE_CATEGORIES = (
@@ -121,7 +129,7 @@ FIELDS = ("lang", "label", "category", "kind", "text")
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
-    """`--fresh`, `--fresh2` ... `--fresh16` (one at most): the set to run, as `args.fresh_set` (a path, or None)."""
+    """`--fresh`, `--fresh2` ... `--fresh18` (one at most): the set to run, as `args.fresh_set` (a path, or None)."""
     group = parser.add_mutually_exclusive_group()
     for name, path in FRESH_SETS.items():
         group.add_argument(f"--{name}", dest="fresh_set", action="store_const", const=path, help=f"{path.name} only")

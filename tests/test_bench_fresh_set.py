@@ -1,8 +1,8 @@
-"""The fresh test sets (bench/data/safety_fresh.jsonl, safety_fresh2.jsonl ... safety_fresh16.jsonl; docs/benchmarks.md,
+"""The fresh test sets (bench/data/safety_fresh.jsonl, safety_fresh2.jsonl ... safety_fresh18.jsonl; docs/benchmarks.md,
 "A fresh test set"): each parses, holds what bench/data/README.md says it holds, shares no text
 with any labelled or training file (nor with another fresh set), and the bench's tables count right. No figure of
 the analyzer is asserted here: a set is judged by hand, with `analyzer_quality --fresh`, `--fresh2`, `--fresh3`,
-`--fresh4` ... `--fresh16`."""
+`--fresh4` ... `--fresh18`."""
 
 from __future__ import annotations
 
@@ -30,6 +30,8 @@ from bench.fresh_set import (
     FRESH_SET_14,
     FRESH_SET_15,
     FRESH_SET_16,
+    FRESH_SET_17,
+    FRESH_SET_18,
     FRESH_SETS,
     LANGS,
     UNSAFE_CATEGORIES,
@@ -73,7 +75,11 @@ DOCUMENTED = {
     },
     # The sixteenth, from the same brief with an emphasis of its own (bench/data/safety_fresh_brief.md), one English
     # test post dropped for the same reason.
-    FRESH_SET_16: ({"unsafe": (34, 34, 34), "edgy": (33, 33, 33), "spam": (16, 17, 17), "normal": (16, 16, 16)}, 0),
+    # The seventeenth and eighteenth likewise (development sets), each without its English test post.
+    **{
+        path: ({"unsafe": (34, 34, 34), "edgy": (33, 33, 33), "spam": (16, 17, 17), "normal": (16, 16, 16)}, 0)
+        for path in (FRESH_SET_16, FRESH_SET_17, FRESH_SET_18)
+    },
 }
 SETS = pytest.mark.parametrize("path", sorted(FRESH_SETS.values()), ids=lambda path: path.name)
 

@@ -43,9 +43,11 @@ BENCH_DATA = Path(__file__).resolve().parents[3] / "bench" / "data"
 # The written-apart development sets the gates learn from, and the weight of each of their posts. The weight was chosen
 # on the ninth and tenth sets, each held out in turn while the gates trained on the others (docs/analyzer-learning.md,
 # "Labels written apart, second round"): weights 1, 3, 10 and 30 were within two posts of each other on every figure.
-# The twelfth to fourteenth joined on 7 December ("third round").
+# The twelfth to fourteenth joined on 7 December ("third round"), the seventeenth and eighteenth that night ("fourth
+# round").
 APART_SETS = tuple(
-    BENCH_DATA / f"safety_fresh{number}.jsonl" for number in ("", "2", "3", "4", "5", "9", "10", "12", "13", "14")
+    BENCH_DATA / f"safety_fresh{number}.jsonl"
+    for number in ("", "2", "3", "4", "5", "9", "10", "12", "13", "14", "17", "18")
 )
 APART_WEIGHT = 3.0
 # The layers the written-apart sets teach: spam, stance and topic. The safety layer learns from the analyzer's own
