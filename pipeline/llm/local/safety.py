@@ -162,11 +162,11 @@ def _assess(text: str, content: str) -> tuple[float, list[str], bool]:
             else:
                 # Both learned layers read harm in a text with no rule and no defusing word: the n-gram estimate
                 # counts in full, but without a rule it never blocks alone (a moderator decides).
-                risk = max(risk, min(ngram, CORROBORATED_CEILING * settings.SAFETY_LOCAL_BLOCK_THRESHOLD))
+                risk = max(risk, _held_at_most(ngram))
         if combined >= settings.SAFETY_LOCAL_GATE_HOLD and risk < settings.SAFETY_LOCAL_BLOCK_THRESHOLD:
             # The learned gate reads harm that no rule names (a crime offered as an ordinary job, a threat
             # implied): never a block on its own, but a moderator looks (docs/model-layer.md, "Learned gates").
-            risk = max(risk, min(combined, CORROBORATED_CEILING * settings.SAFETY_LOCAL_BLOCK_THRESHOLD))
+            risk = max(risk, _held_at_most(combined))
     words = (ngram, is_defused)
     cleared = None if fixed or row is None else _learned_clears(risk, hits_found, model, row, words, content, text)
     if cleared is not None:
@@ -174,6 +174,12 @@ def _assess(text: str, content: str) -> tuple[float, list[str], bool]:
     if row is not None and risk < settings.REVIEW_SAFETY_RISK:
         risk = max(risk, _learned_holds(model, row, words, hits_found))
     return risk, flags, any(hit.kind == "hard_rule" for hit in hits_found)
+
+
+def _held_at_most(risk: float) -> float:
+    """`risk`, capped just under the block threshold (CORROBORATED_CEILING of it): a learned reading that may hold a
+    post for a moderator but never blocks it alone."""
+    return min(risk, CORROBORATED_CEILING * settings.SAFETY_LOCAL_BLOCK_THRESHOLD)
 
 
 def _decided(
@@ -206,7 +212,7 @@ def _learned_holds(
     decided = _decided(model, row, model.stance.probability(row), words, hits_found)
     if decided is None or decided < bar:
         return 0.0
-    return max(settings.REVIEW_SAFETY_RISK, min(decided, CORROBORATED_CEILING * settings.SAFETY_LOCAL_BLOCK_THRESHOLD))
+    return max(settings.REVIEW_SAFETY_RISK, _held_at_most(decided))
 
 
 def _learned_clears(
