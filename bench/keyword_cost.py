@@ -3,12 +3,15 @@ bar, the newest matches and their ranking; no HTTP, no JSON) for every query of 
 and a domain filter, the best of --calls calls each, and by which path the newest matches were found (the window of
 the newest items, or the text index over the whole network).
 
+With --budget they are also measured with no SEARCH_KEYWORD_BUDGET_MS, the text index path always run to its end,
+and the answers compared: how many the budget changed, and how much of each changed answer it kept.
+
 With --plain the same queries are also measured the way the match was written before 7 December 2026: every
 lexicon alternative of a concept (the ones containing another too) and "at least k of n concepts" as an OR of every
 k-concept conjunction. The two forms take turns on each query and filter; their answers are compared, and the table
 says whether every one was the same.
 
-    flock /tmp/eigenflux-bench.lock .venv/bin/python bench/keyword_cost.py [--seeded 1M] [--plain]
+    flock /tmp/eigenflux-bench.lock .venv/bin/python bench/keyword_cost.py [--seeded 1M] [--plain] [--budget]
         [--queries search_queries_independent.jsonl]
 
 The network is bench/seed.py's of that scale; the 10k one (the default) is seeded first when it is missing, a
@@ -43,6 +46,11 @@ def arguments() -> argparse.Namespace:
     )
     parser.add_argument("--calls", type=int, default=3, help="calls per query and filter; the best one counts")
     parser.add_argument("--plain", action="store_true", help="also measure the match as it was written before")
+    parser.add_argument(
+        "--budget",
+        action="store_true",
+        help="also measure with no SEARCH_KEYWORD_BUDGET_MS (the text index path runs whole)",
+    )
     return parser.parse_args()
 
 
@@ -55,23 +63,31 @@ def _plain_at_least(needed: int, concepts: list[str]) -> str:
 FORMS = {
     "as built": {},
     "plain": {"_without_longer_phrases": lambda parts: parts, "_at_least": _plain_at_least},
+    "no budget": {},
 }
+# Settings a form runs with, besides the module's attributes above.
+FORM_SETTINGS = {"no budget": {"SEARCH_KEYWORD_BUDGET_MS": 0}}
 
 
 class Form:
     """items.textsearch building the match in one of FORMS while in the block."""
 
     def __init__(self, name: str) -> None:
+        from django.test.utils import override_settings
+
         from items import textsearch
 
         self.module, self.replaced = textsearch, FORMS[name]
         self.kept = {attribute: getattr(textsearch, attribute) for attribute in self.replaced}
+        self.settings = override_settings(**FORM_SETTINGS.get(name, {}))
 
     def __enter__(self) -> None:
         for attribute, value in self.replaced.items():
             setattr(self.module, attribute, value)
+        self.settings.enable()
 
     def __exit__(self, *exc) -> None:
+        self.settings.disable()
         for attribute, value in self.kept.items():
             setattr(self.module, attribute, value)
 
@@ -81,7 +97,7 @@ Result = tuple[dict[str, list[float]], dict[str, Counter], dict[tuple, list]]
 
 def measure(queries: list[str], calls: int, forms: list[str]) -> dict[str, Result]:
     """Each form's times per filter, paths taken and answers; the forms take turns on each query and filter."""
-    from items.search import KEYWORD_CANDIDATE_PATHS, keyword_candidates
+    from items.keyword_search import KEYWORD_CANDIDATE_PATHS, keyword_candidates
 
     def paths() -> dict[str, float]:  # the counter itself, not every metric of the process's registry
         samples = KEYWORD_CANDIDATE_PATHS.collect()[0].samples
@@ -151,7 +167,8 @@ def main() -> None:
     from items.models import ProcessedItem
 
     items = ProcessedItem.objects.count()
-    runs = list(measure(queries, args.calls, ["as built", "plain"] if args.plain else ["as built"]).items())
+    forms = ["as built"] + ["plain"] * args.plain + ["no budget"] * args.budget
+    runs = list(measure(queries, args.calls, forms).items())
     print(
         f"\nkeyword_candidates at {items:,} items ({args.seeded} network), {len(queries)} queries of {args.queries}, "
         f"best of {args.calls} calls each, ms\n"
@@ -162,12 +179,21 @@ def main() -> None:
         for name in FILTERS:
             print(row(label, name, times[name], taken[name]))
         print(row(label, "all", [t for values in times.values() for t in values], sum(taken.values(), Counter())))
-    if len(runs) == 2:
-        built, plain = runs[0][1][2], runs[1][1][2]
-        differ = [key for key in built if built[key] != plain[key]]
-        print(f"\nthe same answer (ids and scores) both ways: {len(built) - len(differ)} of {len(built)}")
+    built = runs[0][1][2]
+    for label, (_times, _taken, other) in runs[1:]:
+        differ = [key for key in built if built[key].ranked != other[key].ranked]
+        print(f"\nthe same answer (ids and scores) as built and {label}: {len(built) - len(differ)} of {len(built)}")
+        if differ:
+            kept = [
+                len({pk for pk, _ in built[key].ranked[:20]} & {pk for pk, _ in other[key].ranked[:20]})
+                / max(1, len(other[key].ranked[:20]))
+                for key in differ
+            ]
+            print(
+                f"  of {label}'s first 20 ids, kept as built: mean {statistics.mean(kept):.2f}, least {min(kept):.2f}"
+            )
         for q, name in differ[:10]:
-            print(f"  differs: {name} {q}")
+            print(f"  differs: {name} {q} ({len(built[q, name].ranked)} against {len(other[q, name].ranked)})")
 
 
 if __name__ == "__main__":

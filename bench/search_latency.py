@@ -25,6 +25,7 @@ import random
 import statistics
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -215,9 +216,11 @@ def measure(
     rounds: int,
     slowest: list[tuple[float, str, str, str, int]] | None = None,
     buffers: BufferMeter | None = None,
+    partial: Counter[tuple[str, str]] | None = None,
 ) -> tuple[dict[tuple[str, str], list[float]], dict[tuple[str, str], dict[str, float]]]:
     """Per mode and filter: each request's milliseconds, and the CPU milliseconds (cpu_ticks) spent meanwhile
-    (and with `buffers`, the shared buffers the cell's requests hit and read, sampled outside the CPU's window)."""
+    (and with `buffers`, the shared buffers the cell's requests hit and read, sampled outside the CPU's window;
+    with `partial`, how many answers said they were partial: the keyword search's budget ran out)."""
     timings: dict[tuple[str, str], list[float]] = {}
     cpu: dict[tuple[str, str], dict[str, float]] = {}
     for _ in range(rounds):
@@ -234,6 +237,8 @@ def measure(
                     if response.status_code != 200:
                         raise SystemExit(f"search failed: {response.status_code} {response.content[:300]}")
                     timings.setdefault((mode, label), []).append(elapsed)
+                    if partial is not None:
+                        partial[mode, label] += bool(response.json().get("partial"))
                     if slowest is not None:
                         slowest.append((elapsed, mode, label, q, _steal() - stolen))
                 after = cpu_ticks()
@@ -335,13 +340,15 @@ def main() -> None:
             tables = [ProcessedItem._meta.db_table, RawItem._meta.db_table]
             print(f"page cache: {page_cache_warm(tables):.1f} GB of the items' tables and indexes read first")
             measure(client, [*queries[:10], "今天天气很好"], 1)
-            buffers = BufferMeter()
-            timings, cpu = measure(client, queries, args.rounds, slowest if size == sizes[-1] else None, buffers)
+            buffers, partial = BufferMeter(), Counter()
+            timings, cpu = measure(
+                client, queries, args.rounds, slowest if size == sizes[-1] else None, buffers, partial
+            )
             memory[size] = memory_report()
             recalls[size] = filtered_recall(queries[:40])
             for (mode, label), values in timings.items():
                 spent = [cpu[mode, label][key] / len(values) for key in ("bench", "postgres", "others", "steal")]
-                spent += buffers.per_request(f"{mode} {label}")
+                spent += [*buffers.per_request(f"{mode} {label}"), partial[mode, label]]
                 rows.append((size, mode, label, len(values), statistics.median(values), pct(values, 0.99), *spent))
                 print(f"  {size:,} {mode} {label}: p50 {rows[-1][4]:.1f} ms, p99 {rows[-1][5]:.1f} ms", flush=True)
     finally:
@@ -359,15 +366,17 @@ def report(
 ) -> None:
     print(f"\nSearch latency through the API (in-process client), {queries} queries x {rounds} rounds")
     print("and the CPU spent meanwhile, ms per request: this process, PostgreSQL, other processes, hypervisor steal;")
-    print("then PostgreSQL's shared buffers (8 KB) per request: found in its pool (hit) and read into it (read)")
+    print("then PostgreSQL's shared buffers (8 KB) per request: found in its pool (hit) and read into it (read);")
+    print("and how many answers were partial (the keyword search ran out of SEARCH_KEYWORD_BUDGET_MS)")
     print(
         f"{'items':>8}  {'mode':<9}{'filter':<16}{'requests':>9}{'p50 ms':>9}{'p99 ms':>9}"
-        f"{'bench':>8}{'pg':>7}{'others':>8}{'steal':>7}{'hit':>8}{'read':>7}"
+        f"{'bench':>8}{'pg':>7}{'others':>8}{'steal':>7}{'hit':>8}{'read':>7}{'partial':>8}"
     )
-    print("-" * 105)
+    print("-" * 113)
     for size, mode, label, n, p50, p99, *spent in rows:
         used = "".join(f"{value:>{width}.1f}" for value, width in zip(spent[:4], (8, 7, 8, 7), strict=True))
-        print(f"{size:>8,}  {mode:<9}{label:<16}{n:>9}{p50:>9.1f}{p99:>9.1f}{used}{spent[4]:>8.0f}{spent[5]:>7.0f}")
+        counts = f"{spent[4]:>8.0f}{spent[5]:>7.0f}{spent[6]:>8}"
+        print(f"{size:>8,}  {mode:<9}{label:<16}{n:>9}{p50:>9.1f}{p99:>9.1f}{used}{counts}")
     for size, described in memory.items():
         print(f"memory at {size:,} items: {described}")
     worst = max(rows, key=lambda row: row[5])

@@ -363,6 +363,7 @@ def _search(request: AgentRequest, params: SearchQueryIn):
         "items": items,
         "has_more": result.has_more,
         "next_cursor": encode_search_cursor(next_offset, result.fingerprint) if result.has_more else None,
+        "partial": result.partial,
     }
 
 

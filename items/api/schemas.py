@@ -201,6 +201,14 @@ class SearchOut(Schema):
     next_cursor: str | None = Field(
         description="Pass as `cursor` (with the same q, mode and filters) for the next page; null on the last page."
     )
+    partial: bool = Field(
+        default=False,
+        description=(
+            "True when the keyword search ran out of its time budget on a large network and looked only among the "
+            "newest items: its matches are right but older ones may be missing. Hybrid mode's semantic half is "
+            "always whole."
+        ),
+    )
 
 
 class FeedbackIn(Schema):

@@ -11,12 +11,18 @@ from django.db import transaction
 from django.test import Client
 
 from eigenflux.base.replicas import replica_reads
+from items.keyword_search import KEYWORD_CANDIDATE_PATHS, keyword_candidates
 from items.models import ProcessedItem
 from items.pagination import encode_cursor
 from tests.factories import make_agent, make_completed_item
 from tests.replicas.conftest import caught_up
 
 pytestmark = pytest.mark.slow
+
+
+def keyword_paths() -> dict[str, float]:
+    samples = KEYWORD_CANDIDATE_PATHS.collect()[0].samples
+    return {sample.labels["path"]: sample.value for sample in samples if sample.name.endswith("_total")}
 
 
 def ids(response) -> set[int]:
@@ -39,6 +45,15 @@ def test_reads_go_to_the_replica_except_right_after_your_own_write(replica_db, s
         # The reader is served by the replica, which has not replayed `new`.
         assert ids(reader_client.get(f"/api/v1/feed?limit=50&cursor={encode_cursor(new.pk + 1)}")) == {old.pk}
         assert ids(reader_client.get("/api/v1/search?q=zanzibar&mode=keyword")) == {old.pk}
+        # Also its candidates through the whole-network text index, which runs in a transaction of its own (its
+        # settings): on the replica's connection, not the primary's.
+        settings.SEARCH_KEYWORD_WINDOW = 0
+        before = keyword_paths().get("text_index", 0)
+        with replica_reads():
+            found = keyword_candidates(q="zanzibar", broadcast_type=None, domain=None, depth=5)
+        assert [pk for pk, _score in found.ranked] == [old.pk]
+        assert keyword_paths().get("text_index", 0) == before + 1
+        settings.SEARCH_KEYWORD_WINDOW = 20000
         # The cached first page is built on the primary (a stale page would be cached for everyone).
         assert new.pk in ids(reader_client.get("/api/v1/feed?limit=50"))
         # An item the replica does not have yet is looked for on the primary before a 404.
