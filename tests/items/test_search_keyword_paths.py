@@ -4,7 +4,7 @@ further, the whole-network text index (its work_mem and its time budget), and th
 from __future__ import annotations
 
 import pytest
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from items import keyword_search as search_module
@@ -171,7 +171,8 @@ def _text_index_path_sleeps(seconds: float):
 def test_a_text_index_path_past_its_budget_answers_from_the_newest_items_and_says_so(local, settings, monkeypatch):
     """The whole-network text index path may take SEARCH_KEYWORD_BUDGET_MS; past it the server cancels it and the
     search answers from the matches among the newest items walked, marked partial (keyword and hybrid), and nothing
-    of the cancelled transaction's settings outlives it. With no budget the slow path runs to its end."""
+    of the cancelled transaction's settings outlives it. With no budget the slow path runs to its end, and a cancel
+    from elsewhere is an error."""
     author, client = local
     old = [item(author, f"Archive note {n}: sourdough recipe from the old bakery.") for n in range(5)]
     for n in range(8):
@@ -204,3 +205,10 @@ def test_a_text_index_path_past_its_budget_answers_from_the_newest_items_and_say
     with connection.execute_wrapper(_text_index_path_sleeps(0.3)):
         body = search(client, "sourdough", "keyword")
     assert set(ids(body)) == {recent.pk, *(entry.pk for entry in old)} and body["partial"] is False
+    # With no budget of ours, a cancel from elsewhere (here the server's own statement_timeout) is an error.
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL statement_timeout = '100ms'")
+        with connection.execute_wrapper(_text_index_path_sleeps(3.0)), pytest.raises(OperationalError):
+            keyword_candidates(q="sourdough", broadcast_type=None, domain=None, depth=5)
+        transaction.set_rollback(True)
