@@ -94,17 +94,24 @@ def test_a_type_filter_has_a_btree_index_for_the_text_index_path_to_intersect():
     assert definition.endswith("USING btree (broadcast_type)"), definition
 
 
-def test_a_window_with_too_few_matches_is_not_walked_on(local, settings, monkeypatch):
-    """A window with very few matches for many wanted is not walked on (the walk would read
-    KEYWORD_WINDOW_STRETCH windows for nothing): the text index answers at once, and finds the older ones."""
-    author, client = local
+def one_recent_match_of_six(author, settings, monkeypatch):
+    """Five old matches, eight other items, one recent match; six wanted, a window of two items walked row by row:
+    one match in two items projects the other five 12 items back, past two windows, so the text index answers."""
     old = [item(author, f"Archive note {n}: sourdough recipe from the old bakery.") for n in range(5)]
     for n in range(8):
         item(author, f"Weekend market stall number {n} sells cheese.")
     recent = item(author, "Fresh sourdough loaves at the weekend market.")
     settings.SEARCH_KEYWORD_CANDIDATES = 6
-    settings.SEARCH_KEYWORD_WINDOW = 2  # one match in two items: the other five projected 12 items back, past 2 windows
+    settings.SEARCH_KEYWORD_WINDOW = 2
     monkeypatch.setattr(search_module, "KEYWORD_WALK_FROM_WINDOWS", 0)  # walked row by row, whatever the size
+    return old, recent
+
+
+def test_a_window_with_too_few_matches_is_not_walked_on(local, settings, monkeypatch):
+    """A window with very few matches for many wanted is not walked on (the walk would read
+    KEYWORD_WINDOW_STRETCH windows for nothing): the text index answers at once, and finds the older ones."""
+    author, client = local
+    old, recent = one_recent_match_of_six(author, settings, monkeypatch)
     before = keyword_paths()
     with CaptureQueriesContext(connection) as queries:
         assert set(ids(search(client, "sourdough", "keyword"))) == {recent.pk, *(entry.pk for entry in old)}
@@ -174,13 +181,7 @@ def test_a_text_index_path_past_its_budget_answers_from_the_newest_items_and_say
     of the cancelled transaction's settings outlives it. With no budget the slow path runs to its end, and a cancel
     from elsewhere is an error."""
     author, client = local
-    old = [item(author, f"Archive note {n}: sourdough recipe from the old bakery.") for n in range(5)]
-    for n in range(8):
-        item(author, f"Weekend market stall number {n} sells cheese.")
-    recent = item(author, "Fresh sourdough loaves at the weekend market.")
-    settings.SEARCH_KEYWORD_CANDIDATES = 6
-    settings.SEARCH_KEYWORD_WINDOW = 2  # one match in the two newest items; the others are older: the text index
-    monkeypatch.setattr(search_module, "KEYWORD_WALK_FROM_WINDOWS", 0)
+    old, recent = one_recent_match_of_six(author, settings, monkeypatch)
     settings.SEARCH_KEYWORD_BUDGET_MS = 100
     with connection.cursor() as cursor:
         cursor.execute("SHOW statement_timeout")
