@@ -552,14 +552,15 @@ SEARCH_HNSW_EF_SEARCH = env_int("SEARCH_HNSW_EF_SEARCH", 400, minimum=1)
 # Keyword ranking looks at this many of the most recent matching items at most (bounds a common word's cost).
 SEARCH_KEYWORD_CANDIDATES = env_int("SEARCH_KEYWORD_CANDIDATES", 200, minimum=1)
 # Those matches are looked for first among this many newest items (a range of ids: a bounded read, whatever the
-# query); only when fewer match there does the text index find them over the whole network (items.search).
+# query); only when fewer match there does the text index find them over the whole network (items.keyword_search).
 SEARCH_KEYWORD_WINDOW = env_int("SEARCH_KEYWORD_WINDOW", 20000, minimum=0)
 # work_mem (MB) for a keyword search that goes through the text index over the whole network, so that its bitmaps
 # stay exact instead of lossy (a lossy page is read and every row on it tested again): at 1M items the default
 # 4 MB went lossy and 8 MB did not (docs/scaling.md). 0: the server's own work_mem.
 SEARCH_KEYWORD_WORK_MEM_MB = env_int("SEARCH_KEYWORD_WORK_MEM_MB", 32, minimum=0)
-# The time (ms) that whole-network text index path may take (its statement_timeout); past it the search answers from
-# the matches among the newest items walked and says it is partial (items.search). 0: no budget.
+# The time (ms) keyword search's reads may take: what the walk of the newest items leaves of it is the whole-network
+# text index path's statement_timeout; past it the search answers from the matches the walk found and says it is
+# partial (items.keyword_search). 0: no budget.
 SEARCH_KEYWORD_BUDGET_MS = env_int("SEARCH_KEYWORD_BUDGET_MS", 60, minimum=0)
 # Hybrid searches per process whose semantic leg may run beside the keyword leg, on a second connection
 # (items.search; 0: always one after the other).
