@@ -1,15 +1,15 @@
-"""What keyword search's candidate query costs on a seeded network: `items.search.keyword_candidates` (the keyword
-bar, the newest matches and their ranking; no HTTP, no JSON) for every query of a set with no filter, a type filter
-and a domain filter, the best of --calls calls each, and by which path the newest matches were found (the window of
-the newest items, or the text index over the whole network).
+"""What keyword search's candidate query costs on a seeded network: `items.keyword_search.keyword_candidates` (the
+keyword bar, the newest matches and their ranking; no HTTP, no JSON) for every query of a set with no filter, a type
+filter and a domain filter, the best of --calls calls each, and by which path the newest matches were found (the
+window of the newest items, the text index over the whole network, or the budget).
 
 With --budget they are also measured with no SEARCH_KEYWORD_BUDGET_MS, the text index path always run to its end,
 and the answers compared: how many the budget changed, and how much of each changed answer it kept.
 
 With --plain the same queries are also measured the way the match was written before 7 December 2026: every
 lexicon alternative of a concept (the ones containing another too) and "at least k of n concepts" as an OR of every
-k-concept conjunction. The two forms take turns on each query and filter; their answers are compared, and the table
-says whether every one was the same.
+k-concept conjunction. The two forms take turns on each query and filter, both with no budget (so that only the form
+differs); their answers are compared, and the table says whether every one was the same. One comparison at a time.
 
     flock /tmp/eigenflux-bench.lock .venv/bin/python bench/keyword_cost.py [--seeded 1M] [--plain] [--budget]
         [--queries search_queries_independent.jsonl]
@@ -167,6 +167,10 @@ def main() -> None:
     from items.models import ProcessedItem
 
     items = ProcessedItem.objects.count()
+    if args.plain and args.budget:
+        raise SystemExit("one comparison at a time: --plain or --budget")
+    if args.plain:
+        settings.SEARCH_KEYWORD_BUDGET_MS = 0
     forms = ["as built"] + ["plain"] * args.plain + ["no budget"] * args.budget
     runs = list(measure(queries, args.calls, forms).items())
     print(

@@ -558,9 +558,9 @@ SEARCH_KEYWORD_WINDOW = env_int("SEARCH_KEYWORD_WINDOW", 20000, minimum=0)
 # stay exact instead of lossy (a lossy page is read and every row on it tested again): at 1M items the default
 # 4 MB went lossy and 8 MB did not (docs/scaling.md). 0: the server's own work_mem.
 SEARCH_KEYWORD_WORK_MEM_MB = env_int("SEARCH_KEYWORD_WORK_MEM_MB", 32, minimum=0)
-# The time (ms) keyword search's reads may take: what the walk of the newest items leaves of it is the whole-network
-# text index path's statement_timeout; past it the search answers from the matches the walk found and says it is
-# partial (items.keyword_search). 0: no budget.
+# A wall-clock budget (ms) for keyword search from its first read: what the walk of the newest items leaves of it is
+# the whole-network text index query's statement_timeout; past it the search answers from the matches the walk found
+# and says it is partial (items.keyword_search). 0: no budget.
 SEARCH_KEYWORD_BUDGET_MS = env_int("SEARCH_KEYWORD_BUDGET_MS", 60, minimum=0)
 # Hybrid searches per process whose semantic leg may run beside the keyword leg, on a second connection
 # (items.search; 0: always one after the other).

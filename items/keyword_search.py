@@ -50,9 +50,10 @@ def keyword_candidates(*, q: str, broadcast_type: str | None, domain: str | None
     SEARCH_KEYWORD_CANDIDATES matches are ranked, so a query matching most of the network costs the same as
     one matching a few hundred items.
 
-    The database's reads have SEARCH_KEYWORD_BUDGET_MS: when the walk of the newest items has not found enough, what is
-    left of it is the whole-network text index path's statement_timeout. Past it the server cancels the query and the
-    answer is ranked from the matches the walk found (`partial`)."""
+    SEARCH_KEYWORD_BUDGET_MS is wall-clock time from the first read: when the walk of the newest items has not found
+    enough, what is left of it is the whole-network text index query's statement_timeout (the walk itself and the
+    final ranking are not cut short). Past it the server cancels the query and the answer is ranked from the matches
+    the walk found (`partial`)."""
     query = textsearch.keyword_query(q)
     if query is None:
         return KeywordMatches([])
@@ -75,7 +76,8 @@ def keyword_candidates(*, q: str, broadcast_type: str | None, domain: str | None
         )
         return [(pk, float(score)) for pk, score in rows]
 
-    # The budget is the database's time, not the parsing of the query (a first Chinese query loads its segmenter).
+    # The budget is wall-clock time from the first read, not the parsing of the query (a first Chinese query loads
+    # its segmenter).
     started = time.monotonic()
     walked = _newest_in_window(query.match, broadcast_type, domain)
     if walked.path is not None:
@@ -87,17 +89,25 @@ def keyword_candidates(*, q: str, broadcast_type: str | None, domain: str | None
         # Its own transaction on the connection the reads go to (a replica's, in replica_reads), where the settings
         # apply.
         alias = router.db_for_read(ProcessedItem)
+        answer: list[tuple[int, float]] | None = None
         try:
             with transaction.atomic(using=alias), _text_index_settings(alias, timeout_ms=left):
                 answer = ranked(Subquery(_newest_matches(query.match, broadcast_type, domain)))
         except OperationalError as exc:
-            if not budget or not isinstance(exc.__cause__, QueryCanceled):
-                raise  # with no budget of ours, a cancel (the server's own timeout, an operator's) is an error
-        else:
+            # Only our own timeout, and only on the query itself: a cancel from elsewhere (an operator's) is an error,
+            # and an answer read whole stands even if giving the settings back was cut short.
+            if answer is None and not (budget and _timed_out(exc)):
+                raise
+        if answer is not None:
             KEYWORD_CANDIDATE_PATHS.labels("text_index").inc()
             return KeywordMatches(answer)
     KEYWORD_CANDIDATE_PATHS.labels("budget").inc()
     return KeywordMatches(ranked(walked.found), partial=True)
+
+
+def _timed_out(exc: OperationalError) -> bool:
+    """PostgreSQL cancelled the statement for its statement_timeout (not at an operator's request)."""
+    return isinstance(exc.__cause__, QueryCanceled) and "statement timeout" in str(exc.__cause__)
 
 
 @contextmanager
@@ -130,7 +140,7 @@ def _text_index_settings(alias: str, *, timeout_ms: int) -> Iterator[None]:
             previous[name] = cursor.fetchone()[0]
     yield
     with connections[alias].cursor() as cursor:
-        for name, value in previous.items():
+        for name, value in reversed(previous.items()):  # the timeout first
             cursor.execute("SELECT set_config(%s, %s, true)", [name, value])
 
 

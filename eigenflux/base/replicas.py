@@ -1,7 +1,8 @@
 """Read replicas: DATABASE_REPLICA_URLS adds `replica1`..`replicaN` to DATABASES, and ReplicaRouter sends some
 reads there — only inside `replica_reads()`, which the agent API's feed, search and item views open. Every
-other read, every write and every read inside a transaction stays on the primary (`default`), so the admin,
-the pipeline and the services never see a replica.
+other read, every write and every read inside a transaction on the primary's connection stays on the primary
+(`default`), so the admin, the pipeline and the services never see a replica. (Keyword search opens a read-only
+transaction on the replica's own connection for its settings: items.keyword_search.)
 
 Read-your-writes: a write request of an agent (any non-GET call of the agent API) pins that agent to the
 primary for DATABASE_REPLICA_PIN_SECONDS, in Redis so that every web process knows it (no cookie). Inside

@@ -205,8 +205,9 @@ class SearchOut(Schema):
         default=False,
         description=(
             "True when the keyword search ran out of its time budget on a large network and looked only among the "
-            "newest items: its matches are right but older ones may be missing. Hybrid mode's semantic half is "
-            "always whole."
+            "newest items: every keyword match it returns is one, but older ones may be missing (the answer may be "
+            "empty) and the order differs; a later page may be answered whole, so pages can overlap or skip. "
+            "Hybrid mode's semantic half is always whole."
         ),
     )
 

@@ -163,16 +163,26 @@ def test_the_newest_matches_are_found_through_the_text_index_not_by_walking_the_
     assert "Index Scan Backward using items_processeditem_pkey on items_processeditem u0" not in plan, plan
 
 
-def _text_index_path_sleeps(seconds: float):
-    """An execute wrapper: the whole-network text index path's ranking query (its candidates sorted by `pk + 0`)
-    first sleeps `seconds` on the server, as a query over long posting lists would take that long."""
+class Sleeps:
+    """An execute wrapper: each query whose SQL holds `marker` first sleeps `seconds` on the server (as a query over
+    long posting lists would take that long); `count` says how many did."""
 
-    def wrapper(execute, sql, params, many, context):
-        if "ts_rank_cd" in sql and '"raw_id" + %s) DESC' in sql:
-            context["cursor"].execute("SELECT pg_sleep(%s)", [seconds])
+    def __init__(self, marker: str, seconds: float) -> None:
+        self.marker, self.seconds, self.count = marker, seconds, 0
+
+    def __call__(self, execute, sql, params, many, context):
+        if self.marker in sql:
+            self.count += 1
+            context["cursor"].execute("SELECT pg_sleep(%s)", [self.seconds])
         return execute(sql, params, many, context)
 
-    return wrapper
+
+TEXT_INDEX_QUERY = '"raw_id" + %s) DESC'  # the whole-network path's candidates, newest first by `pk + 0`
+WALK_QUERY = 'COALESCE("items_processeditem"."search_vector"'  # the walk of the newest items, row by row
+
+
+def _text_index_path_sleeps(seconds: float) -> Sleeps:
+    return Sleeps(TEXT_INDEX_QUERY, seconds)
 
 
 def test_a_text_index_path_past_its_budget_answers_from_the_newest_items_and_says_so(local, settings, monkeypatch):
@@ -182,20 +192,22 @@ def test_a_text_index_path_past_its_budget_answers_from_the_newest_items_and_say
     from elsewhere is an error."""
     author, client = local
     old, recent = one_recent_match_of_six(author, settings, monkeypatch)
-    settings.SEARCH_KEYWORD_BUDGET_MS = 100
+    settings.SEARCH_KEYWORD_BUDGET_MS = 500  # far from the sleeps either way, on a busy machine too
     with connection.cursor() as cursor:
         cursor.execute("SHOW statement_timeout")
         (server_default,) = cursor.fetchone()
     before = keyword_paths()
-    with connection.execute_wrapper(_text_index_path_sleeps(0.1 / 4)):  # within the budget
+    with connection.execute_wrapper(within := _text_index_path_sleeps(0.05)):
         body = search(client, "sourdough", "keyword")
     assert set(ids(body)) == {recent.pk, *(entry.pk for entry in old)} and body["partial"] is False
-    with connection.execute_wrapper(_text_index_path_sleeps(3.0)):
+    assert within.count == 1
+    with connection.execute_wrapper(past := _text_index_path_sleeps(3.0)):
         for mode in ("keyword", "hybrid"):
             body = search(client, "sourdough", mode)
             assert body["partial"] is True, mode
             keyword_found = [entry for entry in body["items"] if "keyword" in entry["matched"]]
             assert [int(entry["item_id"]) for entry in keyword_found] == [recent.pk], mode
+    assert past.count == 2
     after = keyword_paths()
     assert after.get("budget", 0) == before.get("budget", 0) + 2
     assert after.get("text_index", 0) == before.get("text_index", 0) + 1
@@ -203,9 +215,10 @@ def test_a_text_index_path_past_its_budget_answers_from_the_newest_items_and_say
         cursor.execute("SHOW statement_timeout")
         assert cursor.fetchone()[0] == server_default  # in the test's own transaction, after both paths
     settings.SEARCH_KEYWORD_BUDGET_MS = 0
-    with connection.execute_wrapper(_text_index_path_sleeps(0.3)):
+    with connection.execute_wrapper(slow := _text_index_path_sleeps(0.3)):
         body = search(client, "sourdough", "keyword")
     assert set(ids(body)) == {recent.pk, *(entry.pk for entry in old)} and body["partial"] is False
+    assert slow.count == 1
     # With no budget of ours, a cancel from elsewhere (here the server's own statement_timeout) is an error.
     with transaction.atomic():
         with connection.cursor() as cursor:
@@ -213,3 +226,16 @@ def test_a_text_index_path_past_its_budget_answers_from_the_newest_items_and_say
         with connection.execute_wrapper(_text_index_path_sleeps(3.0)), pytest.raises(OperationalError):
             keyword_candidates(q="sourdough", broadcast_type=None, domain=None, depth=5)
         transaction.set_rollback(True)
+
+
+def test_a_walk_that_used_up_the_budget_answers_from_its_matches_without_the_text_index(local, settings, monkeypatch):
+    """The budget counts from the first read: a walk of the newest items that took all of it leaves nothing for the
+    text index, which is not asked at all; the walk's matches answer, marked partial."""
+    author, client = local
+    _old, recent = one_recent_match_of_six(author, settings, monkeypatch)
+    settings.SEARCH_KEYWORD_BUDGET_MS = 20
+    text_index = _text_index_path_sleeps(0)
+    with connection.execute_wrapper(walk := Sleeps(WALK_QUERY, 0.05)), connection.execute_wrapper(text_index):
+        body = search(client, "sourdough", "keyword")
+    assert walk.count == 1 and text_index.count == 0
+    assert ids(body) == [recent.pk] and body["partial"] is True
