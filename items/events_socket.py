@@ -139,12 +139,15 @@ class AgentEventsConsumer(AsyncJsonWebsocketConsumer):
         self.token = token
         self.token_hash = token_hash(token)
         self.agent_id = agent.pk
+        # In the agent's group before it counts as online: a match push that sees it online reaches this socket.
+        self.group = agent_group(agent.pk)
+        await self.channel_layer.group_add(self.group, self.channel_name)
         if not await self._claimed():
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+            del self.group  # not in it: disconnect leaves no group and no presence
             limit = settings.WS_MAX_SOCKETS_PER_AGENT
             message = f"too many open WebSockets for this agent (the limit is {limit}); close one to open another"
             return await self._refuse(CLOSE_RATE_LIMITED, "rate_limited", message)
-        self.group = agent_group(agent.pk)
-        await self.channel_layer.group_add(self.group, self.channel_name)
         self._recheck = asyncio.create_task(self._recheck_loop())
 
     async def _refuse(self, code: int, error: str, message: str) -> None:

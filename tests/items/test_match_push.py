@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -50,6 +51,11 @@ def test_a_matching_online_agent_receives_item_matched_over_its_websocket():
     async def scenario():
         ws = socket(f"/ws/v1/events?token={token}")
         assert (await ws.connect())[0]
+        # The socket is accepted before its token is checked: online (and so in its group) a moment later.
+        deadline = time.monotonic() + 10
+        while not await sync_to_async(online_among)([reader_profile.pk]):
+            assert time.monotonic() < deadline, "the socket never came online"
+            await asyncio.sleep(0.02)
         created = await sync_to_async(matching_item)(content="Private author notes stay private")
         pushed = await sync_to_async(push)(created)
         event = await ws.receive_json_from(timeout=5)

@@ -4,15 +4,19 @@ socket at once (a push) or at the next re-check (when the push is lost), and the
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
+from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.layers import channel_layers
 from channels.testing import WebsocketCommunicator
 from django.utils import timezone
 
+from eigenflux.base.redis import get_redis
 from items.events_socket import CLOSE_BAD_REQUEST, CLOSE_RATE_LIMITED, CLOSE_UNAUTHORIZED, SUBPROTOCOL
 from items.models import AgentToken
+from items.presence import SOCKETS_PREFIX
 from items.services.agents import agent_token_create, agent_token_revoke
 from tests.factories import make_agent
 
@@ -157,6 +161,11 @@ def test_an_agent_keeps_at_most_its_limit_of_sockets_whatever_its_tokens(transac
     async def scenario():
         first, second = socket(f"/ws/v1/events?token={token}"), socket(f"/ws/v1/events?token={second_token}")
         assert (await first.connect())[0] and (await second.connect())[0]
+        # A socket is accepted before it claims its place: both placed before a third asks (else it may win one).
+        deadline = time.monotonic() + 10
+        while await sync_to_async(get_redis().zcard)(f"{SOCKETS_PREFIX}{agent.pk}") < 2:
+            assert time.monotonic() < deadline, "the two sockets never claimed their places"
+            await asyncio.sleep(0.02)
         third = socket(f"/ws/v1/events?token={token}")
         await third.connect()
         refused = await closed_with(third, 5)
