@@ -113,9 +113,9 @@ def _timed_out(exc: OperationalError) -> bool:
 @contextmanager
 def _text_index_settings(alias: str, *, timeout_ms: int) -> Iterator[None]:
     """Give the transaction of the text index path SEARCH_KEYWORD_WORK_MEM_MB of work_mem and what is left of the
-    search's budget as statement_timeout (0: none), and give back what the connection had when the block ends well
-    (the transaction may be a savepoint in an outer one, where a local setting would outlive it; a block that fails
-    rolls back to before them).
+    search's budget as statement_timeout (0: none; a stricter one already in force stays), in one round trip, and
+    give back what the connection had when the block ends well (the transaction may be a savepoint in an outer one,
+    where a local setting would outlive it; a block that fails rolls back to before them).
 
     work_mem: the path intersects the text index's bitmap of matches with a filter's (the domains index); a bitmap
     larger than work_mem goes lossy: it keeps whole pages instead of rows, and every row on such a page is read and
@@ -125,23 +125,27 @@ def _text_index_settings(alias: str, *, timeout_ms: int) -> Iterator[None]:
     The budget: at 1M items a few queries' text index paths take 100-200 ms (a concept with long posting lists, or
     a filter that removes most of its matches only once their rows are read); past it the search answers from the
     newest items instead (docs/scaling.md)."""
-    wanted = {
-        name: f"{value}{unit}"
-        for name, value, unit in (
-            ("work_mem", int(settings.SEARCH_KEYWORD_WORK_MEM_MB), "MB"),
-            ("statement_timeout", timeout_ms, "ms"),
-        )
-        if value
-    }
-    previous: dict[str, str] = {}
+    megabytes = int(settings.SEARCH_KEYWORD_WORK_MEM_MB)
     with connections[alias].cursor() as cursor:
-        for name, value in wanted.items():
-            cursor.execute("SELECT current_setting(%s), set_config(%s, %s, true)", [name, name, value])
-            previous[name] = cursor.fetchone()[0]
+        cursor.execute(
+            "SELECT current_setting('work_mem'), setting::int FROM pg_settings WHERE name = 'statement_timeout'"
+        )
+        work_mem, current_timeout = cursor.fetchone()
+        previous = {"work_mem": work_mem, "statement_timeout": f"{current_timeout}ms"}
+        wanted = {"work_mem": f"{megabytes}MB"} if megabytes else {}
+        if timeout_ms and not 0 < current_timeout <= timeout_ms:  # a stricter timeout already set (a role's) stays
+            wanted["statement_timeout"] = f"{timeout_ms}ms"
+        _set_local(cursor, wanted)
     yield
     with connections[alias].cursor() as cursor:
-        for name, value in reversed(previous.items()):  # the timeout first
-            cursor.execute("SELECT set_config(%s, %s, true)", [name, value])
+        _set_local(cursor, {name: previous[name] for name in wanted})
+
+
+def _set_local(cursor, values: dict[str, str]) -> None:
+    """These settings for the rest of the transaction (set_config's is_local), in one round trip."""
+    if values:
+        calls = ", ".join("set_config(%s, %s, true)" for _ in values)
+        cursor.execute(f"SELECT {calls}", [part for pair in values.items() for part in pair])
 
 
 # How far past SEARCH_KEYWORD_WINDOW a walk goes on when the window held some matches but too few: up to this many

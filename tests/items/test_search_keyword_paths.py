@@ -239,3 +239,34 @@ def test_a_walk_that_used_up_the_budget_answers_from_its_matches_without_the_tex
         body = search(client, "sourdough", "keyword")
     assert walk.count == 1 and text_index.count == 0
     assert ids(body) == [recent.pk] and body["partial"] is True
+
+
+def test_the_budget_never_loosens_a_stricter_statement_timeout_already_in_force(local, settings, monkeypatch):
+    """An operator's own statement_timeout (a role's, say) that is stricter than what is left of the budget stays in
+    force for the text index query; a looser one gives way to the budget; either is given back afterwards."""
+    author, _client = local
+    one_recent_match_of_six(author, settings, monkeypatch)
+    settings.SEARCH_KEYWORD_BUDGET_MS = 500
+
+    def in_force_during_the_query(outer: str) -> tuple[str, str]:
+        seen: list[str] = []
+
+        def capture(execute, sql, params, many, context):
+            if TEXT_INDEX_QUERY in sql:
+                context["cursor"].execute("SHOW statement_timeout")
+                seen.append(context["cursor"].fetchone()[0])
+            return execute(sql, params, many, context)
+
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(f"SET LOCAL statement_timeout = '{outer}'")
+            with connection.execute_wrapper(capture):
+                keyword_candidates(q="sourdough", broadcast_type=None, domain=None, depth=5)
+            cursor.execute("SHOW statement_timeout")
+            after = cursor.fetchone()[0]
+            transaction.set_rollback(True)
+        (during,) = seen
+        return during, after
+
+    assert in_force_during_the_query("200ms") == ("200ms", "200ms")
+    during, after = in_force_during_the_query("2s")
+    assert during.endswith("ms") and 0 < int(during.removesuffix("ms")) <= 500 and after == "2s"
