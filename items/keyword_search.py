@@ -90,13 +90,15 @@ def keyword_candidates(*, q: str, broadcast_type: str | None, domain: str | None
         # apply.
         alias = router.db_for_read(ProcessedItem)
         answer: list[tuple[int, float]] | None = None
+        asked, timeout = 0.0, 0
         try:
-            with transaction.atomic(using=alias), _text_index_settings(alias, timeout_ms=left):
+            with transaction.atomic(using=alias), _text_index_settings(alias, timeout_ms=left) as timeout:
+                asked = time.monotonic()
                 answer = ranked(Subquery(_newest_matches(query.match, broadcast_type, domain)))
         except OperationalError as exc:
-            # Only our own timeout, and only on the query itself: a cancel from elsewhere (an operator's) is an error,
-            # and an answer read whole stands even if giving the settings back was cut short.
-            if answer is None and not (budget and _timed_out(exc)):
+            # Only the timeout in force, and only on the query itself: a cancel from elsewhere (an operator's) is an
+            # error, and an answer read whole stands even if giving the settings back was cut short.
+            if answer is None and not (budget and _timed_out(exc, asked, timeout)):
                 raise
         if answer is not None:
             KEYWORD_CANDIDATE_PATHS.labels("text_index").inc()
@@ -105,17 +107,20 @@ def keyword_candidates(*, q: str, broadcast_type: str | None, domain: str | None
     return KeywordMatches(ranked(walked.found), partial=True)
 
 
-def _timed_out(exc: OperationalError) -> bool:
-    """PostgreSQL cancelled the statement for its statement_timeout (not at an operator's request)."""
-    return isinstance(exc.__cause__, QueryCanceled) and "statement timeout" in str(exc.__cause__)
+def _timed_out(exc: OperationalError, asked: float, timeout_ms: int) -> bool:
+    """PostgreSQL cancelled the statement asked at `asked` (monotonic) for the statement_timeout in force, not at an
+    operator's request: told apart by the time it ran, since the server's message may be in another language."""
+    ran_ms = (time.monotonic() - asked) * 1000 if asked else 0.0
+    return isinstance(exc.__cause__, QueryCanceled) and 0 < timeout_ms <= ran_ms + 1
 
 
 @contextmanager
-def _text_index_settings(alias: str, *, timeout_ms: int) -> Iterator[None]:
+def _text_index_settings(alias: str, *, timeout_ms: int) -> Iterator[int]:
     """Give the transaction of the text index path SEARCH_KEYWORD_WORK_MEM_MB of work_mem and what is left of the
     search's budget as statement_timeout (0: none; a stricter one already in force stays), in one round trip, and
     give back what the connection had when the block ends well (the transaction may be a savepoint in an outer one,
-    where a local setting would outlive it; a block that fails rolls back to before them).
+    where a local setting would outlive it; a block that fails rolls back to before them). Yields the statement_timeout
+    in force, in ms (0: none).
 
     work_mem: the path intersects the text index's bitmap of matches with a filter's (the domains index); a bitmap
     larger than work_mem goes lossy: it keeps whole pages instead of rows, and every row on such a page is read and
@@ -136,7 +141,7 @@ def _text_index_settings(alias: str, *, timeout_ms: int) -> Iterator[None]:
         if timeout_ms and not 0 < current_timeout <= timeout_ms:  # a stricter timeout already set (a role's) stays
             wanted["statement_timeout"] = f"{timeout_ms}ms"
         _set_local(cursor, wanted)
-    yield
+    yield timeout_ms if "statement_timeout" in wanted else current_timeout
     with connections[alias].cursor() as cursor:
         _set_local(cursor, {name: previous[name] for name in wanted})
 

@@ -11,18 +11,14 @@ from django.db import transaction
 from django.test import Client
 
 from eigenflux.base.replicas import replica_reads
-from items.keyword_search import KEYWORD_CANDIDATE_PATHS, keyword_candidates
+from items.keyword_search import keyword_candidates
 from items.models import ProcessedItem
 from items.pagination import encode_cursor
 from tests.factories import make_agent, make_completed_item
+from tests.items.test_search_keyword_paths import keyword_paths
 from tests.replicas.conftest import caught_up
 
 pytestmark = pytest.mark.slow
-
-
-def keyword_paths() -> dict[str, float]:
-    samples = KEYWORD_CANDIDATE_PATHS.collect()[0].samples
-    return {sample.labels["path"]: sample.value for sample in samples if sample.name.endswith("_total")}
 
 
 def ids(response) -> set[int]:
