@@ -9,7 +9,7 @@ whole network, within what is left of SEARCH_KEYWORD_BUDGET_MS; past it the answ
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -86,25 +86,31 @@ def keyword_candidates(*, q: str, broadcast_type: str | None, domain: str | None
     budget = int(settings.SEARCH_KEYWORD_BUDGET_MS)
     left = round(budget - (time.monotonic() - started) * 1000) if budget else 0
     if not budget or left >= 1:
-        # Its own transaction on the connection the reads go to (a replica's, in replica_reads), where the settings
-        # apply.
-        alias = router.db_for_read(ProcessedItem)
-        answer: list[tuple[int, float]] | None = None
-        asked, timeout = 0.0, 0
-        try:
-            with transaction.atomic(using=alias), _text_index_settings(alias, timeout_ms=left) as timeout:
-                asked = time.monotonic()
-                answer = ranked(Subquery(_newest_matches(query.match, broadcast_type, domain)))
-        except OperationalError as exc:
-            # Only the timeout in force, and only on the query itself: a cancel from elsewhere (an operator's) is an
-            # error, and an answer read whole stands even if giving the settings back was cut short.
-            if answer is None and not (budget and _timed_out(exc, asked, timeout)):
-                raise
+        answer = _whole_network(lambda: ranked(Subquery(_newest_matches(query.match, broadcast_type, domain))), left)
         if answer is not None:
             KEYWORD_CANDIDATE_PATHS.labels("text_index").inc()
             return KeywordMatches(answer)
     KEYWORD_CANDIDATE_PATHS.labels("budget").inc()
     return KeywordMatches(ranked(walked.found), partial=True)
+
+
+def _whole_network(answer_of: Callable[[], list[tuple[int, float]]], left: int) -> list[tuple[int, float]] | None:
+    """The text index path's answer, read in its own transaction with its settings (left: the budget's ms, 0: no
+    budget), or None when the timeout in force cut it short."""
+    # Its own transaction on the connection the reads go to (a replica's, in replica_reads), where the settings apply.
+    alias = router.db_for_read(ProcessedItem)
+    answer: list[tuple[int, float]] | None = None
+    asked, timeout = 0.0, 0
+    try:
+        with transaction.atomic(using=alias), _text_index_settings(alias, timeout_ms=left) as timeout:
+            asked = time.monotonic()
+            answer = answer_of()
+    except OperationalError as exc:
+        # Only the timeout in force, and only on the query itself: a cancel from elsewhere (an operator's) is an
+        # error, and an answer read whole stands even if giving the settings back was cut short.
+        if answer is None and not (left and _timed_out(exc, asked, timeout)):
+            raise
+    return answer
 
 
 def _timed_out(exc: OperationalError, asked: float, timeout_ms: int) -> bool:
